@@ -1,0 +1,107 @@
+// Env: every file operation of the core goes through this interface, so tests
+// can replace it (fault injection, dropped unsynced writes) and the cache and
+// sources never call the OS directly. Modelled on leveldb's Env.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ssdfeed/status.h"
+
+namespace ssdfeed {
+
+struct FileInfo {
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  bool is_dir = false;
+  bool is_symlink = false;  // only from Lstat
+  uint32_t uid = 0;
+  uint32_t mode = 0;
+};
+
+// Positional reads; safe to call from many threads at once.
+class RandomAccessFile {
+ public:
+  virtual ~RandomAccessFile() = default;
+  // Reads up to n bytes at offset into scratch; *got < n only at end of file.
+  virtual Status Read(uint64_t offset, size_t n, char* scratch, size_t* got) const = 0;
+  virtual Result<uint64_t> Size() const = 0;
+  virtual const std::string& path() const = 0;
+};
+
+// Append-only writes. Data is durable only after Sync() returns OK.
+class WritableFile {
+ public:
+  virtual ~WritableFile() = default;
+  virtual Status Append(const void* data, size_t n) = 0;
+  virtual Status Sync() = 0;
+  virtual Status Close() = 0;
+  virtual uint64_t Size() const = 0;  // bytes appended so far (incl. existing)
+  virtual const std::string& path() const = 0;
+};
+
+// An advisory whole-file lock (flock); released when the object dies.
+class FileLock {
+ public:
+  virtual ~FileLock() = default;
+};
+
+struct WritableFileOptions {
+  // Truncate an existing file (false: append to it). Default false.
+  bool truncate = false;
+  // Permission bits for a new file. Default 0600: no group or world access.
+  uint32_t mode = 0600;
+};
+
+class Env {
+ public:
+  virtual ~Env() = default;
+
+  // The process-wide POSIX Env. Never deleted.
+  static Env* Default();
+
+  // Opens never follow a symlink in the last path component (O_NOFOLLOW).
+  virtual Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
+      const std::string& path) = 0;
+  virtual Result<std::unique_ptr<WritableFile>> NewWritableFile(
+      const std::string& path, const WritableFileOptions& opts = {}) = 0;
+
+  virtual Status GetChildren(const std::string& dir, std::vector<std::string>* names) = 0;
+  virtual Result<FileInfo> Stat(const std::string& path) = 0;   // follows links
+  virtual Result<FileInfo> Lstat(const std::string& path) = 0;  // does not
+  virtual bool FileExists(const std::string& path) = 0;
+  // Creates one directory level; OK if it already exists as a directory.
+  virtual Status CreateDir(const std::string& path, uint32_t mode = 0700) = 0;
+  virtual Status RemoveFile(const std::string& path) = 0;
+  virtual Status RemoveDir(const std::string& path) = 0;
+  virtual Status RenameFile(const std::string& from, const std::string& to) = 0;
+  // Makes a rename or create inside dir durable.
+  virtual Status SyncDir(const std::string& dir) = 0;
+  virtual Status TruncateFile(const std::string& path, uint64_t size) = 0;
+
+  // flock(LOCK_EX or LOCK_SH); non-blocking ones return Busy when held.
+  virtual Result<std::unique_ptr<FileLock>> LockFile(const std::string& path, bool exclusive,
+                                                     bool blocking) = 0;
+
+  // Bytes free to unprivileged users on the filesystem holding path, and its size.
+  virtual Status FsSpace(const std::string& path, uint64_t* free_bytes, uint64_t* total) = 0;
+
+  virtual int64_t NowMicros() = 0;
+
+  // Reads a whole file (convenience over NewRandomAccessFile).
+  Status ReadFileToString(const std::string& path, std::string* out);
+  // Writes via temp file + fsync + rename + dir fsync, so readers see old or new.
+  Status WriteFileAtomic(const std::string& path, const std::string& data, uint32_t mode = 0600);
+};
+
+// Creates every missing directory of path (mkdir -p).
+Status CreateDirs(Env* env, const std::string& path, uint32_t mode = 0700);
+
+std::string JoinPath(const std::string& a, const std::string& b);
+std::string Basename(const std::string& path);
+std::string Dirname(const std::string& path);
+
+}  // namespace ssdfeed

@@ -1,0 +1,77 @@
+// FaultInjectionEnv wraps another Env and, on request, fails chosen reads,
+// writes or syncs (EIO or ENOSPC), and can throw away every byte written
+// since the last Sync() of each file, as a power cut would. For tests only.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "ssdfeed/env.h"
+
+namespace ssdfeed {
+
+class FaultInjectionEnv : public Env {
+ public:
+  enum class Op { kRead, kWrite, kSync };
+
+  explicit FaultInjectionEnv(Env* base) : base_(base) {}
+
+  // After `skip` more successful calls of op on files whose path contains
+  // path_substr, fail the next `count` calls (count < 0: all later calls).
+  void FailAfter(Op op, int skip, int count, Status error, std::string path_substr = "");
+  void ClearFaults();
+
+  // Truncates every file written through this Env to its size at its last
+  // successful Sync() (0 if never synced), like a power cut.
+  Status DropUnsyncedData();
+
+  // Number of successful calls so far, per op.
+  int Count(Op op) const;
+
+  // Env
+  Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path) override;
+  Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path,
+                                                        const WritableFileOptions& o = {}) override;
+  Status GetChildren(const std::string& d, std::vector<std::string>* n) override {
+    return base_->GetChildren(d, n);
+  }
+  Result<FileInfo> Stat(const std::string& p) override { return base_->Stat(p); }
+  Result<FileInfo> Lstat(const std::string& p) override { return base_->Lstat(p); }
+  bool FileExists(const std::string& p) override { return base_->FileExists(p); }
+  Status CreateDir(const std::string& p, uint32_t m) override { return base_->CreateDir(p, m); }
+  Status RemoveFile(const std::string& p) override;
+  Status RemoveDir(const std::string& p) override { return base_->RemoveDir(p); }
+  Status RenameFile(const std::string& f, const std::string& t) override;
+  Status SyncDir(const std::string& d) override { return base_->SyncDir(d); }
+  Status TruncateFile(const std::string& p, uint64_t s) override {
+    return base_->TruncateFile(p, s);
+  }
+  Result<std::unique_ptr<FileLock>> LockFile(const std::string& p, bool ex, bool bl) override {
+    return base_->LockFile(p, ex, bl);
+  }
+  Status FsSpace(const std::string& p, uint64_t* f, uint64_t* t) override {
+    return base_->FsSpace(p, f, t);
+  }
+  int64_t NowMicros() override { return base_->NowMicros(); }
+
+  // Called by the wrapped files.
+  Status MaybeFail(Op op, const std::string& path);
+  void NoteSynced(const std::string& path, uint64_t size);
+  void NoteWritten(const std::string& path, uint64_t size);
+
+ private:
+  struct Rule {
+    int skip = 0;
+    int count = 0;
+    Status error;
+    std::string path_substr;
+  };
+  Env* base_;
+  mutable std::mutex mu_;
+  std::map<Op, Rule> rules_;
+  std::map<Op, int> counts_;
+  std::map<std::string, uint64_t> synced_size_;  // every file written through us
+};
+
+}  // namespace ssdfeed

@@ -1,0 +1,52 @@
+// ssdfeed: the command-line tool.
+#include <cstdlib>
+#include <iostream>
+
+#include "cli/commands.h"
+
+namespace ssdfeed::cli {
+
+int Fail(const std::string& msg, int code) {
+  std::cerr << "ssdfeed: " << msg << "\n";
+  return code;
+}
+
+int NotImplemented(const std::string& what) {
+  return Fail(what + ": not yet implemented", 2);
+}
+
+std::string DefaultCacheDir() {
+  if (const char* c = std::getenv("SSDFEED_CACHE"); c != nullptr && *c != '\0') return c;
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr ? home : ".") + "/.cache/ssdfeed";
+}
+
+}  // namespace ssdfeed::cli
+
+int main(int argc, char** argv) {
+  using namespace ssdfeed::cli;
+  CLI::App app{"ssdfeed: prepare once, cache on local SSD, serve batches at memory speed"};
+  app.name("ssdfeed");
+  app.set_version_flag("--version", std::string("ssdfeed ") + SSDFEED_VERSION);
+  app.require_subcommand(1);
+  RunState st;
+  AddMakeDataset(app, &st);
+  AddWarm(app, &st);
+  AddCache(app, &st);
+  AddBench(app, &st);
+  AddServeMetrics(app, &st);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::string what = e.what();
+    if (what.empty()) what = "bad arguments";
+    return Fail(what + " (see --help)", 2);
+  }
+  return st.rc;
+}

@@ -1,0 +1,63 @@
+// Env helpers that only need the abstract interface.
+#include <atomic>
+#include <unistd.h>
+
+#include "ssdfeed/env.h"
+
+namespace ssdfeed {
+
+Status Env::ReadFileToString(const std::string& path, std::string* out) {
+  SSDFEED_ASSIGN_OR_RETURN(auto file, NewRandomAccessFile(path));
+  SSDFEED_ASSIGN_OR_RETURN(uint64_t size, file->Size());
+  out->resize(size);
+  size_t got = 0;
+  SSDFEED_RETURN_IF_ERROR(file->Read(0, size, out->data(), &got));
+  out->resize(got);
+  return Status::OK();
+}
+
+Status Env::WriteFileAtomic(const std::string& path, const std::string& data, uint32_t mode) {
+  static std::atomic<uint64_t> counter{0};
+  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
+                    std::to_string(counter.fetch_add(1));
+  WritableFileOptions o;
+  o.truncate = true;
+  o.mode = mode;
+  SSDFEED_ASSIGN_OR_RETURN(auto f, NewWritableFile(tmp, o));
+  Status s = f->Append(data.data(), data.size());
+  if (s.ok()) s = f->Sync();
+  if (s.ok()) s = f->Close();
+  if (s.ok()) s = RenameFile(tmp, path);
+  if (!s.ok()) {
+    RemoveFile(tmp);  // best effort; the error that matters is s
+    return s;
+  }
+  return SyncDir(Dirname(path));
+}
+
+Status CreateDirs(Env* env, const std::string& path, uint32_t mode) {
+  if (path.empty() || path == "/" || path == ".") return Status::OK();
+  if (env->FileExists(path)) return env->CreateDir(path, mode);  // checks it is a dir
+  SSDFEED_RETURN_IF_ERROR(CreateDirs(env, Dirname(path), mode));
+  return env->CreateDir(path, mode);
+}
+
+std::string JoinPath(const std::string& a, const std::string& b) {
+  if (a.empty()) return b;
+  if (a.back() == '/') return a + b;
+  return a + "/" + b;
+}
+
+std::string Basename(const std::string& path) {
+  size_t p = path.find_last_of('/');
+  return p == std::string::npos ? path : path.substr(p + 1);
+}
+
+std::string Dirname(const std::string& path) {
+  size_t p = path.find_last_of('/');
+  if (p == std::string::npos) return ".";
+  if (p == 0) return "/";
+  return path.substr(0, p);
+}
+
+}  // namespace ssdfeed

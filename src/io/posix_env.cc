@@ -1,0 +1,248 @@
+// The POSIX Env: pread/write/fsync/flock on plain file descriptors.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "ssdfeed/env.h"
+
+namespace ssdfeed {
+
+Status Status::FromErrno(int err, const std::string& what) {
+  std::string m = what + ": " + std::strerror(err);
+  if (err == ENOENT) return NotFound(m);
+  if (err == ENOSPC || err == EDQUOT) return NoSpace(m);
+  if (err == EWOULDBLOCK) return Busy(m);
+  return IOError(m);
+}
+
+std::string Status::ToString() const {
+  if (ok()) return "OK";
+  static const char* kNames[] = {"OK",          "NotFound",     "Corruption",
+                                 "InvalidArgument", "IOError", "NoSpace",
+                                 "NotSupported", "Busy",        "Aborted"};
+  return std::string(kNames[static_cast<int>(code_)]) + ": " + msg_;
+}
+
+namespace {
+
+class PosixRandomAccessFile final : public RandomAccessFile {
+ public:
+  PosixRandomAccessFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  ~PosixRandomAccessFile() override { ::close(fd_); }
+
+  Status Read(uint64_t offset, size_t n, char* scratch, size_t* got) const override {
+    size_t done = 0;
+    while (done < n) {
+      ssize_t r = ::pread(fd_, scratch + done, n - done, static_cast<off_t>(offset + done));
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        *got = done;
+        return Status::FromErrno(errno, "read " + path_);
+      }
+      if (r == 0) break;
+      done += static_cast<size_t>(r);
+    }
+    *got = done;
+    return Status::OK();
+  }
+
+  Result<uint64_t> Size() const override {
+    struct stat st;
+    if (::fstat(fd_, &st) != 0) return Status::FromErrno(errno, "fstat " + path_);
+    return static_cast<uint64_t>(st.st_size);
+  }
+  const std::string& path() const override { return path_; }
+
+ private:
+  std::string path_;
+  int fd_;
+};
+
+class PosixWritableFile final : public WritableFile {
+ public:
+  PosixWritableFile(std::string path, int fd, uint64_t size)
+      : path_(std::move(path)), fd_(fd), size_(size) {}
+  ~PosixWritableFile() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  Status Append(const void* data, size_t n) override {
+    const char* p = static_cast<const char*>(data);
+    while (n > 0) {
+      ssize_t w = ::write(fd_, p, n);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return Status::FromErrno(errno, "write " + path_);
+      }
+      p += w;
+      n -= static_cast<size_t>(w);
+      size_ += static_cast<uint64_t>(w);
+    }
+    return Status::OK();
+  }
+  Status Sync() override {
+    if (::fdatasync(fd_) != 0) return Status::FromErrno(errno, "fsync " + path_);
+    return Status::OK();
+  }
+  Status Close() override {
+    if (fd_ < 0) return Status::OK();
+    int r = ::close(fd_);
+    fd_ = -1;
+    if (r != 0) return Status::FromErrno(errno, "close " + path_);
+    return Status::OK();
+  }
+  uint64_t Size() const override { return size_; }
+  const std::string& path() const override { return path_; }
+
+ private:
+  std::string path_;
+  int fd_;
+  uint64_t size_;
+};
+
+class PosixFileLock final : public FileLock {
+ public:
+  explicit PosixFileLock(int fd) : fd_(fd) {}
+  ~PosixFileLock() override { ::close(fd_); }  // closing drops the flock
+
+ private:
+  int fd_;
+};
+
+FileInfo ToInfo(const struct stat& st) {
+  FileInfo fi;
+  fi.size = static_cast<uint64_t>(st.st_size);
+  fi.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
+  fi.is_dir = S_ISDIR(st.st_mode);
+  fi.is_symlink = S_ISLNK(st.st_mode);
+  fi.uid = st.st_uid;
+  fi.mode = st.st_mode & 07777;
+  return fi;
+}
+
+class PosixEnv final : public Env {
+ public:
+  Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return Status::FromErrno(errno, "open " + path);
+    return std::unique_ptr<RandomAccessFile>(new PosixRandomAccessFile(path, fd));
+  }
+
+  Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path,
+                                                        const WritableFileOptions& o) override {
+    int flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (o.truncate ? O_TRUNC : O_APPEND);
+    int fd = ::open(path.c_str(), flags, o.mode);
+    if (fd < 0) return Status::FromErrno(errno, "open " + path);
+    struct stat st;
+    if (::fstat(fd, &st) != 0) {
+      int e = errno;
+      ::close(fd);
+      return Status::FromErrno(e, "fstat " + path);
+    }
+    return std::unique_ptr<WritableFile>(
+        new PosixWritableFile(path, fd, static_cast<uint64_t>(st.st_size)));
+  }
+
+  Status GetChildren(const std::string& dir, std::vector<std::string>* names) override {
+    names->clear();
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) return Status::FromErrno(errno, "opendir " + dir);
+    while (struct dirent* e = ::readdir(d)) {
+      if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+      names->emplace_back(e->d_name);
+    }
+    ::closedir(d);
+    return Status::OK();
+  }
+
+  Result<FileInfo> Stat(const std::string& path) override {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return Status::FromErrno(errno, "stat " + path);
+    return ToInfo(st);
+  }
+  Result<FileInfo> Lstat(const std::string& path) override {
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0) return Status::FromErrno(errno, "lstat " + path);
+    return ToInfo(st);
+  }
+  bool FileExists(const std::string& path) override { return ::access(path.c_str(), F_OK) == 0; }
+
+  Status CreateDir(const std::string& path, uint32_t mode) override {
+    if (::mkdir(path.c_str(), mode) == 0) return Status::OK();
+    if (errno != EEXIST) return Status::FromErrno(errno, "mkdir " + path);
+    struct stat st;
+    if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return Status::OK();
+    return Status::IOError("mkdir " + path + ": exists and is not a directory");
+  }
+  Status RemoveFile(const std::string& path) override {
+    if (::unlink(path.c_str()) != 0) return Status::FromErrno(errno, "unlink " + path);
+    return Status::OK();
+  }
+  Status RemoveDir(const std::string& path) override {
+    if (::rmdir(path.c_str()) != 0) return Status::FromErrno(errno, "rmdir " + path);
+    return Status::OK();
+  }
+  Status RenameFile(const std::string& from, const std::string& to) override {
+    if (::rename(from.c_str(), to.c_str()) != 0)
+      return Status::FromErrno(errno, "rename " + from + " -> " + to);
+    return Status::OK();
+  }
+  Status SyncDir(const std::string& dir) override {
+    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return Status::FromErrno(errno, "open " + dir);
+    int r = ::fsync(fd);
+    int e = errno;
+    ::close(fd);
+    if (r != 0) return Status::FromErrno(e, "fsync " + dir);
+    return Status::OK();
+  }
+  Status TruncateFile(const std::string& path, uint64_t size) override {
+    if (::truncate(path.c_str(), static_cast<off_t>(size)) != 0)
+      return Status::FromErrno(errno, "truncate " + path);
+    return Status::OK();
+  }
+
+  Result<std::unique_ptr<FileLock>> LockFile(const std::string& path, bool exclusive,
+                                             bool blocking) override {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);  // not ours
+    if (fd < 0) return Status::FromErrno(errno, "open " + path);
+    int op = (exclusive ? LOCK_EX : LOCK_SH) | (blocking ? 0 : LOCK_NB);
+    while (::flock(fd, op) != 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      ::close(fd);
+      return Status::FromErrno(e, "flock " + path);
+    }
+    return std::unique_ptr<FileLock>(new PosixFileLock(fd));
+  }
+
+  Status FsSpace(const std::string& path, uint64_t* free_bytes, uint64_t* total) override {
+    struct statvfs sv;
+    if (::statvfs(path.c_str(), &sv) != 0) return Status::FromErrno(errno, "statvfs " + path);
+    *free_bytes = static_cast<uint64_t>(sv.f_bavail) * sv.f_frsize;
+    *total = static_cast<uint64_t>(sv.f_blocks) * sv.f_frsize;
+    return Status::OK();
+  }
+
+  int64_t NowMicros() override {
+    using namespace std::chrono;
+    return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
+  }
+};
+
+}  // namespace
+
+Env* Env::Default() {
+  static PosixEnv* env = new PosixEnv();
+  return env;
+}
+
+}  // namespace ssdfeed

@@ -1,0 +1,23 @@
+import re
+import shutil
+import subprocess
+
+import ssdfeed
+
+
+def test_version_is_semver():
+    assert re.fullmatch(r"\d+\.\d+\.\d+", ssdfeed.__version__)
+
+
+def test_cli_on_path_matches_package():
+    exe = shutil.which("ssdfeed")
+    assert exe, "pip install . must put the ssdfeed command on PATH"
+    out = subprocess.run([exe, "--version"], capture_output=True, text=True, check=True)
+    assert ssdfeed.__version__ in out.stdout
+
+
+def test_cli_failure_is_one_line_on_stderr():
+    r = subprocess.run(["ssdfeed", "no-such-verb"], capture_output=True, text=True)
+    assert r.returncode != 0
+    assert r.stderr.strip().count("\n") == 0
+    assert r.stderr.startswith("ssdfeed: ")
