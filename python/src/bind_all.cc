@@ -1,7 +1,67 @@
+#include <nanobind/ndarray.h>
+
 #include "python/src/bindings.h"
+
+namespace nb = nanobind;
 
 namespace ssdfeed::py {
 
-void BindAll(nanobind::module_& m) {}
+namespace {
+nb::object corruption_error;
+}
+
+void ThrowIfError(const Status& s) {
+  if (s.ok()) return;
+  const char* msg = s.message().c_str();
+  switch (s.code()) {
+    case Status::Code::kNotFound:
+      PyErr_SetString(PyExc_FileNotFoundError, msg);
+      break;
+    case Status::Code::kInvalidArgument:
+      PyErr_SetString(PyExc_ValueError, msg);
+      break;
+    case Status::Code::kCorruption:
+      PyErr_SetString(corruption_error.ptr(), msg);
+      break;
+    case Status::Code::kAborted:
+      PyErr_SetString(PyExc_RuntimeError, msg);
+      break;
+    default:
+      PyErr_SetString(PyExc_OSError, msg);
+  }
+  throw nb::python_error();
+}
+
+nb::object ImageToArray(Image&& img) {
+  auto* owned = new Image(std::move(img));
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<Image*>(p); });
+  size_t shape[3] = {static_cast<size_t>(owned->height), static_cast<size_t>(owned->width),
+                     static_cast<size_t>(owned->channels)};
+  return nb::cast(nb::ndarray<nb::numpy, uint8_t>(owned->pixels.data(), 3, shape, owner));
+}
+
+PrepareSpec MakeSpec(int resize_short, int max_long, std::pair<int, int> resize,
+                     std::pair<int, int> center_crop, bool gray) {
+  PrepareSpec s;
+  s.resize_short = resize_short;
+  s.max_long = max_long;
+  s.resize_h = resize.first;
+  s.resize_w = resize.second;
+  s.crop_h = center_crop.first;
+  s.crop_w = center_crop.second;
+  s.gray = gray;
+  ThrowIfError(s.Validate());
+  return s;
+}
+
+void BindAll(nb::module_& m) {
+  corruption_error = nb::borrow(PyErr_NewExceptionWithDoc(
+      "ssdfeed.CorruptionError",
+      "Bytes in a source or cache are not what they claim (names the file).", PyExc_ValueError,
+      nullptr));
+  m.attr("CorruptionError") = corruption_error;
+  BindSource(m);
+  BindImage(m);
+}
 
 }  // namespace ssdfeed::py

@@ -1,5 +1,21 @@
 """ssdfeed: prepare once, cache on local SSD, serve shuffled augmented batches."""
 
-from ssdfeed._ssdfeed import __version__
+from ssdfeed._ssdfeed import (
+    CorruptionError,
+    Source,
+    __version__,
+    decode,
+    make_dataset,
+    open_source,
+)
+from ssdfeed.prepare import Prepare
 
-__all__ = ["__version__"]
+__all__ = [
+    "CorruptionError",
+    "Prepare",
+    "Source",
+    "__version__",
+    "decode",
+    "make_dataset",
+    "open_source",
+]

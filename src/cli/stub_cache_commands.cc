@@ -14,10 +14,4 @@ void AddCache(CLI::App& app, RunState* st) {
   c->callback([st] { st->rc = NotImplemented("cache"); });
 }
 
-void AddMakeDataset(CLI::App& app, RunState* st) {
-  auto* c = app.add_subcommand("make-dataset", "Generate a sample dataset");
-  c->allow_extras();
-  c->callback([st] { st->rc = NotImplemented("make-dataset"); });
-}
-
 }  // namespace ssdfeed::cli

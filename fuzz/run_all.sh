@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs every fuzz target for a few seconds from its seed corpus.
+# usage: fuzz/run_all.sh BUILD_DIR SECONDS
+set -euo pipefail
+build=$1
+secs=${2:-20}
+here=$(cd "$(dirname "$0")" && pwd)
+corpus_root=$(mktemp -d)
+trap 'rm -rf "$corpus_root"' EXIT
+# Seed corpora: a few real files of each kind from make-dataset.
+"$build"/ssdfeed make-dataset "$corpus_root/tfr" --format tfrecord --count 4 --shard-size 2 \
+  --min-side 32 --max-side 48 >/dev/null
+"$build"/ssdfeed make-dataset "$corpus_root/tar" --format tar --count 4 --shard-size 2 \
+  --min-side 32 --max-side 48 >/dev/null
+"$build"/ssdfeed make-dataset "$corpus_root/img" --format folder --count 4 \
+  --min-side 32 --max-side 48 >/dev/null
+mkdir -p "$corpus_root/decode" "$corpus_root/tfrecord" "$corpus_root/tarc"
+cp "$corpus_root"/img/*/*.jpg "$corpus_root/decode/"
+cp "$corpus_root"/tfr/*.tfrecord "$corpus_root/tfrecord/"
+cp "$corpus_root"/tar/*.tar "$corpus_root/tarc/"
+for f in "$here"/seeds/*; do [ -e "$f" ] && cp "$f" "$corpus_root/decode/"; done
+declare -A corpus=([decode_fuzzer]=decode [tfrecord_fuzzer]=tfrecord [tar_fuzzer]=tarc
+                   [cache_record_fuzzer]=cache)
+for bin in "$build"/fuzz/*_fuzzer; do
+  name=$(basename "$bin")
+  dir="$corpus_root/${corpus[$name]:-$name}"
+  mkdir -p "$dir"
+  echo "fuzz: $name for ${secs}s"
+  "$bin" -max_total_time="$secs" -rss_limit_mb=2048 -max_len=262144 "$dir" 2>&1 | tail -n 2
+done
+echo "fuzz: all targets ran without a crash"

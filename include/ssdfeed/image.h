@@ -1,0 +1,97 @@
+// Decoding (JPEG via TurboJPEG, PNG via libspng) and the deterministic
+// preparation that is cached: resize, centre crop, colour. uint8 HWC out.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ssdfeed/status.h"
+
+namespace ssdfeed {
+
+// An owned uint8 image, rows packed, channels interleaved (HWC).
+struct Image {
+  int height = 0;
+  int width = 0;
+  int channels = 0;
+  std::vector<uint8_t> pixels;
+
+  size_t bytes() const { return static_cast<size_t>(height) * width * channels; }
+  void Reset(int h, int w, int c) {
+    height = h;
+    width = w;
+    channels = c;
+    pixels.resize(bytes());
+  }
+};
+
+// The deterministic preparation. Every field's default is "off".
+struct PrepareSpec {
+  // Resize so the shorter side is this many pixels, aspect kept. 0: off.
+  int resize_short = 0;
+  // With resize_short: cap the longer side (shorter then ends smaller). 0: no cap.
+  int max_long = 0;
+  // Resize to exactly resize_h x resize_w (both > 0), aspect not kept. 0: off.
+  int resize_h = 0;
+  int resize_w = 0;
+  // Centre crop to crop_h x crop_w after resizing (both > 0). 0: off. An image
+  // smaller than the crop is an error naming both sizes.
+  int crop_h = 0;
+  int crop_w = 0;
+  // Decode to one gray channel instead of RGB. Default false.
+  bool gray = false;
+
+  int channels() const { return gray ? 1 : 3; }
+  Status Validate() const;
+  // Canonical text, e.g. "prep1;rgb;short=256;long=0;exact=0x0;crop=224x224;
+  // resample=area/linear;jpeg=tj-dct". Goes into cache fingerprints: change it
+  // whenever the output bytes of preparation change.
+  std::string Canonical() const;
+};
+
+struct DecodeLimits {
+  // Decoded pixels (width * height) above this are refused before any pixel
+  // is decoded, so a crafted header cannot exhaust memory. Default 100 MP.
+  uint64_t max_pixels = 100ull * 1000 * 1000;
+};
+
+enum class ImageFormat { kUnknown, kJpeg, kPng };
+ImageFormat SniffFormat(std::string_view bytes);
+
+// Per-thread decoding state (a TurboJPEG handle and scratch buffers). Not
+// thread-safe: use one per thread.
+class Decoder {
+ public:
+  Decoder();
+  ~Decoder();
+  Decoder(const Decoder&) = delete;
+  Decoder& operator=(const Decoder&) = delete;
+
+  // Decodes to RGB (or gray). min_h/min_w: the smallest size the caller will
+  // use; JPEG decoding then scales in the DCT domain by the largest factor
+  // that keeps both sides at least that large. 0: full size.
+  Status Decode(std::string_view bytes, bool gray, int min_h, int min_w, Image* out);
+
+  // Decode + prepare (the cached step). EXIF orientation is ignored (as by
+  // torchvision's and TensorFlow's decoders); see docs/ARCHITECTURE.md.
+  Status DecodeAndPrepare(std::string_view bytes, const PrepareSpec& spec, Image* out);
+
+  DecodeLimits limits;
+
+ private:
+  void* tj_ = nullptr;  // tjhandle
+  Image scratch_;
+};
+
+// Applies the resize / crop of spec to an already decoded image.
+Status PrepareDecoded(const Image& in, const PrepareSpec& spec, Image* out);
+
+// Output size of resize_short/max_long for an h x w input.
+void ShortSideSize(int h, int w, int short_side, int max_long, int* out_h, int* out_w);
+
+// Encodes RGB or gray pixels as a baseline JPEG (used by make-dataset, tests).
+Status EncodeJpeg(const Image& img, int quality, std::string* out);
+
+}  // namespace ssdfeed

@@ -1,0 +1,65 @@
+// Origin readers: a folder of images, TFRecord shards, or WebDataset tars.
+// Every source gives its samples stable ids 0..size()-1 (canonical order:
+// sorted file names, record order within a file) and reads one sample by id.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ssdfeed/env.h"
+#include "ssdfeed/status.h"
+
+namespace ssdfeed {
+
+// What to do with a sample that cannot be read or decoded.
+enum class OnError { kRaise, kSkip };
+
+struct SourceOptions {
+  // All file access goes through this Env. Default: Env::Default().
+  Env* env = nullptr;
+  // tfrecord: feature key of the encoded image; empty tries "image/encoded"
+  // then "image". Default empty.
+  std::string image_key;
+  // tfrecord: int64 feature key of the label; empty tries
+  // "image/class/label" then "label". Default empty.
+  std::string label_key;
+  // raise: a damaged shard (bad length CRC, cut short, unsafe tar member)
+  // fails Open with the file and record named. skip: that part is left out
+  // and counted in skipped(). Default raise.
+  OnError on_error = OnError::kRaise;
+};
+
+struct EncodedSample {
+  std::string bytes;  // the encoded image (JPEG/PNG), as stored in the origin
+  int64_t label = -1;
+};
+
+class Source {
+ public:
+  virtual ~Source() = default;
+
+  virtual size_t size() const = 0;
+  // Reads sample id's encoded bytes and label. Thread-safe. A damaged sample
+  // gives Corruption naming the file (and record index) and what is wrong.
+  virtual Status Read(size_t id, EncodedSample* out) const = 0;
+  // Where sample id lives, for messages: "/d/a.tfrecord record 17".
+  virtual std::string Describe(size_t id) const = 0;
+  // Hex digest of every input file's path, size and mtime (and the source
+  // options that change what is read): part of cache fingerprints.
+  virtual const std::string& identity() const = 0;
+  virtual const std::string& uri() const = 0;
+  // Parts of the origin left out under OnError::kSkip while opening.
+  virtual size_t skipped() const { return 0; }
+  // Number of input files.
+  virtual size_t file_count() const = 0;
+};
+
+// Opens "folder:DIR" (or a bare directory), "tfrecord:GLOB" or "tar:GLOB".
+// GLOB may hold * ? [..] and brace ranges like shard-{000..099}.tar.
+Result<std::unique_ptr<Source>> OpenSource(const std::string& uri, const SourceOptions& opts = {});
+
+// Expands brace ranges ({000..099}, {a,b}) and then shell globs; sorted.
+Result<std::vector<std::string>> ExpandGlob(const std::string& pattern);
+
+}  // namespace ssdfeed

@@ -1,0 +1,63 @@
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
+
+#include "python/src/bindings.h"
+#include "ssdfeed/source.h"
+
+namespace nb = nanobind;
+
+namespace ssdfeed::py {
+
+namespace {
+
+OnError ParseOnError(const std::string& s) {
+  if (s == "raise") return OnError::kRaise;
+  if (s == "skip") return OnError::kSkip;
+  ThrowIfError(Status::InvalidArgument("on_error must be 'raise' or 'skip', not '" + s + "'"));
+  return OnError::kRaise;
+}
+
+}  // namespace
+
+void BindSource(nb::module_& m) {
+  nb::class_<Source>(m, "Source", "An origin dataset: folder:DIR, tfrecord:GLOB or tar:GLOB.")
+      .def("__len__", &Source::size)
+      .def(
+          "read",
+          [](const Source& s, size_t i) {
+            if (i >= s.size()) throw nb::index_error("sample id out of range");
+            EncodedSample e;
+            Status st;
+            {
+              nb::gil_scoped_release nogil;
+              st = s.Read(i, &e);
+            }
+            ThrowIfError(st);
+            return nb::make_tuple(nb::bytes(e.bytes.data(), e.bytes.size()), e.label);
+          },
+          nb::arg("id"), "Encoded bytes and label of sample id.")
+      .def("describe", &Source::Describe, nb::arg("id"))
+      .def_prop_ro("identity", &Source::identity)
+      .def_prop_ro("uri", &Source::uri)
+      .def_prop_ro("skipped", &Source::skipped);
+
+  m.def(
+      "open_source",
+      [](const std::string& uri, const std::string& image_key, const std::string& label_key,
+         const std::string& on_error) {
+        SourceOptions o;
+        o.image_key = image_key;
+        o.label_key = label_key;
+        o.on_error = ParseOnError(on_error);
+        Result<std::unique_ptr<Source>> r = Status::Aborted("unset");
+        {
+          nb::gil_scoped_release nogil;
+          r = OpenSource(uri, o);
+        }
+        return ValueOrThrow(std::move(r));
+      },
+      nb::arg("uri"), nb::arg("image_key") = "", nb::arg("label_key") = "",
+      nb::arg("on_error") = "raise", "Opens a source URI.");
+}
+
+}  // namespace ssdfeed::py

@@ -1,0 +1,135 @@
+// The cached, deterministic preparation: resize (antialiased when shrinking),
+// centre crop. Also the decode front that picks a DCT scale for the target.
+#include <cmath>
+#include <cstring>
+#include <opencv2/imgproc.hpp>
+#include <turbojpeg.h>
+
+#include "ssdfeed/image.h"
+
+namespace ssdfeed {
+
+Status PrepareSpec::Validate() const {
+  if (resize_short < 0 || max_long < 0 || resize_h < 0 || resize_w < 0 || crop_h < 0 ||
+      crop_w < 0)
+    return Status::InvalidArgument("prepare: sizes must not be negative");
+  if ((resize_h > 0) != (resize_w > 0))
+    return Status::InvalidArgument("prepare: resize needs both height and width");
+  if ((crop_h > 0) != (crop_w > 0))
+    return Status::InvalidArgument("prepare: center crop needs both height and width");
+  if (resize_short > 0 && resize_h > 0)
+    return Status::InvalidArgument("prepare: give resize_short or resize, not both");
+  if (max_long > 0 && resize_short == 0)
+    return Status::InvalidArgument("prepare: max_long only applies with resize_short");
+  if (max_long > 0 && max_long < resize_short)
+    return Status::InvalidArgument("prepare: max_long must be >= resize_short");
+  return Status::OK();
+}
+
+std::string PrepareSpec::Canonical() const {
+  // Bump "prep1" whenever the bytes produced for the same spec change.
+  return "prep1;" + std::string(gray ? "gray" : "rgb") + ";short=" + std::to_string(resize_short) +
+         ";long=" + std::to_string(max_long) + ";exact=" + std::to_string(resize_h) + "x" +
+         std::to_string(resize_w) + ";crop=" + std::to_string(crop_h) + "x" +
+         std::to_string(crop_w) + ";resample=area/linear;jpeg=tj-dct-islow";
+
+}
+
+void ShortSideSize(int h, int w, int short_side, int max_long, int* out_h, int* out_w) {
+  double scale = static_cast<double>(short_side) / std::min(h, w);
+  if (max_long > 0 && std::max(h, w) * scale > max_long)
+    scale = static_cast<double>(max_long) / std::max(h, w);
+  *out_h = std::max(1, static_cast<int>(std::lround(h * scale)));
+  *out_w = std::max(1, static_cast<int>(std::lround(w * scale)));
+}
+
+namespace {
+
+// Target size of the resize step for an h x w original (h, w if none).
+void ResizeTarget(const PrepareSpec& s, int h, int w, int* th, int* tw) {
+  *th = h;
+  *tw = w;
+  if (s.resize_h > 0) {
+    *th = s.resize_h;
+    *tw = s.resize_w;
+  } else if (s.resize_short > 0) {
+    ShortSideSize(h, w, s.resize_short, s.max_long, th, tw);
+  }
+}
+
+void ResizeInto(const Image& in, int th, int tw, Image* out) {
+  out->Reset(th, tw, in.channels);
+  int type = CV_8UC(in.channels);
+  cv::Mat src(in.height, in.width, type, const_cast<uint8_t*>(in.pixels.data()));
+  cv::Mat dst(th, tw, type, out->pixels.data());
+  if (th == in.height && tw == in.width) {
+    src.copyTo(dst);
+    return;
+  }
+  // INTER_AREA averages every source pixel when shrinking: an antialiasing
+  // filter. Enlarging uses bilinear interpolation.
+  bool shrink = th <= in.height && tw <= in.width;
+  cv::resize(src, dst, dst.size(), 0, 0, shrink ? cv::INTER_AREA : cv::INTER_LINEAR);
+}
+
+Status CenterCrop(const Image& in, int ch, int cw, Image* out) {
+  if (in.height < ch || in.width < cw)
+    return Status::InvalidArgument("center crop " + std::to_string(ch) + "x" + std::to_string(cw) +
+                                   " is larger than the resized image " +
+                                   std::to_string(in.height) + "x" + std::to_string(in.width));
+  // Same rounding as torchvision's center_crop.
+  int top = static_cast<int>(std::lround((in.height - ch) / 2.0));
+  int left = static_cast<int>(std::lround((in.width - cw) / 2.0));
+  out->Reset(ch, cw, in.channels);
+  size_t row = static_cast<size_t>(cw) * in.channels;
+  for (int y = 0; y < ch; ++y) {
+    const uint8_t* s =
+        in.pixels.data() + (static_cast<size_t>(top + y) * in.width + left) * in.channels;
+    std::memcpy(out->pixels.data() + y * row, s, row);
+  }
+  return Status::OK();
+}
+
+Status ResizeAndCrop(const Image& in, int th, int tw, const PrepareSpec& spec, Image* tmp,
+                     Image* out) {
+  if (spec.crop_h == 0) {
+    ResizeInto(in, th, tw, out);
+    return Status::OK();
+  }
+  ResizeInto(in, th, tw, tmp);
+  return CenterCrop(*tmp, spec.crop_h, spec.crop_w, out);
+}
+
+}  // namespace
+
+Status PrepareDecoded(const Image& in, const PrepareSpec& spec, Image* out) {
+  int th, tw;
+  ResizeTarget(spec, in.height, in.width, &th, &tw);
+  Image tmp;
+  return ResizeAndCrop(in, th, tw, spec, &tmp, out);
+}
+
+Status Decoder::DecodeAndPrepare(std::string_view bytes, const PrepareSpec& spec, Image* out) {
+  SSDFEED_RETURN_IF_ERROR(spec.Validate());
+  // The target is computed from the original size so the output size never
+  // depends on the DCT scale picked.
+  int h = 0, w = 0;
+  if (SniffFormat(bytes) == ImageFormat::kJpeg) {
+    int subsamp = 0, cs = 0;
+    if (tjDecompressHeader3(static_cast<tjhandle>(tj_),
+                            reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), &w,
+                            &h, &subsamp, &cs) != 0)
+      return Status::Corruption(std::string("bad JPEG header: ") +
+                                tjGetErrorStr2(static_cast<tjhandle>(tj_)));
+  }
+  int th = 0, tw = 0;
+  if (h > 0) ResizeTarget(spec, h, w, &th, &tw);
+  bool resizes = spec.resize_h > 0 || spec.resize_short > 0;
+  thread_local Image decoded, resized;
+  SSDFEED_RETURN_IF_ERROR(
+      Decode(bytes, spec.gray, resizes ? th : 0, resizes ? tw : 0, &decoded));
+  if (h == 0) ResizeTarget(spec, decoded.height, decoded.width, &th, &tw);
+  return ResizeAndCrop(decoded, th, tw, spec, &resized, out);
+}
+
+}  // namespace ssdfeed

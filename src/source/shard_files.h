@@ -1,0 +1,44 @@
+// Pieces shared by the file-backed sources: the list of input files with
+// their size and mtime, the identity digest over it, and lazily opened
+// read handles (pread is thread-safe, so one handle per file serves all).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ssdfeed/env.h"
+
+namespace ssdfeed {
+
+struct InputFile {
+  std::string path;
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+};
+
+Result<InputFile> StatInput(Env* env, const std::string& path);
+
+// Hex digest of kind, every file's path/size/mtime and extra options.
+std::string IdentityDigest(const std::string& kind, const std::vector<InputFile>& files,
+                           const std::string& extra);
+
+class ShardFiles {
+ public:
+  ShardFiles(Env* env, std::vector<InputFile> files);
+  const std::vector<InputFile>& files() const { return files_; }
+  // The open handle of file i, opened on first use.
+  Result<const RandomAccessFile*> Get(size_t i) const;
+
+ private:
+  Env* env_;
+  std::vector<InputFile> files_;
+  std::unique_ptr<std::mutex> mu_ = std::make_unique<std::mutex>();
+  mutable std::vector<std::unique_ptr<RandomAccessFile>> open_;
+};
+
+// Reads exactly n bytes at offset; a short read is Corruption ("cut short").
+Status ReadExact(const RandomAccessFile& f, uint64_t offset, size_t n, char* buf);
+
+}  // namespace ssdfeed

@@ -1,0 +1,131 @@
+#include "source/tfrecord_format.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+#include <cstring>
+
+#include "tf_example.pb.h"  // generated from src/source/proto/tf_example.proto
+#include "source/shard_files.h"
+#include "util/crc32c.h"
+
+namespace ssdfeed {
+
+namespace {
+
+uint64_t Load64(const char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);  // TFRecord is little endian, as are our targets
+  return v;
+}
+uint32_t Load32(const char* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+std::string Where(const RandomAccessFile& f, size_t index) {
+  return f.path() + " record " + std::to_string(index);
+}
+
+}  // namespace
+
+Status ScanTFRecordFile(const RandomAccessFile& f, OnError on_error, std::vector<RecordSpan>* out,
+                        size_t* skipped) {
+  SSDFEED_ASSIGN_OR_RETURN(uint64_t size, f.Size());
+  uint64_t off = 0;
+  for (size_t index = 0; off < size; ++index) {
+    Status bad;
+    char hdr[12];
+    if (size - off < sizeof(hdr)) {
+      bad = Status::Corruption(Where(f, index) + ": cut short inside the record header");
+    } else {
+      SSDFEED_RETURN_IF_ERROR(ReadExact(f, off, sizeof(hdr), hdr));
+      uint64_t len = Load64(hdr);
+      if (crc32c::Mask(crc32c::Value(hdr, 8)) != Load32(hdr + 8)) {
+        bad = Status::Corruption(Where(f, index) + ": bad length CRC at offset " +
+                                 std::to_string(off));
+      } else if (len > size - off - sizeof(hdr) || size - off - sizeof(hdr) - len < 4) {
+        bad = Status::Corruption(Where(f, index) + ": cut short (record of " +
+                                 std::to_string(len) + " bytes, file ends first)");
+      } else {
+        out->push_back({off + sizeof(hdr), len});
+        off += sizeof(hdr) + len + 4;
+        continue;
+      }
+    }
+    // Framing is lost past a bad header: nothing after it can be trusted.
+    if (on_error == OnError::kRaise) return bad;
+    ++*skipped;
+    break;
+  }
+  return Status::OK();
+}
+
+Status ReadTFRecord(const RandomAccessFile& f, const RecordSpan& span, size_t index,
+                    std::string* out) {
+  out->resize(span.length + 4);
+  SSDFEED_RETURN_IF_ERROR(ReadExact(f, span.data_offset, span.length + 4, out->data()));
+  uint32_t want = Load32(out->data() + span.length);
+  out->resize(span.length);
+  if (crc32c::Mask(crc32c::Value(out->data(), span.length)) != want)
+    return Status::Corruption(Where(f, index) + ": bad data CRC");
+  return Status::OK();
+}
+
+Status ParseExample(std::string_view serialized, const ExampleKeys& keys, EncodedSample* out) {
+  tensorflow::Example ex;
+  if (!ex.ParseFromArray(serialized.data(), static_cast<int>(serialized.size())))
+    return Status::Corruption("not a tf.train.Example");
+  const auto& fmap = ex.features().feature();
+  auto find = [&](const std::string& want, const char* d1,
+                  const char* d2) -> const tensorflow::Feature* {
+    for (const std::string& k : want.empty() ? std::vector<std::string>{d1, d2}
+                                             : std::vector<std::string>{want}) {
+      auto it = fmap.find(k);
+      if (it != fmap.end()) return &it->second;
+    }
+    return nullptr;
+  };
+  const tensorflow::Feature* img = find(keys.image_key, "image/encoded", "image");
+  if (img == nullptr || img->bytes_list().value_size() == 0)
+    return Status::Corruption("Example has no image bytes under " +
+                              (keys.image_key.empty() ? std::string("image/encoded or image")
+                                                      : keys.image_key));
+  out->bytes = img->bytes_list().value(0);
+  const tensorflow::Feature* lab = find(keys.label_key, "image/class/label", "label");
+  out->label = (lab != nullptr && lab->int64_list().value_size() > 0) ? lab->int64_list().value(0)
+                                                                      : -1;
+  return Status::OK();
+}
+
+std::string SerializeExample(std::string_view image, int64_t label) {
+  tensorflow::Example ex;
+  auto* fmap = ex.mutable_features()->mutable_feature();
+  (*fmap)["image/encoded"].mutable_bytes_list()->add_value(std::string(image));
+  (*fmap)["image/format"].mutable_bytes_list()->add_value("jpeg");
+  (*fmap)["image/class/label"].mutable_int64_list()->add_value(label);
+  // Map order is unspecified unless asked: same dataset, same bytes.
+  std::string out;
+  {
+    google::protobuf::io::StringOutputStream sos(&out);
+    google::protobuf::io::CodedOutputStream cos(&sos);
+    cos.SetSerializationDeterministic(true);
+    ex.SerializeToCodedStream(&cos);
+  }
+  return out;
+}
+
+Status AppendTFRecord(WritableFile* f, std::string_view data) {
+  char hdr[12];
+  uint64_t len = data.size();
+  std::memcpy(hdr, &len, 8);
+  uint32_t lc = crc32c::Mask(crc32c::Value(hdr, 8));
+  std::memcpy(hdr + 8, &lc, 4);
+  uint32_t dc = crc32c::Mask(crc32c::Value(data.data(), data.size()));
+  SSDFEED_RETURN_IF_ERROR(f->Append(hdr, sizeof(hdr)));
+  SSDFEED_RETURN_IF_ERROR(f->Append(data.data(), data.size()));
+  return f->Append(&dc, 4);
+}
+
+}  // namespace ssdfeed

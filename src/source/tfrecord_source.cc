@@ -1,0 +1,80 @@
+// tfrecord:GLOB — records of tf.train.Example, every CRC checked, with an
+// index of record offsets so any record is one pread away.
+#include "source/shard_files.h"
+#include "source/sources.h"
+#include "source/tfrecord_format.h"
+
+namespace ssdfeed {
+
+namespace {
+
+struct RecordRef {
+  uint32_t file = 0;
+  uint32_t index = 0;  // record number within the file, for messages
+  RecordSpan span;
+};
+
+class TFRecordSource final : public Source {
+ public:
+  TFRecordSource(std::string uri, ShardFiles files, std::vector<RecordRef> records,
+                 ExampleKeys keys, size_t skipped)
+      : uri_(std::move(uri)),
+        files_(std::move(files)),
+        records_(std::move(records)),
+        keys_(std::move(keys)),
+        skipped_(skipped) {
+    identity_ = IdentityDigest("tfrecord", files_.files(), keys_.image_key + "|" + keys_.label_key);
+  }
+
+  size_t size() const override { return records_.size(); }
+  Status Read(size_t id, EncodedSample* out) const override {
+    const RecordRef& r = records_[id];
+    SSDFEED_ASSIGN_OR_RETURN(const RandomAccessFile* f, files_.Get(r.file));
+    thread_local std::string buf;
+    SSDFEED_RETURN_IF_ERROR(ReadTFRecord(*f, r.span, r.index, &buf));
+    return ParseExample(buf, keys_, out).WithContext(Describe(id));
+  }
+  std::string Describe(size_t id) const override {
+    return files_.files()[records_[id].file].path + " record " +
+           std::to_string(records_[id].index);
+  }
+  const std::string& identity() const override { return identity_; }
+  const std::string& uri() const override { return uri_; }
+  size_t skipped() const override { return skipped_; }
+  size_t file_count() const override { return files_.files().size(); }
+
+ private:
+  std::string uri_;
+  ShardFiles files_;
+  std::vector<RecordRef> records_;
+  ExampleKeys keys_;
+  size_t skipped_;
+  std::string identity_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Source>> OpenTFRecordSource(const std::string& uri,
+                                                   const std::vector<std::string>& paths,
+                                                   const SourceOptions& opts) {
+  std::vector<InputFile> inputs;
+  for (const auto& p : paths) {
+    SSDFEED_ASSIGN_OR_RETURN(InputFile f, StatInput(opts.env, p));
+    inputs.push_back(std::move(f));
+  }
+  ShardFiles files(opts.env, std::move(inputs));
+  std::vector<RecordRef> records;
+  size_t skipped = 0;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    SSDFEED_ASSIGN_OR_RETURN(const RandomAccessFile* f, files.Get(i));
+    std::vector<RecordSpan> spans;
+    SSDFEED_RETURN_IF_ERROR(ScanTFRecordFile(*f, opts.on_error, &spans, &skipped));
+    for (size_t k = 0; k < spans.size(); ++k)
+      records.push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(k), spans[k]});
+  }
+  if (records.empty()) return Status::NotFound(uri + ": no records");
+  return std::unique_ptr<Source>(new TFRecordSource(
+      uri, std::move(files), std::move(records), {opts.image_key, opts.label_key}, skipped));
+}
+
+}  // namespace ssdfeed

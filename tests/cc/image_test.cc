@@ -1,0 +1,178 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ssdfeed/dataset.h"
+#include "ssdfeed/image.h"
+
+namespace ssdfeed {
+namespace {
+
+double MeanAbsDiff(const Image& a, const Image& b) {
+  EXPECT_EQ(a.bytes(), b.bytes());
+  double sum = 0;
+  for (size_t i = 0; i < a.bytes(); ++i) sum += std::abs(int(a.pixels[i]) - int(b.pixels[i]));
+  return sum / a.bytes();
+}
+
+Image Sample(int* label) {
+  Image img;
+  GenerateImage(1, 3, 10, 300, 500, &img, label);
+  return img;
+}
+
+Image Smooth() {
+  Image img;
+  img.Reset(240, 320, 3);
+  for (int y = 0; y < 240; ++y)
+    for (int x = 0; x < 320; ++x) {
+      uint8_t* p = &img.pixels[(y * 320 + x) * 3];
+      p[0] = static_cast<uint8_t>(x * 255 / 320);
+      p[1] = static_cast<uint8_t>(y * 255 / 240);
+      p[2] = static_cast<uint8_t>(128 + 100 * std::sin(x / 20.0));
+    }
+  return img;
+}
+
+TEST(Decode, JpegRoundTripIsClose) {
+  Image img = Smooth();
+  std::string jpg;
+  ASSERT_TRUE(EncodeJpeg(img, 95, &jpg).ok());
+  Decoder dec;
+  Image out;
+  ASSERT_TRUE(dec.Decode(jpg, false, 0, 0, &out).ok());
+  EXPECT_EQ(out.height, img.height);
+  EXPECT_EQ(out.width, img.width);
+  EXPECT_EQ(out.channels, 3);
+  EXPECT_LT(MeanAbsDiff(img, out), 2.0);
+}
+
+TEST(Decode, GrayHasOneChannel) {
+  int label;
+  Image img = Sample(&label);
+  std::string jpg;
+  ASSERT_TRUE(EncodeJpeg(img, 90, &jpg).ok());
+  Decoder dec;
+  Image out;
+  ASSERT_TRUE(dec.Decode(jpg, true, 0, 0, &out).ok());
+  EXPECT_EQ(out.channels, 1);
+  EXPECT_EQ(out.bytes(), static_cast<size_t>(img.height) * img.width);
+}
+
+TEST(Decode, DctScalingKeepsAtLeastTheMinimum) {
+  Image img;
+  img.Reset(800, 1000, 3);
+  for (size_t i = 0; i < img.bytes(); ++i) img.pixels[i] = static_cast<uint8_t>(i * 7);
+  std::string jpg;
+  ASSERT_TRUE(EncodeJpeg(img, 90, &jpg).ok());
+  Decoder dec;
+  Image out;
+  ASSERT_TRUE(dec.Decode(jpg, false, 200, 250, &out).ok());
+  EXPECT_EQ(out.height, 200);  // 1/4 scale exactly
+  EXPECT_EQ(out.width, 250);
+  ASSERT_TRUE(dec.Decode(jpg, false, 201, 250, &out).ok());
+  EXPECT_GE(out.height, 201);
+  EXPECT_LT(out.height, 800);
+}
+
+TEST(Decode, BadInputsAreCorruptionNotCrashes) {
+  int label;
+  Image img = Sample(&label);
+  std::string jpg;
+  ASSERT_TRUE(EncodeJpeg(img, 90, &jpg).ok());
+  Decoder dec;
+  Image out;
+  EXPECT_TRUE(dec.Decode("", false, 0, 0, &out).IsCorruption());
+  EXPECT_TRUE(dec.Decode("hello world", false, 0, 0, &out).IsCorruption());
+  Status s = dec.Decode(jpg.substr(0, jpg.size() / 2), false, 0, 0, &out);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_TRUE(dec.Decode(jpg.substr(0, 100), false, 0, 0, &out).IsCorruption());
+}
+
+TEST(Decode, PixelLimitRefusesHugeImagesBeforeDecoding) {
+  Image img;
+  img.Reset(1000, 1000, 3);
+  std::string jpg;
+  ASSERT_TRUE(EncodeJpeg(img, 50, &jpg).ok());
+  Decoder dec;
+  dec.limits.max_pixels = 999999;
+  Image out;
+  Status s = dec.Decode(jpg, false, 0, 0, &out);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("exceeds the decode limit"), std::string::npos);
+}
+
+TEST(Prepare, ResizeShortKeepsAspect) {
+  int label;
+  Image img = Sample(&label);
+  std::string jpg;
+  ASSERT_TRUE(EncodeJpeg(img, 90, &jpg).ok());
+  PrepareSpec spec;
+  spec.resize_short = 128;
+  Decoder dec;
+  Image out;
+  ASSERT_TRUE(dec.DecodeAndPrepare(jpg, spec, &out).ok());
+  EXPECT_EQ(std::min(out.height, out.width), 128);
+  int eh, ew;
+  ShortSideSize(img.height, img.width, 128, 0, &eh, &ew);
+  EXPECT_EQ(out.height, eh);
+  EXPECT_EQ(out.width, ew);
+  // Against the uncompressed original downscaled, the DCT-scaled path is
+  // about as good as a full decode followed by the same resize.
+  Image full, via_full, truth;
+  ASSERT_TRUE(dec.Decode(jpg, false, 0, 0, &full).ok());
+  ASSERT_TRUE(PrepareDecoded(full, spec, &via_full).ok());
+  ASSERT_TRUE(PrepareDecoded(img, spec, &truth).ok());
+  double err_dct = MeanAbsDiff(out, truth), err_full = MeanAbsDiff(via_full, truth);
+  EXPECT_LT(err_dct, err_full + 1.5) << err_dct << " vs " << err_full;
+}
+
+TEST(Prepare, MaxLongCapsTheLongerSide) {
+  Image img;
+  img.Reset(100, 400, 3);
+  PrepareSpec spec;
+  spec.resize_short = 80;
+  spec.max_long = 200;
+  Image out;
+  ASSERT_TRUE(PrepareDecoded(img, spec, &out).ok());
+  EXPECT_EQ(out.width, 200);
+  EXPECT_EQ(out.height, 50);
+}
+
+TEST(Prepare, ExactResizeAndCenterCrop) {
+  Image img;
+  img.Reset(300, 400, 3);
+  for (int y = 0; y < 300; ++y)
+    for (int x = 0; x < 400; ++x)
+      for (int c = 0; c < 3; ++c) img.pixels[(y * 400 + x) * 3 + c] = static_cast<uint8_t>(x / 2);
+  PrepareSpec spec;
+  spec.crop_h = 100;
+  spec.crop_w = 100;
+  Image out;
+  ASSERT_TRUE(PrepareDecoded(img, spec, &out).ok());
+  EXPECT_EQ(out.height, 100);
+  EXPECT_EQ(out.pixels[0], 75);  // left edge at x=150
+  spec.resize_h = 50;
+  spec.resize_w = 60;
+  Status s = PrepareDecoded(img, spec, &out);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("larger than the resized image 50x60"), std::string::npos);
+}
+
+TEST(Prepare, ValidateAndCanonical) {
+  PrepareSpec a, b;
+  a.resize_short = 256;
+  b.resize_short = 256;
+  EXPECT_EQ(a.Canonical(), b.Canonical());
+  b.gray = true;
+  EXPECT_NE(a.Canonical(), b.Canonical());
+  PrepareSpec bad;
+  bad.resize_h = 10;
+  EXPECT_FALSE(bad.Validate().ok());
+  bad.resize_w = 10;
+  bad.resize_short = 5;
+  EXPECT_FALSE(bad.Validate().ok());
+}
+
+}  // namespace
+}  // namespace ssdfeed
