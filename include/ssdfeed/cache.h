@@ -1,0 +1,142 @@
+// The cache store: prepared samples on local SSD, shared by every job on the
+// node, crash-safe, bounded by a capacity, checked on every read.
+// The on-disk format is described in docs/cache-format.md.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ssdfeed/env.h"
+#include "ssdfeed/status.h"
+
+namespace ssdfeed {
+
+struct CacheOptions {
+  // The cache root directory (created 0700, or 0770 with group_shared).
+  // Required; the CLI and Python default it to $SSDFEED_CACHE, then
+  // ~/.cache/ssdfeed.
+  std::string root;
+  // Most bytes the whole root may hold, across all entries and processes.
+  // 0: the bytes the root holds now plus 80% of the filesystem's free space.
+  uint64_t capacity_bytes = 0;
+  // Group-sharing mode for nodes where one group's jobs share a cache:
+  // directories 02770 and files 0660 instead of 0700 / 0600. Default false.
+  bool group_shared = false;
+  // Data is fsync'ed after this many bytes appended by one writer (and when
+  // the entry closes). Smaller loses less on power loss. Default 64 MiB.
+  uint64_t sync_bytes = 64ull << 20;
+  // Capacity is reserved in chunks of this size. Default 64 MiB.
+  uint64_t reserve_chunk = 64ull << 20;
+  // A new segment file starts after this many bytes. Default 1 GiB.
+  uint64_t segment_bytes = 1ull << 30;
+  // How long to wait for a sample another live process is preparing before
+  // preparing it too (bounds duplicated work vs. stalls). Default 3 s.
+  double claim_wait_seconds = 3.0;
+  // All file access. Default Env::Default().
+  Env* env = nullptr;
+};
+
+// What identifies an entry, and what is recorded in its manifest.
+struct EntryKey {
+  std::string source_uri;
+  std::string source_identity;  // Source::identity()
+  std::string spec;             // PrepareSpec::Canonical()
+  uint64_t samples_total = 0;
+  // JSON object recorded in the manifest so that `cache verify --repair`
+  // can rebuild the preparation and reopen the source. Not fingerprinted.
+  std::string prepare_json = "{}";
+  std::string fingerprint() const;  // hex; the entry's directory name
+};
+
+// Counters of one open entry (also exported as metrics).
+struct CacheCounters {
+  std::atomic<uint64_t> hits{0}, misses{0}, hit_bytes{0};
+  std::atomic<uint64_t> puts{0}, put_bytes{0};
+  std::atomic<uint64_t> corrupt_records{0};
+  std::atomic<uint64_t> write_errors{0};    // ENOSPC / EIO while filling
+  std::atomic<uint64_t> capacity_denied{0};  // puts refused: capacity reached
+  std::atomic<uint64_t> evictions{0};        // entries this process evicted
+};
+
+// A prepared sample read from the cache; pixels point into the caller's buffer.
+struct CachedSample {
+  const uint8_t* pixels = nullptr;
+  int height = 0, width = 0, channels = 0;
+  int64_t label = -1;
+  size_t bytes() const { return static_cast<size_t>(height) * width * channels; }
+};
+
+class CacheEntry {
+ public:
+  virtual ~CacheEntry() = default;
+
+  // Opens (creating if needed) the entry for key under opts.root. Holds a
+  // shared "in use" lock until destroyed, so no other process evicts it.
+  static Result<std::unique_ptr<CacheEntry>> Open(const CacheOptions& opts, const EntryKey& key);
+
+  // Reads sample id into *buf. NotFound when absent; Corruption when the
+  // record fails its checks (it is then dropped from the index: Put repairs).
+  virtual Status Get(uint64_t id, std::string* buf, CachedSample* out) = 0;
+  virtual bool Contains(uint64_t id) = 0;
+
+  // Stores a prepared sample. NoSpace once the capacity is reached or the
+  // disk is full (the entry then keeps a fixed subset and stops admitting);
+  // IOError on EIO. Neither harms what is stored.
+  virtual Status Put(uint64_t id, int64_t label, const uint8_t* pixels, int height, int width,
+                     int channels) = 0;
+  // False once Put has failed for space or I/O, or the entry is read-only.
+  virtual bool admitting() const = 0;
+
+  // Claims the right to prepare id (true), or says another live process is
+  // preparing it (false). Release after Put (or on failure).
+  virtual bool TryClaim(uint64_t id) = 0;
+  virtual void ReleaseClaim(uint64_t id) = 0;
+
+  // Picks up records other processes appended since the last refresh.
+  virtual Status Refresh() = 0;
+  // Makes everything put so far durable.
+  virtual Status Sync() = 0;
+
+  virtual uint64_t samples_present() = 0;
+  virtual uint64_t samples_total() const = 0;
+  virtual bool read_only() const = 0;  // owned by another user
+  virtual const std::string& dir() const = 0;
+  virtual const std::string& warning() const = 0;  // why admission stopped
+  virtual CacheCounters& counters() = 0;
+};
+
+// What `ssdfeed cache ls` shows of an entry.
+struct EntryInfo {
+  std::string name;  // fingerprint
+  std::string dir;
+  std::string source_uri, spec, spec_json;
+  uint64_t samples_total = 0, samples_present = 0, bytes = 0;
+  int64_t last_used = 0;  // unix seconds
+  int64_t created = 0;
+  bool in_use = false;
+  bool foreign = false;  // owned by another user: never deleted
+  std::string state;     // "complete" | "partial" | "broken: ..."
+};
+
+Result<std::vector<EntryInfo>> ListEntries(const CacheOptions& opts);
+// Deletes an entry not in use and owned by us. Busy if in use.
+Status RemoveEntry(const CacheOptions& opts, const std::string& name);
+// Evicts unused entries, least recently used first, until the root holds at
+// most max_bytes (0: no size target) and none is older than max_age_seconds
+// (0: no age target). Returns the names removed.
+Result<std::vector<std::string>> CollectGarbage(const CacheOptions& opts, uint64_t max_bytes,
+                                                int64_t max_age_seconds);
+// Bytes the cache root holds (every file under entries/).
+Result<uint64_t> RootBytes(const CacheOptions& opts);
+
+// Checks every record of an entry; counts good, corrupt (dropped) and absent.
+struct VerifyReport {
+  uint64_t good = 0, corrupt = 0, missing = 0;
+  std::vector<uint64_t> corrupt_ids;
+};
+Status VerifyEntry(CacheEntry* entry, VerifyReport* report);
+
+}  // namespace ssdfeed

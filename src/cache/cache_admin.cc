@@ -1,0 +1,104 @@
+// What `ssdfeed cache ls | gc | rm` do: list, collect and remove entries.
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "cache/capacity.h"
+#include "cache/entry_files.h"
+#include "ssdfeed/cache.h"
+
+namespace ssdfeed {
+
+namespace {
+
+CacheOptions WithEnv(const CacheOptions& in) {
+  CacheOptions o = in;
+  if (o.env == nullptr) o.env = Env::Default();
+  return o;
+}
+
+}  // namespace
+
+Result<std::vector<EntryInfo>> ListEntries(const CacheOptions& in) {
+  CacheOptions opts = WithEnv(in);
+  RootPaths p(opts.root);
+  std::vector<EntryDirInfo> dirs;
+  SSDFEED_RETURN_IF_ERROR(ScanEntries(opts.env, p, &dirs));
+  std::vector<EntryInfo> out;
+  for (const auto& d : dirs) {
+    EntryInfo e;
+    e.name = d.name;
+    e.dir = d.dir;
+    e.bytes = d.bytes;
+    e.last_used = d.last_used_ns / 1000000000;
+    e.foreign = d.foreign;
+    std::string text;
+    auto j = ReadManifest(opts.env, d.dir, &text).ok()
+                 ? nlohmann::json::parse(text, nullptr, false)
+                 : nlohmann::json();
+    if (!j.is_object()) {
+      e.state = "broken: no readable manifest";
+      out.push_back(std::move(e));
+      continue;
+    }
+    e.source_uri = j.value("source", "");
+    e.spec = j.value("spec", "");
+    e.spec_json = j.contains("prepare") ? j["prepare"].dump() : "{}";
+    e.samples_total = j.value("samples_total", uint64_t{0});
+    e.created = j.value("created", int64_t{0});
+    e.samples_present = CountIndexed(opts.env, d.dir, e.samples_total);
+    e.state = e.samples_present == e.samples_total ? "complete" : "partial";
+    e.in_use = !opts.env->LockFile(JoinPath(d.dir, "use.lock"), true, false).ok();
+    out.push_back(std::move(e));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const EntryInfo& a, const EntryInfo& b) { return a.last_used > b.last_used; });
+  return out;
+}
+
+Status RemoveEntry(const CacheOptions& in, const std::string& name) {
+  CacheOptions opts = WithEnv(in);
+  RootPaths p(opts.root);
+  std::vector<EntryDirInfo> dirs;
+  SSDFEED_RETURN_IF_ERROR(ScanEntries(opts.env, p, &dirs));
+  for (const auto& d : dirs) {
+    if (d.name == name || (name.size() >= 8 && d.name.rfind(name, 0) == 0))
+      return DeleteEntryIfUnused(opts.env, p, d);
+  }
+  return Status::NotFound("no cache entry '" + name + "' under " + opts.root);
+}
+
+Result<std::vector<std::string>> CollectGarbage(const CacheOptions& in, uint64_t max_bytes,
+                                                int64_t max_age_seconds) {
+  CacheOptions opts = WithEnv(in);
+  RootPaths p(opts.root);
+  EmptyTrash(opts.env, p);
+  std::vector<EntryDirInfo> dirs;
+  SSDFEED_RETURN_IF_ERROR(ScanEntries(opts.env, p, &dirs));
+  std::sort(dirs.begin(), dirs.end(),
+            [](const auto& a, const auto& b) { return a.last_used_ns < b.last_used_ns; });
+  uint64_t total = 0;
+  for (const auto& d : dirs) total += d.bytes;
+  int64_t now_ns = opts.env->NowMicros() * 1000;
+  std::vector<std::string> removed;
+  for (const auto& d : dirs) {
+    bool too_old = max_age_seconds > 0 && now_ns - d.last_used_ns > max_age_seconds * 1000000000LL;
+    bool too_big = max_bytes > 0 && total > max_bytes;
+    if (!too_old && !too_big) continue;
+    if (DeleteEntryIfUnused(opts.env, p, d).ok()) {
+      total -= d.bytes;
+      removed.push_back(d.name);
+    }
+  }
+  return removed;
+}
+
+Result<uint64_t> RootBytes(const CacheOptions& in) {
+  CacheOptions opts = WithEnv(in);
+  std::vector<EntryDirInfo> dirs;
+  SSDFEED_RETURN_IF_ERROR(ScanEntries(opts.env, RootPaths(opts.root), &dirs));
+  uint64_t total = 0;
+  for (const auto& d : dirs) total += d.bytes;
+  return total;
+}
+
+}  // namespace ssdfeed

@@ -1,0 +1,81 @@
+#include "cache/entry_files.h"
+
+#include <ctime>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "cache/record_format.h"
+
+namespace ssdfeed {
+
+Status EnsureManifest(Env* env, const std::string& dir, const EntryKey& key,
+                      const std::string& fingerprint, bool read_only, uint32_t mode) {
+  std::string path = JoinPath(dir, "manifest.json");
+  std::string text;
+  Status s = env->ReadFileToString(path, &text);
+  if (s.ok()) {
+    auto j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded() || j.value("fingerprint", "") != fingerprint ||
+        j.value("samples_total", uint64_t{0}) != key.samples_total)
+      return Status::Corruption(path + ": manifest does not match its entry");
+    return Status::OK();
+  }
+  if (!s.IsNotFound()) return s;
+  if (read_only) return Status::Corruption(path + ": missing in an entry we may not write");
+  nlohmann::json j = {
+      {"format_version", cache_format::kFormatVersion},
+      {"fingerprint", fingerprint},
+      {"source", key.source_uri},
+      {"source_identity", key.source_identity},
+      {"spec", key.spec},
+      {"prepare", nlohmann::json::parse(key.prepare_json, nullptr, false)},
+      {"samples_total", key.samples_total},
+      {"created", static_cast<int64_t>(std::time(nullptr))},
+  };
+  return env->WriteFileAtomic(path, j.dump(2) + "\n", mode);
+}
+
+Status ReadManifest(Env* env, const std::string& dir, std::string* json_text) {
+  return env->ReadFileToString(JoinPath(dir, "manifest.json"), json_text);
+}
+
+void TouchLastUsed(Env* env, const std::string& dir, uint32_t mode) {
+  // Its mtime is what LRU eviction orders by; content is for people.
+  env->WriteFileAtomic(JoinPath(dir, "last_used"),
+                       std::to_string(static_cast<int64_t>(std::time(nullptr))) + "\n", mode);
+}
+
+bool SegmentBaseOf(const std::string& name, const std::string& ext, std::string* base) {
+  if (name.rfind("seg-", 0) != 0 || name.size() <= ext.size() ||
+      name.compare(name.size() - ext.size(), ext.size(), ext) != 0)
+    return false;
+  *base = name.substr(0, name.size() - ext.size());
+  return true;
+}
+
+uint64_t CountIndexed(Env* env, const std::string& dir, uint64_t samples_total) {
+  std::vector<std::string> names;
+  if (!env->GetChildren(dir, &names).ok()) return 0;
+  std::vector<bool> seen(samples_total);
+  uint64_t n = 0;
+  for (const auto& name : names) {
+    std::string base, text;
+    if (!SegmentBaseOf(name, ".idx", &base)) continue;
+    if (!env->ReadFileToString(JoinPath(dir, name), &text).ok()) continue;
+    auto dat = env->Stat(JoinPath(dir, base + ".dat"));
+    uint64_t dat_size = dat.ok() ? dat->size : 0;
+    for (size_t off = 0; off + cache_format::kIndexEntrySize <= text.size();
+         off += cache_format::kIndexEntrySize) {
+      cache_format::IndexEntry e;
+      if (!cache_format::DecodeIndexEntry(text.data() + off, &e)) continue;
+      if (e.sample_id >= samples_total || e.offset + e.record_len > dat_size) continue;
+      if (!seen[e.sample_id]) {
+        seen[e.sample_id] = true;
+        ++n;
+      }
+    }
+  }
+  return n;
+}
+
+}  // namespace ssdfeed

@@ -1,0 +1,87 @@
+#include "cache/record_format.h"
+
+#include <xxhash.h>
+
+#include <cstring>
+
+namespace ssdfeed::cache_format {
+
+namespace {
+
+template <typename T>
+void Put(char* p, T v) {
+  std::memcpy(p, &v, sizeof(T));
+}
+template <typename T>
+T Get(const char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+uint64_t RecordChecksum(const char* header32, const uint8_t* payload, size_t n) {
+  // Chained: the header's hash seeds the payload's (no streaming state).
+  return XXH3_64bits_withSeed(payload, n, XXH3_64bits(header32, 32));
+}
+
+}  // namespace
+
+void EncodeRecordHeader(RecordHeader* h, const uint8_t* payload, char* out) {
+  std::memset(out, 0, kRecordHeaderSize);
+  Put<uint32_t>(out + 0, kRecordMagic);
+  Put<uint32_t>(out + 4, h->payload_len);
+  Put<uint64_t>(out + 8, h->sample_id);
+  Put<uint16_t>(out + 16, h->height);
+  Put<uint16_t>(out + 18, h->width);
+  Put<uint8_t>(out + 20, h->channels);
+  Put<int64_t>(out + 24, h->label);
+  h->checksum = RecordChecksum(out, payload, h->payload_len);
+  Put<uint64_t>(out + 32, h->checksum);
+}
+
+std::string CheckRecord(const char* rec, size_t len, uint64_t want_id, RecordHeader* h) {
+  if (len < kRecordHeaderSize) return "record shorter than its header";
+  if (Get<uint32_t>(rec) != kRecordMagic) return "bad record magic";
+  h->payload_len = Get<uint32_t>(rec + 4);
+  h->sample_id = Get<uint64_t>(rec + 8);
+  h->height = Get<uint16_t>(rec + 16);
+  h->width = Get<uint16_t>(rec + 18);
+  h->channels = Get<uint8_t>(rec + 20);
+  h->label = Get<int64_t>(rec + 24);
+  h->checksum = Get<uint64_t>(rec + 32);
+  if (h->payload_len != len - kRecordHeaderSize) return "record length mismatch";
+  if (h->sample_id != want_id) return "record holds sample " + std::to_string(h->sample_id);
+  if (static_cast<uint64_t>(h->height) * h->width * h->channels != h->payload_len)
+    return "record shape does not match its length";
+  const auto* payload = reinterpret_cast<const uint8_t*>(rec + kRecordHeaderSize);
+  if (RecordChecksum(rec, payload, h->payload_len) != h->checksum) return "checksum mismatch";
+  return "";
+}
+
+void EncodeIndexEntry(const IndexEntry& e, char* out) {
+  std::memset(out, 0, kIndexEntrySize);
+  Put<uint64_t>(out + 0, e.sample_id);
+  Put<uint64_t>(out + 8, e.offset);
+  Put<uint32_t>(out + 16, e.record_len);
+  Put<uint16_t>(out + 20, e.height);
+  Put<uint16_t>(out + 22, e.width);
+  Put<uint8_t>(out + 24, e.channels);
+  Put<uint64_t>(out + 25, e.stamp);  // unaligned on purpose: packed
+  Put<uint64_t>(out + 33, e.record_checksum);
+  Put<uint64_t>(out + 40, XXH3_64bits(out, 40));
+}
+
+bool DecodeIndexEntry(const char* in, IndexEntry* e) {
+  if (Get<uint64_t>(in + 40) != XXH3_64bits(in, 40)) return false;
+  e->sample_id = Get<uint64_t>(in + 0);
+  e->offset = Get<uint64_t>(in + 8);
+  e->record_len = Get<uint32_t>(in + 16);
+  e->height = Get<uint16_t>(in + 20);
+  e->width = Get<uint16_t>(in + 22);
+  e->channels = Get<uint8_t>(in + 24);
+  e->stamp = Get<uint64_t>(in + 25);
+  e->record_checksum = Get<uint64_t>(in + 33);
+  return true;
+}
+
+}  // namespace ssdfeed::cache_format

@@ -1,0 +1,44 @@
+// Bytes of the cache's segment (.dat) and index (.idx) files; see
+// docs/cache-format.md. Little endian.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ssdfeed::cache_format {
+
+constexpr uint32_t kRecordMagic = 0x52464453;  // "SDFR"
+constexpr uint32_t kFormatVersion = 1;
+constexpr size_t kRecordHeaderSize = 40;
+constexpr size_t kIndexEntrySize = 48;
+
+struct RecordHeader {
+  uint32_t payload_len = 0;
+  uint64_t sample_id = 0;
+  uint16_t height = 0, width = 0;
+  uint8_t channels = 0;
+  int64_t label = -1;
+  uint64_t checksum = 0;  // XXH3-64 of header bytes [0, 32) and the payload
+};
+
+// Writes the 40 header bytes for payload into out (computes the checksum).
+void EncodeRecordHeader(RecordHeader* h, const uint8_t* payload, char* out);
+// Parses and checks a whole record (header + payload). Returns an empty
+// string when intact, else what is wrong.
+std::string CheckRecord(const char* rec, size_t len, uint64_t want_id, RecordHeader* h);
+
+struct IndexEntry {
+  uint64_t sample_id = 0;
+  uint64_t offset = 0;      // of the record in the .dat file
+  uint32_t record_len = 0;  // header + payload
+  uint16_t height = 0, width = 0;
+  uint8_t channels = 0;
+  uint64_t stamp = 0;       // microseconds; the newest record of an id wins
+  uint64_t record_checksum = 0;
+};
+
+void EncodeIndexEntry(const IndexEntry& e, char* out);  // kIndexEntrySize bytes
+// False when the entry's own hash does not match (torn or flipped).
+bool DecodeIndexEntry(const char* in, IndexEntry* e);
+
+}  // namespace ssdfeed::cache_format

@@ -1,0 +1,202 @@
+// ssdfeed cache ls | verify | gc | rm
+#include <ctime>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/options.h"
+#include "pipeline/entry_key.h"
+#include "pipeline/fetcher.h"
+#include "util/units.h"
+
+namespace ssdfeed::cli {
+
+namespace {
+
+std::string Ago(int64_t t) {
+  if (t == 0) return "never";
+  int64_t d = std::time(nullptr) - t;
+  if (d < 120) return std::to_string(d) + "s ago";
+  if (d < 7200) return std::to_string(d / 60) + "m ago";
+  if (d < 172800) return std::to_string(d / 3600) + "h ago";
+  return std::to_string(d / 86400) + "d ago";
+}
+
+int RunLs(const CacheArgs& ca, bool json) {
+  CacheOptions o;
+  if (Status s = ca.ToOptions(&o); !s.ok()) return Fail(s.message(), 2);
+  auto list = ListEntries(o);
+  if (!list.ok()) return Fail(list.status().message());
+  if (json) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& e : *list)
+      j.push_back({{"entry", e.name},
+                   {"source", e.source_uri},
+                   {"spec", e.spec},
+                   {"samples_total", e.samples_total},
+                   {"samples_present", e.samples_present},
+                   {"bytes", e.bytes},
+                   {"last_used", e.last_used},
+                   {"state", e.state},
+                   {"in_use", e.in_use},
+                   {"foreign", e.foreign}});
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::printf("%-14s %-10s %-19s %-11s %-9s %s\n", "ENTRY", "STATE", "PRESENT/TOTAL", "BYTES",
+              "USED", "SOURCE");
+  for (const auto& e : *list) {
+    std::string pt = std::to_string(e.samples_present) + "/" + std::to_string(e.samples_total);
+    std::printf("%-14s %-10s %-19s %-11s %-9s %s%s\n", e.name.substr(0, 12).c_str(),
+                e.state.c_str(), pt.c_str(), FormatBytes(e.bytes).c_str(),
+                Ago(e.last_used).c_str(), e.source_uri.c_str(), e.in_use ? "  (in use)" : "");
+  }
+  return 0;
+}
+
+// Reopens an entry from its manifest (and its source, for repair).
+int VerifyOne(const CacheOptions& o, const EntryInfo& info, bool repair, nlohmann::json* out) {
+  std::string text;
+  Env::Default()->ReadFileToString(JoinPath(info.dir, "manifest.json"), &text);
+  auto m = nlohmann::json::parse(text, nullptr, false);
+  if (!m.is_object()) return Fail(info.dir + ": unreadable manifest.json");
+  EntryKey key;
+  key.source_uri = m.value("source", "");
+  key.source_identity = m.value("source_identity", "");
+  key.spec = m.value("spec", "");
+  key.samples_total = m.value("samples_total", uint64_t{0});
+  key.prepare_json = m.contains("prepare") ? m["prepare"].dump() : "{}";
+  auto entry = CacheEntry::Open(o, key);
+  if (!entry.ok()) return Fail(entry.status().message());
+  VerifyReport r;
+  if (Status s = VerifyEntry(entry->get(), &r); !s.ok()) return Fail(s.message());
+  (*out)["entry"] = info.name;
+  (*out)["good"] = r.good;
+  (*out)["corrupt"] = r.corrupt;
+  (*out)["missing"] = r.missing;
+  // The full source check: every file's size and mtime, not the cheap one.
+  PrepareSpec spec;
+  SourceOptions so;
+  Status ps = ParsePrepareJson(key.prepare_json, &spec, &so);
+  auto src = ps.ok() ? OpenSource(key.source_uri, so) : Result<std::unique_ptr<Source>>(ps);
+  std::string source_state = !src.ok() ? "unreadable: " + src.status().message()
+                             : (*src)->identity() != key.source_identity ? "changed (entry is stale)"
+                                                                         : "unchanged";
+  (*out)["source"] = source_state;
+  if (repair && r.corrupt > 0) {
+    if (source_state != "unchanged")
+      return Fail(info.name + ": cannot repair, source " + source_state);
+    SampleFetcher fetcher(src->get(), spec, entry->get(), 0);
+    FetchScratch scratch;
+    uint64_t fixed = 0;
+    for (uint64_t id : r.corrupt_ids) {
+      CachedSample cs;
+      if (fetcher.Fetch(id, &scratch, &cs).ok() && (*entry)->Contains(id)) ++fixed;
+    }
+    (*entry)->Sync();
+    (*out)["repaired"] = fixed;
+  }
+  return 0;
+}
+
+int RunVerify(const CacheArgs& ca, const std::string& name, bool repair, bool json) {
+  CacheOptions o;
+  if (Status s = ca.ToOptions(&o); !s.ok()) return Fail(s.message(), 2);
+  auto list = ListEntries(o);
+  if (!list.ok()) return Fail(list.status().message());
+  nlohmann::json all = nlohmann::json::array();
+  int rc = 0, matched = 0;
+  for (const auto& e : *list) {
+    if (!name.empty() && e.name.rfind(name, 0) != 0) continue;
+    ++matched;
+    nlohmann::json r;
+    if (int c = VerifyOne(o, e, repair, &r); c != 0) {
+      rc = c;
+      continue;
+    }
+    bool bad = r["corrupt"].get<uint64_t>() > 0 && !r.contains("repaired");
+    if (bad) rc = 1;
+    if (!json)
+      std::cout << e.name.substr(0, 12) << ": " << r["good"] << " good, " << r["corrupt"]
+                << " corrupt, " << r["missing"] << " missing; source "
+                << r["source"].get<std::string>()
+                << (r.contains("repaired") ? "; repaired " + r["repaired"].dump() : "") << "\n";
+    all.push_back(r);
+  }
+  if (!name.empty() && matched == 0) return Fail("no cache entry '" + name + "' under " + o.root);
+  if (json) std::cout << all.dump(2) << "\n";
+  if (rc == 1 && !json) std::cerr << "ssdfeed: corrupt records found (run with --repair)\n";
+  return rc;
+}
+
+int RunGc(const CacheArgs& ca, const std::string& max_bytes, const std::string& older) {
+  CacheOptions o;
+  if (Status s = ca.ToOptions(&o); !s.ok()) return Fail(s.message(), 2);
+  uint64_t mb = 0;
+  int64_t age = 0;
+  if (!max_bytes.empty()) {
+    auto r = ParseSize(max_bytes);
+    if (!r.ok()) return Fail(r.status().message(), 2);
+    mb = *r;
+  }
+  if (!older.empty()) {
+    auto r = ParseDurationSeconds(older);
+    if (!r.ok()) return Fail(r.status().message(), 2);
+    age = *r;
+  }
+  if (mb == 0 && age == 0) return Fail("gc needs --max-bytes and/or --older-than", 2);
+  auto removed = CollectGarbage(o, mb, age);
+  if (!removed.ok()) return Fail(removed.status().message());
+  for (const auto& n : *removed) std::cout << "removed " << n << "\n";
+  auto total = RootBytes(o);
+  std::cout << removed->size() << " entries removed; cache holds "
+            << FormatBytes(total.ok() ? *total : 0) << "\n";
+  return 0;
+}
+
+}  // namespace
+
+void AddCache(CLI::App& app, RunState* st) {
+  auto* c = app.add_subcommand("cache", "List, verify, collect or remove cache entries");
+  c->require_subcommand(1);
+  auto ca = std::make_shared<CacheArgs>();
+  auto json = std::make_shared<bool>(false);
+
+  auto* ls = c->add_subcommand("ls", "List entries");
+  ca->Add(ls, false);
+  ls->add_flag("--json", *json, "JSON list");
+  ls->callback([st, ca, json] { st->rc = RunLs(*ca, *json); });
+
+  auto* verify = c->add_subcommand("verify", "Check every record (and the source) of entries");
+  auto name = std::make_shared<std::string>();
+  auto repair = std::make_shared<bool>(false);
+  verify->add_option("entry", *name, "Entry name or prefix (default: all)");
+  verify->add_flag("--repair", *repair, "Re-prepare corrupt records from the origin");
+  ca->Add(verify, false);
+  verify->add_flag("--json", *json, "JSON report");
+  verify->callback([st, ca, name, repair, json] { st->rc = RunVerify(*ca, *name, *repair, *json); });
+
+  auto* gc = c->add_subcommand("gc", "Evict unused entries, least recently used first");
+  auto max_bytes = std::make_shared<std::string>();
+  auto older = std::make_shared<std::string>();
+  gc->add_option("--max-bytes", *max_bytes, "Shrink the root to at most SIZE");
+  gc->add_option("--older-than", *older, "Remove entries unused for DURATION (e.g. 7d)");
+  ca->Add(gc, false);
+  gc->callback([st, ca, max_bytes, older] { st->rc = RunGc(*ca, *max_bytes, *older); });
+
+  auto* rm = c->add_subcommand("rm", "Remove one entry (refused while in use)");
+  auto rm_name = std::make_shared<std::string>();
+  rm->add_option("entry", *rm_name, "Entry name (or unique prefix of 8+ characters)")->required();
+  ca->Add(rm, false);
+  rm->callback([st, ca, rm_name] {
+    CacheOptions o;
+    if (Status s = ca->ToOptions(&o); !s.ok()) {
+      st->rc = Fail(s.message(), 2);
+      return;
+    }
+    Status s = RemoveEntry(o, *rm_name);
+    st->rc = s.ok() ? 0 : Fail(s.message());
+    if (s.ok()) std::cout << "removed " << *rm_name << "\n";
+  });
+}
+
+}  // namespace ssdfeed::cli
