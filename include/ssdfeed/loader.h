@@ -1,0 +1,123 @@
+// The Loader: source -> prepare -> cache -> augment -> batches. The first
+// epoch fills the cache; later epochs (and later jobs) read from it. Every
+// epoch gets a fresh permutation and fresh augmentation, keyed by
+// (seed, epoch, sample id), so output never depends on worker count/timing.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ssdfeed/cache.h"
+#include "ssdfeed/image.h"
+#include "ssdfeed/source.h"
+
+namespace ssdfeed {
+
+// torchvision's RandomResizedCrop (same meaning of size, scale and ratio),
+// then an optional horizontal flip with probability 1/2.
+struct AugmentSpec {
+  bool enabled = false;           // Default off: samples are served as prepared.
+  int height = 224, width = 224;  // Output size. Default 224x224.
+  double scale_min = 0.08, scale_max = 1.0;          // Area fraction. Default (0.08, 1).
+  double ratio_min = 3.0 / 4, ratio_max = 4.0 / 3;  // Aspect w/h. Default (3/4, 4/3).
+  bool flip = true;               // Random horizontal flip. Default true.
+};
+
+enum class DType { kUint8, kFloat32, kFloat16 };
+enum class Layout { kNHWC, kNCHW };
+
+struct OutputSpec {
+  DType dtype = DType::kUint8;  // Default uint8 (no normalisation).
+  Layout layout = Layout::kNHWC;  // Default NHWC.
+  // Float outputs are (pixel / 255 - mean[c]) / std[c]. Defaults: 0 and 1.
+  std::array<float, 3> mean{0.f, 0.f, 0.f};
+  std::array<float, 3> std{1.f, 1.f, 1.f};
+};
+
+struct LoaderOptions {
+  std::string source;          // Source URI. Required.
+  SourceOptions source_options;
+  PrepareSpec prepare;         // The cached preparation. Default: none.
+  // Cache root; empty: no cache (prepare from the origin every epoch).
+  CacheOptions cache;
+  AugmentSpec augment;
+  OutputSpec output;
+  size_t batch_size = 1;       // Default 1.
+  bool shuffle = false;        // Default false (canonical order).
+  uint64_t seed = 0;           // Default 0.
+  int workers = 0;             // Threads; 0: one per core. Default 0.
+  int prefetch = 2;            // Batches prepared ahead of the consumer. Default 2.
+  int rank = 0, world_size = 1;  // DistributedSampler semantics. Default 0 / 1.
+  // Drop the tail that does not split evenly over ranks (else pad by
+  // repeating from the start) and the last incomplete batch. Default false.
+  bool drop_last = false;
+};
+
+// Storage of one batch. Reused through a pool once nobody holds it.
+struct BatchBuffer {
+  std::vector<uint8_t> images;  // dtype-sized elements
+  std::vector<int64_t> labels;
+};
+
+struct Batch {
+  std::shared_ptr<BatchBuffer> buffer;  // keeps the memory alive
+  size_t size = 0;                      // samples in this batch
+  std::array<size_t, 4> shape{};        // N,H,W,C or N,C,H,W
+  DType dtype = DType::kUint8;
+  const void* images() const { return buffer->images.data(); }
+  const int64_t* labels() const { return buffer->labels.data(); }
+};
+
+struct LoaderStats {
+  uint64_t cache_hits = 0, cache_misses = 0, cache_bytes = 0, origin_bytes = 0;
+  uint64_t decode_errors = 0, corrupt_records = 0, skipped = 0, prepared = 0;
+  uint64_t cache_write_errors = 0, cache_capacity_denied = 0, evictions = 0;
+  uint64_t batches = 0, samples = 0;
+  double wait_seconds = 0;  // consumer time spent waiting for batches
+  std::vector<double> wait_histogram_bounds;  // seconds (upper bounds)
+  std::vector<uint64_t> wait_histogram;       // one more than bounds (+Inf)
+  std::string cache_dir, cache_warning;
+  bool cache_admitting = false;
+};
+
+struct LoaderState {
+  uint64_t epoch = 0;
+  uint64_t batches_consumed = 0;  // within epoch
+  uint64_t seed = 0;
+  int rank = 0, world_size = 1;
+  uint64_t num_samples = 0;
+  size_t batch_size = 1;
+};
+
+class Loader {
+ public:
+  static Result<std::unique_ptr<Loader>> Open(const LoaderOptions& opts);
+  virtual ~Loader() = default;
+
+  // Chooses the epoch of the next iteration (restarts from its first batch
+  // unless a loaded state says otherwise).
+  virtual void SetEpoch(uint64_t epoch) = 0;
+  // Next batch of the current epoch; false at its end (then the next call
+  // starts the epoch again). A sample that failed under on_error=raise
+  // comes back as an error naming it.
+  virtual Result<bool> Next(Batch* out) = 0;
+  // Stops the workers mid-epoch (also done by the destructor).
+  virtual void Stop() = 0;
+
+  virtual size_t num_batches() const = 0;  // per epoch, for this rank
+  virtual size_t num_samples() const = 0;  // per epoch, for this rank
+  virtual size_t source_size() const = 0;
+  virtual LoaderStats stats() const = 0;
+  virtual LoaderState state() const = 0;
+  virtual Status LoadState(const LoaderState& s) = 0;
+};
+
+// The ids rank `rank` reads in epoch `epoch` (padded or truncated as
+// DistributedSampler does).
+std::vector<uint64_t> EpochOrder(uint64_t n, bool shuffle, uint64_t seed, uint64_t epoch,
+                                 int rank, int world_size, bool drop_last);
+
+}  // namespace ssdfeed

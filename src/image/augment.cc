@@ -1,0 +1,123 @@
+#include "image/augment.h"
+
+#include <cmath>
+#include <cstring>
+#include <opencv2/core.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "util/hash.h"
+
+namespace ssdfeed {
+
+namespace {
+
+// Counter-based uniform draws: the same key gives the same numbers.
+struct KeyedRng {
+  uint64_t state;
+  uint64_t Next() { return Mix64(state++); }
+  double Uniform(double lo, double hi) {
+    return lo + (hi - lo) * (static_cast<double>(Next() >> 11) * 0x1p-53);
+  }
+  int Int(int lo, int hi) {  // inclusive
+    return lo + static_cast<int>(Next() % static_cast<uint64_t>(hi - lo + 1));
+  }
+};
+
+uint16_t FloatToHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  int32_t exp = static_cast<int32_t>((x >> 23) & 0xff) - 127 + 15;
+  uint32_t mant = x & 0x7fffffu;
+  if (exp <= 0) return static_cast<uint16_t>(sign);  // tiny: flush to zero
+  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00u);
+  uint32_t h = sign | (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
+  if (mant & 0x1000u) ++h;  // round half up
+  return static_cast<uint16_t>(h);
+}
+
+template <typename T, typename Conv>
+void Normalize(const uint8_t* px, int h, int w, int c, const OutputSpec& o, T* dst, Conv conv) {
+  float scale[3], bias[3];
+  for (int k = 0; k < c; ++k) {
+    scale[k] = 1.0f / (255.0f * o.std[k]);
+    bias[k] = -o.mean[k] / o.std[k];
+  }
+  size_t plane = static_cast<size_t>(h) * w;
+  for (size_t p = 0; p < plane; ++p)
+    for (int k = 0; k < c; ++k) {
+      float v = px[p * c + k] * scale[k] + bias[k];
+      size_t at = o.layout == Layout::kNCHW ? k * plane + p : p * c + k;
+      dst[at] = conv(v);
+    }
+}
+
+}  // namespace
+
+uint64_t AugmentKey(uint64_t seed, uint64_t epoch, uint64_t id) {
+  return Mix64(seed ^ Mix64(epoch ^ Mix64(id + 0x9e37)));
+}
+
+size_t DTypeSize(DType t) { return t == DType::kUint8 ? 1 : t == DType::kFloat16 ? 2 : 4; }
+
+CropBox SampleCrop(const AugmentSpec& a, int H, int W, uint64_t key) {
+  KeyedRng rng{key};
+  CropBox b;
+  double area = static_cast<double>(H) * W;
+  double lr0 = std::log(a.ratio_min), lr1 = std::log(a.ratio_max);
+  bool found = false;
+  for (int attempt = 0; attempt < 10 && !found; ++attempt) {
+    double target = area * rng.Uniform(a.scale_min, a.scale_max);
+    double ratio = std::exp(rng.Uniform(lr0, lr1));
+    int w = static_cast<int>(std::lround(std::sqrt(target * ratio)));
+    int h = static_cast<int>(std::lround(std::sqrt(target / ratio)));
+    if (w > 0 && h > 0 && w <= W && h <= H) {
+      b = {rng.Int(0, H - h), rng.Int(0, W - w), h, w, false};
+      found = true;
+    }
+  }
+  if (!found) {  // torchvision's fallback: centre crop within the ratio bounds
+    double in_ratio = static_cast<double>(W) / H;
+    int w = W, h = H;
+    if (in_ratio < a.ratio_min) {
+      h = static_cast<int>(std::lround(w / a.ratio_min));
+    } else if (in_ratio > a.ratio_max) {
+      w = static_cast<int>(std::lround(h * a.ratio_max));
+    }
+    b = {(H - h) / 2, (W - w) / 2, h, w, false};
+  }
+  b.flip = a.flip && (rng.Next() & 1);
+  return b;
+}
+
+void RenderSample(const CachedSample& src, const CropBox& box, int out_h, int out_w,
+                  const OutputSpec& out, void* dst, std::vector<uint8_t>* scratch) {
+  int c = src.channels;
+  int type = CV_8UC(c);
+  cv::Mat img(src.height, src.width, type, const_cast<uint8_t*>(src.pixels));
+  cv::Mat roi = img(cv::Rect(box.left, box.top, box.width, box.height));
+  bool direct = out.dtype == DType::kUint8 && out.layout == Layout::kNHWC;
+  size_t bytes = static_cast<size_t>(out_h) * out_w * c;
+  if (!direct && scratch->size() < bytes) scratch->resize(bytes);
+  cv::Mat target(out_h, out_w, type, direct ? dst : scratch->data());
+  if (roi.rows == out_h && roi.cols == out_w) {
+    roi.copyTo(target);
+  } else {
+    bool shrink = roi.rows >= out_h && roi.cols >= out_w;
+    cv::resize(roi, target, target.size(), 0, 0, shrink ? cv::INTER_AREA : cv::INTER_LINEAR);
+  }
+  if (box.flip) cv::flip(target, target, 1);
+  if (direct) return;
+  if (out.dtype == DType::kUint8) {  // uint8 NCHW
+    auto* d = static_cast<uint8_t*>(dst);
+    size_t plane = static_cast<size_t>(out_h) * out_w;
+    for (size_t p = 0; p < plane; ++p)
+      for (int k = 0; k < c; ++k) d[k * plane + p] = target.data[p * c + k];
+  } else if (out.dtype == DType::kFloat32) {
+    Normalize(target.data, out_h, out_w, c, out, static_cast<float*>(dst), [](float v) { return v; });
+  } else {
+    Normalize(target.data, out_h, out_w, c, out, static_cast<uint16_t*>(dst), FloatToHalf);
+  }
+}
+
+}  // namespace ssdfeed

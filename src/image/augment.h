@@ -1,0 +1,30 @@
+// Per-epoch augmentation applied after the cache: random resized crop and
+// flip, written straight into a batch slot, with optional normalisation.
+#pragma once
+
+#include <cstdint>
+
+#include "ssdfeed/cache.h"
+#include "ssdfeed/loader.h"
+
+namespace ssdfeed {
+
+struct CropBox {
+  int top = 0, left = 0, height = 0, width = 0;
+  bool flip = false;
+};
+
+// torchvision's RandomResizedCrop.get_params with randomness keyed by key.
+CropBox SampleCrop(const AugmentSpec& a, int img_h, int img_w, uint64_t key);
+
+// Crops box from src, resizes to out_h x out_w, flips, and writes one sample
+// into dst in the output dtype/layout. scratch is reused between calls.
+void RenderSample(const CachedSample& src, const CropBox& box, int out_h, int out_w,
+                  const OutputSpec& out, void* dst, std::vector<uint8_t>* scratch);
+
+// The key of (seed, epoch, id).
+uint64_t AugmentKey(uint64_t seed, uint64_t epoch, uint64_t id);
+
+size_t DTypeSize(DType t);
+
+}  // namespace ssdfeed

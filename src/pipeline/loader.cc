@@ -1,0 +1,385 @@
+// The Loader: a ring of batch slots filled by a worker pool, consumed in
+// order. Workers take sample positions from one counter; a worker that gets
+// ahead of the ring waits (backpressure). Errors travel with their batch.
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "image/augment.h"
+#include "pipeline/batch_pool.h"
+#include "pipeline/entry_key.h"
+#include "pipeline/fetcher.h"
+#include "ssdfeed/loader.h"
+
+namespace ssdfeed {
+
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+const std::vector<double> kWaitBounds = {0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05,
+                                         0.1,    0.5,    1.0,   5.0};
+
+struct Slot {
+  uint64_t batch = 0;  // which batch of the epoch it holds
+  size_t count = 0;    // samples it will hold
+  size_t done = 0;
+  std::shared_ptr<BatchBuffer> buffer;
+  std::vector<bool> bad;           // on_error=skip: positions to drop
+  std::vector<Image> staging;      // shape known only per sample
+  Status error;                    // first error (on_error=raise)
+};
+
+class LoaderImpl final : public Loader {
+ public:
+  LoaderImpl(LoaderOptions o, std::unique_ptr<Source> src, std::unique_ptr<CacheEntry> cache)
+      : opts_(std::move(o)), source_(std::move(src)), cache_(std::move(cache)),
+        fetcher_(source_.get(), opts_.prepare, cache_.get(), opts_.cache.claim_wait_seconds),
+        pool_(BatchPool::Create()), wait_hist_(kWaitBounds.size() + 1) {
+    int hw = static_cast<int>(std::thread::hardware_concurrency());
+    workers_ = opts_.workers > 0 ? opts_.workers : std::max(1, hw);
+    nslots_ = static_cast<size_t>(std::max(1, opts_.prefetch)) + 1;
+    order_ = EpochOrder(source_->size(), opts_.shuffle, opts_.seed, 0, opts_.rank,
+                        opts_.world_size, opts_.drop_last);
+    FixShape();
+  }
+  ~LoaderImpl() override { Stop(); }
+
+  void SetEpoch(uint64_t epoch) override {
+    Stop();
+    epoch_ = epoch;
+    start_batch_ = 0;
+  }
+
+  Result<bool> Next(Batch* out) override {
+    if (!running_) StartEpoch();
+    if (next_batch_ >= end_batch_) {
+      Stop();
+      start_batch_ = 0;
+      return false;
+    }
+    Slot& slot = slots_[next_batch_ % nslots_];
+    double t0 = Now();
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      ready_cv_.wait(l, [&] { return slot.done == slot.count && slot.batch == next_batch_; });
+    }
+    RecordWait(Now() - t0);
+    if (!slot.error.ok()) {
+      Status e = slot.error;
+      Stop();
+      start_batch_ = consumed_;  // a retry resumes at the failed batch
+      return e;
+    }
+    Status s = Finish(slot, out);
+    if (!s.ok()) {
+      Stop();
+      start_batch_ = consumed_;
+      return s;
+    }
+    ++consumed_;
+    batches_++;
+    samples_ += out->size;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      ++next_batch_;
+      Reset(slot, next_batch_ - 1 + nslots_);
+    }
+    space_cv_.notify_all();
+    return true;
+  }
+
+  void Stop() override {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    space_cv_.notify_all();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+    running_ = false;
+    if (cache_) cache_->Sync();
+  }
+
+  size_t num_samples() const override { return order_.size(); }
+  size_t num_batches() const override {
+    size_t bs = opts_.batch_size;
+    return opts_.drop_last ? order_.size() / bs : (order_.size() + bs - 1) / bs;
+  }
+  size_t source_size() const override { return source_->size(); }
+
+  LoaderStats stats() const override {
+    LoaderStats s;
+    auto& c = fetcher_.counters();
+    s.cache_hits = c.cache_hits;
+    s.cache_misses = c.cache_misses;
+    s.cache_bytes = c.cache_bytes;
+    s.origin_bytes = c.origin_bytes;
+    s.decode_errors = c.decode_errors;
+    s.corrupt_records = c.corrupt_records;
+    s.prepared = c.prepared;
+    s.skipped = skipped_;
+    s.batches = batches_;
+    s.samples = samples_;
+    std::lock_guard<std::mutex> l(stats_mu_);
+    s.wait_seconds = wait_seconds_;
+    s.wait_histogram_bounds = kWaitBounds;
+    s.wait_histogram = wait_hist_;
+    if (cache_) {
+      auto& cc = cache_->counters();
+      s.cache_write_errors = cc.write_errors;
+      s.cache_capacity_denied = cc.capacity_denied;
+      s.evictions = cc.evictions;
+      s.cache_dir = cache_->dir();
+      s.cache_warning = cache_->warning();
+      s.cache_admitting = cache_->admitting();
+    }
+    return s;
+  }
+
+  LoaderState state() const override {
+    return {epoch_, running_ ? consumed_ : start_batch_, opts_.seed, opts_.rank,
+            opts_.world_size, source_->size(), opts_.batch_size};
+  }
+
+  Status LoadState(const LoaderState& s) override {
+    if (s.seed != opts_.seed || s.rank != opts_.rank || s.world_size != opts_.world_size ||
+        s.num_samples != source_->size() || s.batch_size != opts_.batch_size)
+      return Status::InvalidArgument(
+          "state does not match this loader (seed, rank, world_size, dataset size and "
+          "batch_size must be the same)");
+    Stop();
+    epoch_ = s.epoch;
+    start_batch_ = std::min<uint64_t>(s.batches_consumed, num_batches());
+    return Status::OK();
+  }
+
+ private:
+  // The output shape, when every sample will have the same one.
+  void FixShape() {
+    const PrepareSpec& p = opts_.prepare;
+    channels_ = p.channels();
+    if (opts_.augment.enabled) {
+      out_h_ = opts_.augment.height;
+      out_w_ = opts_.augment.width;
+    } else if (p.crop_h > 0) {
+      out_h_ = p.crop_h;
+      out_w_ = p.crop_w;
+    } else if (p.resize_h > 0) {
+      out_h_ = p.resize_h;
+      out_w_ = p.resize_w;
+    }
+    fixed_ = out_h_ > 0;
+  }
+  bool fixed_shape() const { return fixed_; }
+  size_t sample_bytes(int h, int w) const {
+    return static_cast<size_t>(h) * w * channels_ * DTypeSize(opts_.output.dtype);
+  }
+  size_t sample_bytes() const { return sample_bytes(out_h_, out_w_); }
+
+  void StartEpoch() {
+    Stop();
+    order_ = EpochOrder(source_->size(), opts_.shuffle, opts_.seed, epoch_, opts_.rank,
+                        opts_.world_size, opts_.drop_last);
+    end_batch_ = num_batches();
+    next_batch_ = start_batch_;
+    consumed_ = start_batch_;
+    next_sample_ = start_batch_ * opts_.batch_size;
+    end_sample_ = std::min(order_.size(), end_batch_ * opts_.batch_size);
+    slots_.assign(nslots_, Slot{});
+    for (size_t i = 0; i < nslots_; ++i) Reset(slots_[(start_batch_ + i) % nslots_], start_batch_ + i);
+    stop_ = false;
+    running_ = true;
+    for (int w = 0; w < workers_; ++w) threads_.emplace_back([this] { Work(); });
+  }
+
+  // Caller holds mu_ (or no worker runs).
+  void Reset(Slot& s, uint64_t batch) {
+    s.batch = batch;
+    s.done = 0;
+    s.error = Status::OK();
+    uint64_t first = batch * opts_.batch_size;
+    s.count = first >= end_sample_ ? 0 : std::min<uint64_t>(opts_.batch_size, end_sample_ - first);
+    s.bad.assign(s.count, false);
+    s.buffer.reset();
+    if (s.count == 0) return;
+    if (fixed_shape()) {
+      s.buffer = pool_->Acquire(sample_bytes() * opts_.batch_size, opts_.batch_size);
+    } else {
+      s.buffer = pool_->Acquire(0, opts_.batch_size);
+      s.staging.resize(opts_.batch_size);
+    }
+  }
+
+  void Work() {
+    FetchScratch scratch;
+    std::vector<uint8_t> render;
+    while (true) {
+      uint64_t k;
+      Slot* slot;
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        if (stop_ || next_sample_ >= end_sample_) return;
+        k = next_sample_++;
+        uint64_t b = k / opts_.batch_size;
+        space_cv_.wait(l, [&] { return stop_ || b < next_batch_ + nslots_; });
+        if (stop_) return;
+        slot = &slots_[b % nslots_];
+      }
+      size_t pos = k % opts_.batch_size;
+      uint64_t id = order_[k];
+      Status s = Produce(id, slot, pos, &scratch, &render);
+      std::lock_guard<std::mutex> l(mu_);
+      if (!s.ok()) {
+        if (opts_.source_options.on_error == OnError::kSkip) {
+          slot->bad[pos] = true;
+          skipped_++;
+        } else if (slot->error.ok()) {
+          slot->error = s;
+        }
+      }
+      if (++slot->done == slot->count) ready_cv_.notify_all();
+    }
+  }
+
+  Status Produce(uint64_t id, Slot* slot, size_t pos, FetchScratch* scratch,
+                 std::vector<uint8_t>* render) {
+    CachedSample cs;
+    SSDFEED_RETURN_IF_ERROR(fetcher_.Fetch(id, scratch, &cs));
+    slot->buffer->labels[pos] = cs.label;
+    if (!fixed_shape()) {  // served as prepared; shapes checked at Finish
+      Image& st = slot->staging[pos];
+      st.Reset(cs.height, cs.width, cs.channels);
+      std::memcpy(st.pixels.data(), cs.pixels, st.bytes());
+      return Status::OK();
+    }
+    CropBox box{0, 0, cs.height, cs.width, false};
+    if (opts_.augment.enabled) {
+      box = SampleCrop(opts_.augment, cs.height, cs.width, AugmentKey(opts_.seed, epoch_, id));
+    } else if (cs.height != out_h_ || cs.width != out_w_) {
+      return Status::InvalidArgument(source_->Describe(id) + ": prepared size " +
+                                     std::to_string(cs.height) + "x" + std::to_string(cs.width) +
+                                     " differs from the batch's");
+    }
+    RenderSample(cs, box, out_h_, out_w_, opts_.output,
+                 slot->buffer->images.data() + pos * sample_bytes(), render);
+    return Status::OK();
+  }
+
+  // Compacts skipped samples away and fills out.
+  Status Finish(Slot& slot, Batch* out) {
+    size_t n = 0;
+    int h = out_h_, w = out_w_;
+    if (!fixed_shape()) SSDFEED_RETURN_IF_ERROR(Assemble(slot, &h, &w));
+    size_t sb = sample_bytes(h, w);
+    for (size_t i = 0; i < slot.count; ++i) {
+      if (slot.bad[i]) continue;
+      if (n != i) {
+        std::memmove(slot.buffer->images.data() + n * sb, slot.buffer->images.data() + i * sb, sb);
+        slot.buffer->labels[n] = slot.buffer->labels[i];
+      }
+      ++n;
+    }
+    out->buffer = slot.buffer;
+    out->size = n;
+    out->dtype = opts_.output.dtype;
+    bool nchw = opts_.output.layout == Layout::kNCHW;
+    size_t H = static_cast<size_t>(h), W = static_cast<size_t>(w),
+           C = static_cast<size_t>(channels_);
+    out->shape = nchw ? std::array<size_t, 4>{n, C, H, W} : std::array<size_t, 4>{n, H, W, C};
+    return Status::OK();
+  }
+
+  // Without a fixed output shape, samples of one batch must agree.
+  Status Assemble(Slot& slot, int* out_h, int* out_w) {
+    int h = -1, w = -1;
+    for (size_t i = 0; i < slot.count; ++i) {
+      if (slot.bad[i]) continue;
+      const Image& im = slot.staging[i];
+      if (h < 0) {
+        h = im.height;
+        w = im.width;
+      } else if (im.height != h || im.width != w) {
+        return Status::InvalidArgument(
+            "samples of unequal shape in one batch (" + std::to_string(h) + "x" +
+            std::to_string(w) + " and " + std::to_string(im.height) + "x" +
+            std::to_string(im.width) +
+            "): set Prepare(resize=...) or center_crop, or an augment, or batch_size=1");
+      }
+    }
+    if (h < 0) h = w = 0;
+    *out_h = h;
+    *out_w = w;
+    size_t sb = sample_bytes(h, w);
+    slot.buffer->images.resize(sb * slot.count);
+    std::vector<uint8_t> render;
+    for (size_t i = 0; i < slot.count; ++i) {
+      if (slot.bad[i]) continue;
+      const Image& im = slot.staging[i];
+      CachedSample cs{im.pixels.data(), im.height, im.width, im.channels, 0};
+      RenderSample(cs, {0, 0, h, w, false}, h, w, opts_.output,
+                   slot.buffer->images.data() + i * sb, &render);
+    }
+    return Status::OK();
+  }
+
+  void RecordWait(double s) {
+    std::lock_guard<std::mutex> l(stats_mu_);
+    wait_seconds_ += s;
+    size_t b = 0;
+    while (b < kWaitBounds.size() && s > kWaitBounds[b]) ++b;
+    wait_hist_[b]++;
+  }
+
+  LoaderOptions opts_;
+  std::unique_ptr<Source> source_;
+  std::unique_ptr<CacheEntry> cache_;
+  mutable SampleFetcher fetcher_;
+  std::shared_ptr<BatchPool> pool_;
+  int workers_ = 1;
+  size_t nslots_ = 3;
+  int out_h_ = 0, out_w_ = 0, channels_ = 3;
+  bool fixed_ = false;
+
+  uint64_t epoch_ = 0, start_batch_ = 0;
+  std::vector<uint64_t> order_;
+  std::mutex mu_;
+  std::condition_variable ready_cv_, space_cv_;
+  std::vector<Slot> slots_;
+  std::vector<std::thread> threads_;
+  bool stop_ = false, running_ = false;
+  uint64_t next_sample_ = 0, end_sample_ = 0, next_batch_ = 0, end_batch_ = 0, consumed_ = 0;
+
+  std::atomic<uint64_t> batches_{0}, samples_{0}, skipped_{0};
+  mutable std::mutex stats_mu_;
+  double wait_seconds_ = 0;
+  std::vector<uint64_t> wait_hist_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Loader>> Loader::Open(const LoaderOptions& o) {
+  if (o.batch_size == 0) return Status::InvalidArgument("batch_size must be >= 1");
+  if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size)
+    return Status::InvalidArgument("need 0 <= rank < world_size");
+  SSDFEED_RETURN_IF_ERROR(o.prepare.Validate());
+  const AugmentSpec& a = o.augment;
+  if (a.enabled && (a.height <= 0 || a.width <= 0 || a.scale_min <= 0 || a.scale_min > a.scale_max ||
+                    a.scale_max > 1 || a.ratio_min <= 0 || a.ratio_min > a.ratio_max))
+    return Status::InvalidArgument("augment: need size > 0, 0 < scale_min <= scale_max <= 1, "
+                                   "0 < ratio_min <= ratio_max");
+  SSDFEED_ASSIGN_OR_RETURN(auto src, OpenSource(o.source, o.source_options));
+  std::unique_ptr<CacheEntry> cache;
+  if (!o.cache.root.empty()) {
+    SSDFEED_ASSIGN_OR_RETURN(cache,
+                             CacheEntry::Open(o.cache, MakeEntryKey(*src, o.source_options, o.prepare)));
+  }
+  return std::unique_ptr<Loader>(new LoaderImpl(o, std::move(src), std::move(cache)));
+}
+
+}  // namespace ssdfeed

@@ -1,0 +1,233 @@
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "ssdfeed/dataset.h"
+#include "ssdfeed/loader.h"
+#include "test_util.h"
+
+namespace ssdfeed {
+namespace {
+
+TEST(EpochOrder, DistributedSamplerSemantics) {
+  for (bool drop : {false, true}) {
+    std::multiset<uint64_t> all;
+    size_t per = 0;
+    for (int r = 0; r < 3; ++r) {
+      auto o = EpochOrder(10, true, 5, 2, r, 3, drop);
+      if (r == 0) per = o.size();
+      EXPECT_EQ(o.size(), per);
+      all.insert(o.begin(), o.end());
+    }
+    EXPECT_EQ(per, drop ? 3u : 4u);
+    for (uint64_t id = 0; id < 10; ++id) {
+      if (drop) EXPECT_LE(all.count(id), 1u);
+      else EXPECT_GE(all.count(id), 1u);  // every sample at least once, 2 padded
+    }
+    EXPECT_EQ(all.size(), drop ? 9u : 12u);
+  }
+  EXPECT_EQ(EpochOrder(100, true, 1, 0, 0, 1, false), EpochOrder(100, true, 1, 0, 0, 1, false));
+  EXPECT_NE(EpochOrder(100, true, 1, 0, 0, 1, false), EpochOrder(100, true, 1, 1, 0, 1, false));
+  auto plain = EpochOrder(5, false, 1, 0, 0, 1, false);
+  EXPECT_EQ(plain, (std::vector<uint64_t>{0, 1, 2, 3, 4}));
+}
+
+struct Data {
+  test::TempDir dir;
+  std::string uri;
+  explicit Data(size_t n = 60, double corrupt = 0) {
+    MakeDatasetOptions o;
+    o.dir = dir.Sub("data");
+    o.format = "tfrecord";
+    o.count = n;
+    o.classes = 5;
+    o.shard_size = 25;
+    o.min_side = 60;
+    o.max_side = 100;
+    o.corrupt = corrupt;
+    MakeDatasetReport r;
+    EXPECT_TRUE(MakeDataset(o, &r).ok());
+    uri = r.uri;
+  }
+  LoaderOptions Opts() const {
+    LoaderOptions o;
+    o.source = uri;
+    o.prepare.resize_short = 48;
+    o.augment.enabled = true;
+    o.augment.height = o.augment.width = 32;
+    o.batch_size = 8;
+    o.shuffle = true;
+    o.seed = 3;
+    o.workers = 2;
+    return o;
+  }
+};
+
+std::vector<std::string> Epoch(Loader* l, size_t* samples = nullptr) {
+  std::vector<std::string> out;
+  Batch b;
+  size_t n = 0;
+  while (true) {
+    auto r = l->Next(&b);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok() || !*r) break;
+    size_t bytes = b.shape[0] * b.shape[1] * b.shape[2] * b.shape[3];
+    if (b.dtype != DType::kUint8) bytes *= b.dtype == DType::kFloat32 ? 4 : 2;
+    out.push_back(std::string(static_cast<const char*>(b.images()), bytes) +
+                  std::string(reinterpret_cast<const char*>(b.labels()), b.size * 8));
+    n += b.size;
+  }
+  if (samples) *samples = n;
+  return out;
+}
+
+TEST(Loader, FirstEpochFillsCacheSecondIsServedFromIt) {
+  Data d;
+  LoaderOptions o = d.Opts();
+  o.cache.root = d.dir.Sub("cache");
+  auto l = Loader::Open(o);
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  size_t n = 0;
+  auto e0 = Epoch(l->get(), &n);
+  EXPECT_EQ(n, 60u);
+  EXPECT_EQ(e0.size(), 8u);
+  auto s0 = (*l)->stats();
+  EXPECT_EQ(s0.cache_misses, 60u);
+  EXPECT_GT(s0.origin_bytes, 0u);
+  (*l)->SetEpoch(1);
+  auto e1 = Epoch(l->get(), &n);
+  auto s1 = (*l)->stats();
+  EXPECT_EQ(s1.origin_bytes, s0.origin_bytes) << "second epoch touched the origin";
+  EXPECT_EQ(s1.cache_hits, 60u);
+  EXPECT_NE(e0, e1) << "a new epoch must reshuffle and re-augment";
+  // Another loader (another job) on the same cache: no origin reads at all.
+  auto l2 = Loader::Open(o);
+  (*l2)->SetEpoch(1);
+  EXPECT_EQ(Epoch(l2->get()), e1);
+  EXPECT_EQ((*l2)->stats().origin_bytes, 0u);
+}
+
+TEST(Loader, SameBatchesWhateverTheWorkerCount) {
+  Data d;
+  LoaderOptions o = d.Opts();
+  std::vector<std::string> ref;
+  for (int workers : {1, 3, 5}) {
+    o.workers = workers;
+    o.prefetch = workers;
+    auto l = Loader::Open(o);
+    (*l)->SetEpoch(4);
+    auto e = Epoch(l->get());
+    if (ref.empty()) ref = e;
+    EXPECT_EQ(e, ref) << workers << " workers";
+  }
+}
+
+TEST(Loader, ExactMidEpochResume) {
+  Data d;
+  LoaderOptions o = d.Opts();
+  auto full = Loader::Open(o);
+  (*full)->SetEpoch(2);
+  auto all = Epoch(full->get());
+  auto l = Loader::Open(o);
+  (*l)->SetEpoch(2);
+  Batch b;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(*(*l)->Next(&b));
+  LoaderState st = (*l)->state();
+  EXPECT_EQ(st.batches_consumed, 3u);
+  EXPECT_EQ(st.epoch, 2u);
+  auto resumed = Loader::Open(o);
+  ASSERT_TRUE((*resumed)->LoadState(st).ok());
+  auto rest = Epoch(resumed->get());
+  ASSERT_EQ(rest.size(), all.size() - 3);
+  for (size_t i = 0; i < rest.size(); ++i) EXPECT_EQ(rest[i], all[i + 3]) << i;
+  LoaderState other = st;
+  other.seed = 99;
+  EXPECT_FALSE((*resumed)->LoadState(other).ok());
+}
+
+TEST(Loader, CorruptSampleRaisesNamingItOrIsSkipped) {
+  Data d(60, 0.15);
+  LoaderOptions o = d.Opts();
+  auto l = Loader::Open(o);
+  Batch b;
+  Status err;
+  while (true) {
+    auto r = (*l)->Next(&b);
+    if (!r.ok()) {
+      err = r.status();
+      break;
+    }
+    ASSERT_TRUE(*r) << "a corrupt sample went unnoticed";
+  }
+  EXPECT_NE(err.message().find(".tfrecord record "), std::string::npos) << err.message();
+  o.source_options.on_error = OnError::kSkip;
+  auto s = Loader::Open(o);
+  size_t n = 0;
+  Epoch(s->get(), &n);
+  auto st = (*s)->stats();
+  EXPECT_GT(st.skipped, 0u);
+  EXPECT_EQ(n + st.skipped, 60u);
+  EXPECT_EQ(st.decode_errors, st.skipped);
+}
+
+TEST(Loader, UnequalShapesAreAClearError) {
+  Data d;
+  LoaderOptions o = d.Opts();
+  o.augment.enabled = false;
+  auto l = Loader::Open(o);
+  Batch b;
+  auto r = (*l)->Next(&b);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("unequal shape"), std::string::npos);
+  o.batch_size = 1;
+  auto one = Loader::Open(o);
+  ASSERT_TRUE(*(*one)->Next(&b));
+  EXPECT_EQ(std::min(b.shape[1], b.shape[2]), 48u);
+}
+
+TEST(Loader, NormalizedFloatNchwMatchesUint8) {
+  Data d;
+  LoaderOptions o = d.Opts();
+  auto u8 = Loader::Open(o);
+  Batch a;
+  ASSERT_TRUE(*(*u8)->Next(&a));
+  o.output.dtype = DType::kFloat32;
+  o.output.layout = Layout::kNCHW;
+  o.output.mean = {0.5f, 0.4f, 0.3f};
+  o.output.std = {0.2f, 0.25f, 0.3f};
+  auto f32 = Loader::Open(o);
+  Batch b;
+  ASSERT_TRUE(*(*f32)->Next(&b));
+  EXPECT_EQ(b.shape, (std::array<size_t, 4>{8, 3, 32, 32}));
+  auto* px = static_cast<const uint8_t*>(a.images());
+  auto* fl = static_cast<const float*>(b.images());
+  for (size_t n = 0; n < 8; n += 3)
+    for (size_t c = 0; c < 3; ++c)
+      for (size_t p = 0; p < 32 * 32; p += 97) {
+        float want = (px[(n * 1024 + p) * 3 + c] / 255.f - o.output.mean[c]) / o.output.std[c];
+        EXPECT_NEAR(fl[(n * 3 + c) * 1024 + p], want, 1e-5);
+      }
+}
+
+TEST(Loader, StopsCleanlyMidEpochAndRecyclesBuffers) {
+  Data d(120);
+  LoaderOptions o = d.Opts();
+  o.prefetch = 4;
+  for (int i = 0; i < 5; ++i) {
+    auto l = Loader::Open(o);
+    Batch b;
+    ASSERT_TRUE(*(*l)->Next(&b));
+    // Destroyed with workers blocked on a full ring: must not hang or crash.
+  }
+  auto l = Loader::Open(o);
+  Batch keep;
+  ASSERT_TRUE(*(*l)->Next(&keep));
+  std::string before(static_cast<const char*>(keep.images()), 8 * 32 * 32 * 3);
+  Epoch(l->get());
+  // The held batch was not overwritten by later ones.
+  EXPECT_EQ(before, std::string(static_cast<const char*>(keep.images()), 8 * 32 * 32 * 3));
+}
+
+}  // namespace
+}  // namespace ssdfeed
