@@ -62,6 +62,7 @@ void BindAll(nb::module_& m) {
   m.attr("CorruptionError") = corruption_error;
   BindSource(m);
   BindImage(m);
+  BindLoader(m);
 }
 
 }  // namespace ssdfeed::py

@@ -8,11 +8,15 @@ from ssdfeed._ssdfeed import (
     make_dataset,
     open_source,
 )
+from ssdfeed.loader import Loader, RandomResizedCrop, default_cache_dir
 from ssdfeed.prepare import Prepare
 
 __all__ = [
     "CorruptionError",
+    "Loader",
     "Prepare",
+    "RandomResizedCrop",
+    "default_cache_dir",
     "Source",
     "__version__",
     "decode",
