@@ -40,6 +40,14 @@ asan: deps
 	cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS)
 
+# ThreadSanitizer over the concurrency tests (loader, cache, claims).
+tsan: deps
+	cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSSDFEED_TSAN=ON \
+	  -DSSDFEED_BUILD_BENCH=OFF >/dev/null
+	cmake --build build-tsan -j $(JOBS)
+	TSAN_OPTIONS="halt_on_error=1 report_mutex_bugs=0 suppressions=$(CURDIR)/tests/tsan.supp" \
+	  build-tsan/tests/cc/ssdfeed_tests --gtest_filter='Loader*:Cache.*:CacheCapacity*:CacheProcess*:EpochOrder*'
+
 fuzz: deps
 	CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DSSDFEED_FUZZ=ON \
 	  -DSSDFEED_BUILD_TESTS=OFF -DSSDFEED_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -50,4 +58,4 @@ format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(ASAN) build-fuzz
+	rm -rf $(BUILD) $(ASAN) build-fuzz build-tsan

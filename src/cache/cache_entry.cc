@@ -73,6 +73,7 @@ class CacheEntryImpl final : public CacheEntry {
       widx_->Close();
     }
     capacity_.reset();  // drops our reservation
+    if (!foreign_) WriteStatus(opts_.env, dir_, samples_present(), key_.samples_total, FileMode(opts_));
   }
 
   Status Init() {

@@ -45,6 +45,23 @@ void TouchLastUsed(Env* env, const std::string& dir, uint32_t mode) {
                        std::to_string(static_cast<int64_t>(std::time(nullptr))) + "\n", mode);
 }
 
+void WriteStatus(Env* env, const std::string& dir, uint64_t present, uint64_t total,
+                 uint32_t mode) {
+  std::vector<std::string> names;
+  uint64_t bytes = 0;
+  if (env->GetChildren(dir, &names).ok())
+    for (const auto& n : names) {
+      auto fi = env->Lstat(JoinPath(dir, n));
+      if (fi.ok() && !fi->is_dir) bytes += fi->size;
+    }
+  nlohmann::json j = {{"samples_present", present},
+                      {"samples_total", total},
+                      {"bytes", bytes},
+                      {"state", present == total ? "complete" : "partial"},
+                      {"updated", static_cast<int64_t>(std::time(nullptr))}};
+  env->WriteFileAtomic(JoinPath(dir, "status.json"), j.dump(2) + "\n", mode);
+}
+
 bool SegmentBaseOf(const std::string& name, const std::string& ext, std::string* base) {
   if (name.rfind("seg-", 0) != 0 || name.size() <= ext.size() ||
       name.compare(name.size() - ext.size(), ext.size(), ext) != 0)
