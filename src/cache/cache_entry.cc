@@ -58,9 +58,11 @@ std::string NewWriterId() {
 
 class CacheEntryImpl final : public CacheEntry {
  public:
-  CacheEntryImpl(const CacheOptions& opts, const EntryKey& key, std::string dir, bool foreign)
+  CacheEntryImpl(const CacheOptions& opts, const EntryKey& key, std::string dir, bool foreign,
+                 std::string writer_id, std::unique_ptr<Capacity> capacity)
       : opts_(opts), key_(key), dir_(std::move(dir)), foreign_(foreign),
-        index_(key.samples_total), writer_id_(NewWriterId()) {
+        index_(key.samples_total), writer_id_(std::move(writer_id)),
+        capacity_(std::move(capacity)) {
     admitting_ = !foreign_;
     if (foreign_) warning_ = "entry owned by another user: read only";
   }
@@ -81,7 +83,7 @@ class CacheEntryImpl final : public CacheEntry {
     if (!foreign_) {
       SSDFEED_RETURN_IF_ERROR(
           claims_.Open(JoinPath(dir_, "claims"), key_.samples_total, FileMode(opts_)));
-      capacity_ = std::make_unique<Capacity>(opts_, dir_, writer_id_, &counters_);
+      capacity_->SetCounters(&counters_);
     }
     (void)env;
     return Refresh();
@@ -355,13 +357,20 @@ Result<std::unique_ptr<CacheEntry>> CacheEntry::Open(const CacheOptions& in, con
   RootPaths paths(opts.root);
   std::string fp = key.fingerprint();
   std::string dir = JoinPath(paths.entries, fp);
+  std::string writer_id = NewWriterId();
   for (int attempt = 0; attempt < 5; ++attempt) {
     SSDFEED_RETURN_IF_ERROR(CreateDirs(env, opts.root, DirMode(opts)));
     SSDFEED_RETURN_IF_ERROR(env->CreateDir(paths.entries, DirMode(opts)));
+    auto capacity = std::make_unique<Capacity>(opts, dir, writer_id, nullptr);
     auto fi = env->Lstat(dir);
     if (fi.ok() && (fi->is_symlink || !fi->is_dir))
       return Status::InvalidArgument(dir + ": not a directory (a symlink?); refusing to follow it");
-    if (!fi.ok()) SSDFEED_RETURN_IF_ERROR(env->CreateDir(dir, DirMode(opts)));
+    if (!fi.ok()) {
+      // A new entry's small files are charged before they exist.
+      auto r = capacity->Reserve(MetaAllowance(key.samples_total));
+      if (!r.ok()) return r.status().WithContext("cannot create cache entry " + dir);
+      SSDFEED_RETURN_IF_ERROR(env->CreateDir(dir, DirMode(opts)));
+    }
     SSDFEED_ASSIGN_OR_RETURN(FileInfo info, env->Lstat(dir));
     bool foreign = info.uid != ::geteuid();
     SSDFEED_RETURN_IF_ERROR(EnsureManifest(env, dir, key, fp, foreign, FileMode(opts)));
@@ -369,7 +378,8 @@ Result<std::unique_ptr<CacheEntry>> CacheEntry::Open(const CacheOptions& in, con
     // An evictor may have moved the entry away while we waited: start over.
     if (!env->FileExists(JoinPath(dir, "manifest.json"))) continue;
     if (!foreign) TouchLastUsed(env, dir, FileMode(opts));
-    auto entry = std::make_unique<CacheEntryImpl>(opts, key, dir, foreign);
+    auto entry = std::make_unique<CacheEntryImpl>(opts, key, dir, foreign, writer_id,
+                                                  std::move(capacity));
     entry->SetUseLock(std::move(lock));
     SSDFEED_RETURN_IF_ERROR(entry->Init());
     return std::unique_ptr<CacheEntry>(std::move(entry));

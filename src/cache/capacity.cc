@@ -18,15 +18,18 @@ RootPaths::RootPaths(std::string r)
 
 namespace {
 
-uint64_t DirBytes(Env* env, const std::string& dir) {
+// Bytes of segment files and of the other (small) files of an entry dir.
+void DirBytes(Env* env, const std::string& dir, uint64_t* seg, uint64_t* meta,
+              uint64_t* claims) {
+  *seg = *meta = *claims = 0;
   std::vector<std::string> names;
-  if (!env->GetChildren(dir, &names).ok()) return 0;
-  uint64_t total = 0;
+  if (!env->GetChildren(dir, &names).ok()) return;
   for (const auto& n : names) {
     auto fi = env->Lstat(JoinPath(dir, n));
-    if (fi.ok() && !fi->is_dir) total += fi->size;
+    if (!fi.ok() || fi->is_dir) continue;
+    (n.rfind("seg-", 0) == 0 ? *seg : *meta) += fi->size;
+    if (n == "claims") *claims = fi->size;
   }
-  return total;
 }
 
 struct LedgerRow {
@@ -67,7 +70,10 @@ Status ScanEntries(Env* env, const RootPaths& p, std::vector<EntryDirInfo>* out)
     std::string dir = JoinPath(p.entries, n);
     auto fi = env->Lstat(dir);
     if (!fi.ok() || fi->is_symlink || !fi->is_dir) continue;  // never followed
-    EntryDirInfo e{n, dir, DirBytes(env, dir), fi->mtime_ns, fi->uid != me};
+    uint64_t seg, meta, claims;
+    DirBytes(env, dir, &seg, &meta, &claims);
+    EntryDirInfo e{n, dir, seg + meta, seg + std::max(meta, MetaAllowance(claims / 4)),
+                   fi->mtime_ns, fi->uid != me};
     auto lu = env->Lstat(JoinPath(dir, "last_used"));
     if (lu.ok()) e.last_used_ns = lu->mtime_ns;
     out->push_back(std::move(e));
@@ -111,7 +117,7 @@ Result<uint64_t> DefaultCapacity(const CacheOptions& opts) {
   std::vector<EntryDirInfo> entries;
   SSDFEED_RETURN_IF_ERROR(ScanEntries(opts.env, p, &entries));
   uint64_t used = 0;
-  for (const auto& e : entries) used += e.bytes;
+  for (const auto& e : entries) used += e.charged;
   uint64_t free_bytes = 0, total = 0;
   SSDFEED_RETURN_IF_ERROR(opts.env->FsSpace(opts.root, &free_bytes, &total));
   return used + free_bytes / 5 * 4;
@@ -147,7 +153,7 @@ Result<uint64_t> Capacity::Reserve(uint64_t need) {
   std::vector<EntryDirInfo> entries;
   SSDFEED_RETURN_IF_ERROR(ScanEntries(env, paths_, &entries));
   uint64_t used = reserved;
-  for (const auto& e : entries) used += e.bytes;
+  for (const auto& e : entries) used += e.charged;
   // Least recently used first; our own entry and foreign ones never.
   std::sort(entries.begin(), entries.end(),
             [](const auto& a, const auto& b) { return a.last_used_ns < b.last_used_ns; });
@@ -155,8 +161,8 @@ Result<uint64_t> Capacity::Reserve(uint64_t need) {
     if (used + need <= capacity_) break;
     if (e.dir == own_entry_ || e.foreign) continue;
     if (DeleteEntryIfUnused(env, paths_, e).ok()) {
-      used -= std::min(used, e.bytes);
-      counters_->evictions++;
+      used -= std::min(used, e.charged);
+      if (counters_ != nullptr) counters_->evictions++;
     }
   }
   uint64_t free_bytes = 0, total = 0;

@@ -1,6 +1,10 @@
 // The capacity of a cache root, shared by every process that fills any entry
-// under it. Usage = bytes of all files under entries/ + capacity reserved
-// but not yet written by live writers (the ledger). A writer reserves before
+// under it. Usage = bytes charged to every entry under entries/ + capacity
+// reserved but not yet written by live writers (the ledger). An entry is
+// charged its segment files plus max(its small files, MetaAllowance): the
+// manifest, claims, last_used and status files may change within that
+// allowance (which is reserved when the entry is created) without ever
+// pushing the root over. A writer reserves before
 // it appends, so the root never exceeds the capacity. When a reservation does
 // not fit, unused entries are evicted least-recently-used first.
 #pragma once
@@ -26,6 +30,7 @@ class Capacity {
   // bytes granted, or NoSpace when even `need` does not fit after eviction.
   Result<uint64_t> Reserve(uint64_t need);
   void Release();
+  void SetCounters(CacheCounters* c) { counters_ = c; }
 
  private:
   CacheOptions opts_;
@@ -38,9 +43,13 @@ class Capacity {
 // The default capacity: what the root holds now plus 80% of the free space.
 Result<uint64_t> DefaultCapacity(const CacheOptions& opts);
 
+// Bytes an entry's small files may take, for an entry of n samples.
+inline uint64_t MetaAllowance(uint64_t samples) { return samples * 4 + 16384; }
+
 struct EntryDirInfo {
   std::string name, dir;
-  uint64_t bytes = 0;
+  uint64_t bytes = 0;    // on disk
+  uint64_t charged = 0;  // counted against the capacity (>= bytes)
   int64_t last_used_ns = 0;
   bool foreign = false;
 };

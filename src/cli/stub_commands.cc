@@ -9,10 +9,4 @@ void AddServeMetrics(CLI::App& app, RunState* st) {
   c->callback([st] { st->rc = NotImplemented("serve-metrics"); });
 }
 
-void AddBench(CLI::App& app, RunState* st) {
-  auto* c = app.add_subcommand("bench", "Measure storage or loader throughput");
-  c->allow_extras();
-  c->callback([st] { st->rc = NotImplemented("bench"); });
-}
-
 }  // namespace ssdfeed::cli

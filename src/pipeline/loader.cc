@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -376,8 +377,16 @@ Result<std::unique_ptr<Loader>> Loader::Open(const LoaderOptions& o) {
   SSDFEED_ASSIGN_OR_RETURN(auto src, OpenSource(o.source, o.source_options));
   std::unique_ptr<CacheEntry> cache;
   if (!o.cache.root.empty()) {
-    SSDFEED_ASSIGN_OR_RETURN(cache,
-                             CacheEntry::Open(o.cache, MakeEntryKey(*src, o.source_options, o.prepare)));
+    auto entry = CacheEntry::Open(o.cache, MakeEntryKey(*src, o.source_options, o.prepare));
+    if (entry.ok()) {
+      cache = std::move(*entry);
+    } else if (entry.status().IsNoSpace()) {
+      // No room even for a new entry: train from the origin, say so.
+      std::fprintf(stderr, "ssdfeed: warning: %s; serving from the origin without a cache\n",
+                   entry.status().message().c_str());
+    } else {
+      return entry.status();
+    }
   }
   return std::unique_ptr<Loader>(new LoaderImpl(o, std::move(src), std::move(cache)));
 }

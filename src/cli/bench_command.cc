@@ -1,0 +1,189 @@
+// ssdfeed bench storage PATH... | bench loader --source URI ...
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/options.h"
+#include "pipeline/entry_key.h"
+#include "ssdfeed/bench.h"
+#include "util/units.h"
+
+namespace ssdfeed::cli {
+
+namespace {
+
+std::string BlockName(uint32_t b) {
+  return b % 1024 == 0 ? std::to_string(b / 1024) + " KiB" : std::to_string(b) + " B";
+}
+
+int RunStorage(const std::vector<std::string>& paths, const std::string& size, double seconds,
+               bool threads, bool json) {
+  StorageBenchOptions o;
+  o.seconds_per_row = seconds;
+  o.force_threads = threads;
+  if (!size.empty()) {
+    auto r = ParseSize(size);
+    if (!r.ok()) return Fail(r.status().message(), 2);
+    o.file_bytes = *r;
+  }
+  std::vector<StorageResult> results;
+  for (const auto& p : paths) {
+    if (!json) std::fprintf(stderr, "bench storage: measuring %s ...\n", p.c_str());
+    auto r = BenchStorage(p, o);
+    if (!r.ok()) return Fail(r.status().message());
+    results.push_back(std::move(*r));
+  }
+  if (json) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& r : results) {
+      nlohmann::json rows = nlohmann::json::array();
+      for (const auto& row : r.rows)
+        rows.push_back({{"pattern", row.pattern}, {"block", row.block}, {"qd", row.qd},
+                        {"iops", row.iops}, {"mb_s", row.mb_s}, {"p50_us", row.p50_us},
+                        {"p99_us", row.p99_us}});
+      j.push_back({{"path", r.path}, {"engine", r.engine}, {"direct", r.direct}, {"rows", rows}});
+    }
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::printf("%-9s %-8s %3s", "pattern", "block", "qd");
+  for (const auto& r : results) std::printf(" | %-36s", r.path.substr(0, 36).c_str());
+  std::printf("\n%-9s %-8s %3s", "", "", "");
+  for (const auto& r : results) {
+    (void)r;
+    std::printf(" | %9s %8s %8s %8s", "IOPS", "MB/s", "p50 us", "p99 us");
+  }
+  std::printf("\n");
+  for (size_t i = 0; i < results[0].rows.size(); ++i) {
+    const StorageRow& f = results[0].rows[i];
+    std::printf("%-9s %-8s %3d", f.pattern.c_str(), BlockName(f.block).c_str(), f.qd);
+    for (const auto& r : results) {
+      const StorageRow& x = r.rows[i];
+      std::printf(" | %9.0f %8.1f %8.0f %8.0f", x.iops, x.mb_s, x.p50_us, x.p99_us);
+    }
+    std::printf("\n");
+  }
+  for (const auto& r : results)
+    std::printf("%s: engine %s, %s\n", r.path.c_str(), r.engine.c_str(),
+                r.direct ? "O_DIRECT" : "buffered (O_DIRECT refused; page cache dropped per row)");
+  return 0;
+}
+
+struct LoaderBenchArgs {
+  std::string source, model, gpu;
+  CacheArgs cache;
+  bool no_cache = false, fresh = false, json = false;
+  int epochs = 2, workers = 0, resize_short = 256, crop = 224;
+  size_t batch = 0;
+  double compute = 0;
+};
+
+int RunLoaderBench(const LoaderBenchArgs& a) {
+  LoaderBenchOptions o;
+  o.epochs = a.epochs;
+  LoaderOptions& lo = o.loader;
+  lo.source = a.source;
+  lo.prepare.resize_short = a.resize_short;
+  lo.augment.enabled = a.crop > 0;
+  lo.augment.height = lo.augment.width = a.crop;
+  lo.shuffle = true;
+  lo.workers = a.workers;
+  lo.batch_size = a.batch > 0 ? a.batch : 256;
+  o.compute_seconds = a.compute;
+  const ModelPreset* preset = nullptr;
+  if (!a.model.empty() || !a.gpu.empty()) {
+    preset = FindModelPreset(a.model, a.gpu);
+    if (preset == nullptr && a.compute <= 0) {
+      std::string have;
+      for (const auto& p : ModelPresets()) have += std::string(" ") + p.model + "/" + p.gpu;
+      return Fail("no MLPerf Storage preset for " + a.model + " on " + a.gpu +
+                      " (published:" + have + "); give --compute-time SECONDS and --batch B",
+                  2);
+    }
+    if (preset != nullptr) {
+      if (a.batch == 0) lo.batch_size = preset->batch;
+      if (a.compute <= 0) o.compute_seconds = preset->compute_seconds;
+    }
+  }
+  if (!a.no_cache) {
+    if (Status s = a.cache.ToOptions(&lo.cache); !s.ok()) return Fail(s.message(), 2);
+    if (a.fresh) {
+      auto src = OpenSource(a.source);
+      if (!src.ok()) return Fail(src.status().message());
+      Status s = RemoveEntry(lo.cache, MakeEntryKey(**src, {}, lo.prepare).fingerprint());
+      if (!s.ok() && !s.IsNotFound()) return Fail(s.message());
+    }
+  }
+  auto r = BenchLoader(o);
+  if (!r.ok()) return Fail(r.status().message());
+  if (a.json) {
+    nlohmann::json eps = nlohmann::json::array();
+    for (const auto& e : r->epochs)
+      eps.push_back({{"epoch", e.epoch}, {"seconds", e.seconds}, {"images_per_s", e.images_per_s},
+                     {"mb_per_s", e.mb_per_s}, {"hit_rate", e.hit_rate},
+                     {"p50_wait_ms", e.p50_wait_ms}, {"p99_wait_ms", e.p99_wait_ms},
+                     {"utilization", e.utilization}});
+    nlohmann::json j = {{"epochs", eps}, {"batch", lo.batch_size},
+                        {"compute_seconds", o.compute_seconds},
+                        {"capacity_images_per_s", r->capacity_images_per_s},
+                        {"accelerators_at_90", r->accelerators_at_90}};
+    if (preset) j["preset_source"] = preset->source;
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::printf("%5s %10s %9s %9s %12s %12s%s\n", "epoch", "images/s", "MB/s", "hit rate",
+              "p50 wait ms", "p99 wait ms", o.compute_seconds > 0 ? "  accel util" : "");
+  for (const auto& e : r->epochs) {
+    std::printf("%5d %10.0f %9.1f %8.0f%% %12.2f %12.2f", e.epoch, e.images_per_s, e.mb_per_s,
+                e.hit_rate * 100, e.p50_wait_ms, e.p99_wait_ms);
+    if (o.compute_seconds > 0) std::printf("  %10.1f%%", e.utilization * 100);
+    std::printf("\n");
+  }
+  if (o.compute_seconds > 0) {
+    std::printf("emulated accelerator: %.3f s per batch of %zu (%s)\n", o.compute_seconds,
+                lo.batch_size, preset ? preset->source : "--compute-time");
+    std::printf("loader capacity (warm, no compute): %.0f images/s -> keeps %d such "
+                "accelerator(s) >= 90%% busy\n",
+                r->capacity_images_per_s, r->accelerators_at_90);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void AddBench(CLI::App& app, RunState* st) {
+  auto* c = app.add_subcommand("bench", "Measure storage or loader throughput");
+  c->require_subcommand(1);
+
+  auto* s = c->add_subcommand("storage", "O_DIRECT random/sequential reads, one column per path");
+  auto paths = std::make_shared<std::vector<std::string>>();
+  auto size = std::make_shared<std::string>();
+  auto seconds = std::make_shared<double>(1.0);
+  auto threads = std::make_shared<bool>(false);
+  auto json = std::make_shared<bool>(false);
+  s->add_option("paths", *paths, "Directories, each on the device to measure")->required();
+  s->add_option("--size", *size, "Test file size per path (default 256M)");
+  s->add_option("--duration", *seconds, "Seconds per row (default 1)");
+  s->add_flag("--threads", *threads, "Use the thread-pool engine instead of io_uring");
+  s->add_flag("--json", *json, "JSON output");
+  s->callback([=] { st->rc = RunStorage(*paths, *size, *seconds, *threads, *json); });
+
+  auto* l = c->add_subcommand("loader", "Run the real loader; emulate an accelerator per batch");
+  auto a = std::make_shared<LoaderBenchArgs>();
+  l->add_option("--source", a->source, "Source URI")->required();
+  a->cache.Add(l, true);
+  l->add_flag("--no-cache", a->no_cache, "Prepare from the origin every epoch");
+  l->add_flag("--fresh", a->fresh, "Remove this source's cache entry first (cold start)");
+  l->add_option("--epochs", a->epochs, "Epochs (default 2)");
+  l->add_option("--batch", a->batch, "Batch size (default: the preset's, else 256)");
+  l->add_option("--workers", a->workers, "Worker threads (default: one per core)");
+  l->add_option("--resize-short", a->resize_short, "Prepare: shorter side (default 256)");
+  l->add_option("--crop", a->crop, "RandomResizedCrop size (default 224; 0: none)");
+  l->add_option("--model", a->model, "resnet50 or unet3d (MLPerf Storage preset)");
+  l->add_option("--gpu", a->gpu, "a100, h100 or h200");
+  l->add_option("--compute-time", a->compute, "Emulated compute seconds per batch");
+  l->add_flag("--json", a->json, "JSON output");
+  l->callback([st, a] { st->rc = RunLoaderBench(*a); });
+}
+
+}  // namespace ssdfeed::cli

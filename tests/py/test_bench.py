@@ -1,0 +1,57 @@
+"""The bench verbs run, print numbers, clean up, and fail clearly."""
+
+import json
+import os
+import subprocess
+
+
+def run(*args):
+    return subprocess.run(["ssdfeed", *args], capture_output=True, text=True)
+
+
+def test_bench_storage_json_and_cleanup(tmp_path):
+    r = run("bench", "storage", str(tmp_path), "--size", "16M", "--duration", "0.05", "--json")
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res[0]["path"] == str(tmp_path) and res[0]["engine"] in ("io_uring", "threads")
+    rows = res[0]["rows"]
+    assert {(x["pattern"], x["block"], x["qd"]) for x in rows} >= {
+        ("randread", 4096, 1), ("randread", 131072, 32), ("randread", 114688, 8),
+        ("seqread", 1 << 20, 1)}
+    assert all(x["iops"] > 0 and x["p99_us"] >= x["p50_us"] > 0 for x in rows)
+    assert os.listdir(tmp_path) == [], "test file left behind"
+
+
+def test_bench_storage_thread_engine(tmp_path):
+    r = run("bench", "storage", str(tmp_path), "--size", "8M", "--duration", "0.05", "--threads",
+            "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)[0]["engine"] == "threads"
+
+
+def test_bench_storage_bad_path():
+    r = run("bench", "storage", "/nonexistent/dir")
+    assert r.returncode != 0 and "not a directory" in r.stderr
+
+
+def test_bench_loader_with_model_preset(small_datasets, tmp_path):
+    uri = small_datasets["folder"]["uri"]
+    r = run("bench", "loader", "--source", uri, "--cache", str(tmp_path / "c"), "--epochs", "2",
+            "--model", "resnet50", "--gpu", "h100", "--batch", "16", "--compute-time", "0.005",
+            "--resize-short", "64", "--crop", "48", "--json")
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    e0, e1 = res["epochs"]
+    assert e0["hit_rate"] == 0 and e1["hit_rate"] == 1
+    assert 0 < e1["utilization"] <= 1 and e1["images_per_s"] > 0
+    assert res["compute_seconds"] == 0.005 and res["capacity_images_per_s"] > 0
+    assert res["accelerators_at_90"] >= 0
+    assert "resnet50_h100.yaml" in res["preset_source"]
+
+
+def test_bench_loader_unknown_preset_is_a_clear_error(small_datasets):
+    r = run("bench", "loader", "--source", small_datasets["folder"]["uri"], "--model", "resnet50",
+            "--gpu", "h200")
+    assert r.returncode == 2
+    assert "no MLPerf Storage preset for resnet50 on h200" in r.stderr
+    assert r.stderr.count("\n") == 1
