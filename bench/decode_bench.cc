@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
   });
   PrepareSpec spec;
   spec.resize_short = resize_short;
-  Row full = Measure("full decode + area resize", files, mpix, rounds, [&](const std::string& f) {
+  Row full = Measure("full decode + antialiased resize", files, mpix, rounds, [&](const std::string& f) {
     dec.Decode(f, false, 0, 0, &img);
     Image out;
     PrepareDecoded(img, spec, &out);

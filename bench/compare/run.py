@@ -9,7 +9,8 @@ Each run is its own process (so peak RSS is its own): ssdfeed cold (fresh
 cache) and warm (second job on the filled cache); PyTorch DataLoader + PIL
 (num_workers = cores, what a user would pick); tf.data with
 cache(filename) on the same disk, cold (first epoch writes the cache) and
-warm (a new job reading it); DALI's CPU pipeline when nvidia-dali imports.
+warm (a new job reading it); DALI's CPU pipeline when nvidia-dali imports
+(set SSDFEED_DALI_PYTHON to a python that has nvidia-dali-cuda130).
 """
 
 import argparse
@@ -154,7 +155,9 @@ def one(args):
 
 # ------------------------------------------------------------------- driver
 def child(name, data, cache, epoch):
-    cmd = [sys.executable, os.path.abspath(__file__), "--one", name, "--data", data,
+    # DALI may live in its own venv (it pins libcst and friends).
+    py = os.environ.get("SSDFEED_DALI_PYTHON", sys.executable) if name == "dali" else sys.executable
+    cmd = [py, os.path.abspath(__file__), "--one", name, "--data", data,
            "--cache", cache, "--epoch", str(epoch)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <thread>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -68,6 +70,12 @@ class CacheEntryImpl final : public CacheEntry {
   }
 
   ~CacheEntryImpl() override {
+    {
+      std::lock_guard<std::mutex> f(flag_mu_);
+      stop_syncer_ = true;
+    }
+    sync_cv_.notify_one();
+    if (syncer_.joinable()) syncer_.join();
     std::lock_guard<std::mutex> l(wmu_);
     if (wdat_) {
       SyncLocked();
@@ -163,10 +171,7 @@ class CacheEntryImpl final : public CacheEntry {
     if (!s.ok()) return StopAdmitting(s, &counters_.write_errors);
     reserved_left_ -= need;
     unsynced_ += need;
-    if (unsynced_ >= opts_.sync_bytes) {
-      s = SyncLocked();
-      if (!s.ok()) return StopAdmitting(s, &counters_.write_errors);
-    }
+    if (unsynced_ >= opts_.sync_bytes) RequestSyncLocked();
     {
       std::unique_lock<std::shared_mutex> ul(mu_);
       Apply(wseg_, ie);
@@ -276,8 +281,9 @@ class CacheEntryImpl final : public CacheEntry {
 
   Status EnsureSegmentLocked(uint64_t need) {
     if (wdat_ && wdat_->Size() + need <= opts_.segment_bytes) return Status::OK();
+    std::lock_guard<std::mutex> files(files_mu_);  // the syncer must not hold old files
     if (wdat_) {
-      SSDFEED_RETURN_IF_ERROR(SyncLocked());
+      SSDFEED_RETURN_IF_ERROR(SyncFiles());
       SSDFEED_RETURN_IF_ERROR(wdat_->Close());
       SSDFEED_RETURN_IF_ERROR(widx_->Close());
     }
@@ -299,13 +305,51 @@ class CacheEntryImpl final : public CacheEntry {
     return Status::OK();
   }
 
+  // Caller holds wmu_.
   Status SyncLocked() {
-    if (!wdat_ || unsynced_ == 0) return Status::OK();
+    std::lock_guard<std::mutex> files(files_mu_);
+    unsynced_ = 0;
+    return SyncFiles();
+  }
+
+  // Caller holds files_mu_ (so the files are not swapped meanwhile).
+  Status SyncFiles() {
+    if (!wdat_) return Status::OK();
     // Data first, then the index that points into it.
     SSDFEED_RETURN_IF_ERROR(wdat_->Sync());
-    SSDFEED_RETURN_IF_ERROR(widx_->Sync());
+    return widx_->Sync();
+  }
+
+  // Put only asks for a sync; a background thread does the fdatasyncs, so no
+  // worker waits on the disk while it holds the writer lock. Caller holds wmu_.
+  void RequestSyncLocked() {
     unsynced_ = 0;
-    return Status::OK();
+    {
+      std::lock_guard<std::mutex> f(flag_mu_);
+      sync_requested_ = true;
+    }
+    sync_cv_.notify_one();
+    if (!syncer_.joinable()) syncer_ = std::thread([this] { SyncLoop(); });
+  }
+
+  void SyncLoop() {
+    while (true) {
+      {
+        std::unique_lock<std::mutex> f(flag_mu_);
+        sync_cv_.wait(f, [&] { return sync_requested_ || stop_syncer_; });
+        if (stop_syncer_) return;  // the destructor syncs what is left
+        sync_requested_ = false;
+      }
+      Status s;
+      {
+        std::lock_guard<std::mutex> files(files_mu_);
+        s = SyncFiles();
+      }
+      if (!s.ok()) {
+        std::lock_guard<std::mutex> l(wmu_);
+        StopAdmitting(s, &counters_.write_errors);
+      }
+    }
   }
 
   Status StopAdmitting(const Status& why, std::atomic<uint64_t>* counter) {
@@ -335,7 +379,12 @@ class CacheEntryImpl final : public CacheEntry {
   std::mutex refresh_mu_;          // seg_by_name_, idx reading
   std::map<std::string, uint32_t> seg_by_name_;
 
-  mutable std::mutex wmu_;  // the writer
+  mutable std::mutex wmu_;  // the writer; taken before files_mu_
+  std::mutex files_mu_;     // wdat_/widx_ are not swapped while held
+  std::mutex flag_mu_;      // sync_requested_, stop_syncer_
+  std::condition_variable sync_cv_;
+  bool sync_requested_ = false, stop_syncer_ = false;
+  std::thread syncer_;
   std::string writer_id_;
   std::unique_ptr<WritableFile> wdat_, widx_;
   uint32_t wseg_ = kAbsent;

@@ -1,5 +1,7 @@
 #include "image/augment.h"
 
+#include "image/resample.h"
+
 #include <cmath>
 #include <cstring>
 #include <opencv2/core.hpp>
@@ -100,12 +102,7 @@ void RenderSample(const CachedSample& src, const CropBox& box, int out_h, int ou
   size_t bytes = static_cast<size_t>(out_h) * out_w * c;
   if (!direct && scratch->size() < bytes) scratch->resize(bytes);
   cv::Mat target(out_h, out_w, type, direct ? dst : scratch->data());
-  if (roi.rows == out_h && roi.cols == out_w) {
-    roi.copyTo(target);
-  } else {
-    bool shrink = roi.rows >= out_h && roi.cols >= out_w;
-    cv::resize(roi, target, target.size(), 0, 0, shrink ? cv::INTER_AREA : cv::INTER_LINEAR);
-  }
+  ResizeAntialiased(roi, target);
   if (box.flip) cv::flip(target, target, 1);
   if (direct) return;
   if (out.dtype == DType::kUint8) {  // uint8 NCHW

@@ -30,8 +30,9 @@ class FaultWritableFile final : public WritableFile {
   }
   Status Sync() override {
     SSDFEED_RETURN_IF_ERROR(env_->MaybeFail(FaultInjectionEnv::Op::kSync, path()));
+    uint64_t size = base_->Size();  // appends racing with the fsync may not be in it
     SSDFEED_RETURN_IF_ERROR(base_->Sync());
-    env_->NoteSynced(path(), base_->Size());
+    env_->NoteSynced(path(), size);
     return Status::OK();
   }
   Status Close() override { return base_->Close(); }

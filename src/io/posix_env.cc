@@ -6,6 +6,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -98,13 +99,13 @@ class PosixWritableFile final : public WritableFile {
     if (r != 0) return Status::FromErrno(errno, "close " + path_);
     return Status::OK();
   }
-  uint64_t Size() const override { return size_; }
+  uint64_t Size() const override { return size_.load(std::memory_order_acquire); }
   const std::string& path() const override { return path_; }
 
  private:
   std::string path_;
   int fd_;
-  uint64_t size_;
+  std::atomic<uint64_t> size_;  // read by a syncing thread while appends go on
 };
 
 class PosixFileLock final : public FileLock {
