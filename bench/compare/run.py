@@ -54,7 +54,7 @@ def run_torch(data, cache, epoch):
     import torch
     from PIL import Image
 
-    classes = sorted(os.listdir(data))
+    classes = sorted(d for d in os.listdir(data) if os.path.isdir(os.path.join(data, d)))
     items = [(os.path.join(data, c, f), i) for i, c in enumerate(classes)
              for f in sorted(os.listdir(os.path.join(data, c))) if f.endswith(".jpg")]
 
@@ -91,7 +91,7 @@ def run_torch(data, cache, epoch):
 def run_tf(data, cache, epoch):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
-    classes = sorted(os.listdir(data))
+    classes = sorted(d for d in os.listdir(data) if os.path.isdir(os.path.join(data, d)))
     table = tf.lookup.StaticHashTable(
         tf.lookup.KeyValueTensorInitializer(classes, list(range(len(classes)))), -1)
 
