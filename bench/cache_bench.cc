@@ -116,10 +116,14 @@ int main(int argc, char** argv) {
   bool json = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--dir" && i + 1 < argc) dir = argv[++i];
-    else if (a == "--samples" && i + 1 < argc) samples = std::atoi(argv[++i]);
-    else if (a == "--side" && i + 1 < argc) side = std::atoi(argv[++i]);
-    else if (a == "--json") json = true;
+    if (a == "--dir" && i + 1 < argc)
+      dir = argv[++i];
+    else if (a == "--samples" && i + 1 < argc)
+      samples = std::atoi(argv[++i]);
+    else if (a == "--side" && i + 1 < argc)
+      side = std::atoi(argv[++i]);
+    else if (a == "--json")
+      json = true;
     else {
       std::fprintf(stderr, "usage: cache_bench [--dir DIR] [--samples N] [--side S] [--json]\n");
       return 2;
@@ -135,7 +139,8 @@ int main(int argc, char** argv) {
   key.samples_total = static_cast<uint64_t>(samples);
   int h = side, w = side * 4 / 3;
   std::vector<uint8_t> pixels(static_cast<size_t>(h) * w * 3);
-  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<uint8_t>(i * 2654435761u >> 24);
+  for (size_t i = 0; i < pixels.size(); ++i)
+    pixels[i] = static_cast<uint8_t>(i * 2654435761u >> 24);
   auto e = CacheEntry::Open(o, key);
   if (!e.ok()) {
     std::fprintf(stderr, "cache_bench: %s\n", e.status().ToString().c_str());

@@ -49,12 +49,17 @@ int main(int argc, char** argv) {
   bool json = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--source" && i + 1 < argc) uri = argv[++i];
-    else if (a == "--resize-short" && i + 1 < argc) resize_short = std::atoi(argv[++i]);
-    else if (a == "--rounds" && i + 1 < argc) rounds = std::atoi(argv[++i]);
-    else if (a == "--json") json = true;
+    if (a == "--source" && i + 1 < argc)
+      uri = argv[++i];
+    else if (a == "--resize-short" && i + 1 < argc)
+      resize_short = std::atoi(argv[++i]);
+    else if (a == "--rounds" && i + 1 < argc)
+      rounds = std::atoi(argv[++i]);
+    else if (a == "--json")
+      json = true;
     else {
-      std::fprintf(stderr, "usage: decode_bench --source URI [--resize-short S] [--rounds N] [--json]\n");
+      std::fprintf(stderr,
+                   "usage: decode_bench --source URI [--resize-short S] [--rounds N] [--json]\n");
       return 2;
     }
   }
@@ -75,20 +80,22 @@ int main(int argc, char** argv) {
   }
   tjhandle tj = tjInitDecompress();
   std::vector<uint8_t> buf;
-  Row raw = Measure("libjpeg-turbo full decode (bound)", files, mpix, rounds, [&](const std::string& f) {
-    int w, h, ss, cs;
-    auto* p = reinterpret_cast<const unsigned char*>(f.data());
-    tjDecompressHeader3(tj, p, f.size(), &w, &h, &ss, &cs);
-    buf.resize(static_cast<size_t>(w) * h * 3);
-    tjDecompress2(tj, p, f.size(), buf.data(), w, 0, h, TJPF_RGB, 0);
-  });
+  Row raw =
+      Measure("libjpeg-turbo full decode (bound)", files, mpix, rounds, [&](const std::string& f) {
+        int w, h, ss, cs;
+        auto* p = reinterpret_cast<const unsigned char*>(f.data());
+        tjDecompressHeader3(tj, p, f.size(), &w, &h, &ss, &cs);
+        buf.resize(static_cast<size_t>(w) * h * 3);
+        tjDecompress2(tj, p, f.size(), buf.data(), w, 0, h, TJPF_RGB, 0);
+      });
   PrepareSpec spec;
   spec.resize_short = resize_short;
-  Row full = Measure("full decode + antialiased resize", files, mpix, rounds, [&](const std::string& f) {
-    dec.Decode(f, false, 0, 0, &img);
-    Image out;
-    PrepareDecoded(img, spec, &out);
-  });
+  Row full =
+      Measure("full decode + antialiased resize", files, mpix, rounds, [&](const std::string& f) {
+        dec.Decode(f, false, 0, 0, &img);
+        Image out;
+        PrepareDecoded(img, spec, &out);
+      });
   Row ours = Measure("ssdfeed decode+prepare (DCT scaling)", files, mpix, rounds,
                      [&](const std::string& f) { dec.DecodeAndPrepare(f, spec, &img); });
   tjDestroy(tj);

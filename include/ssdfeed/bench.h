@@ -54,8 +54,8 @@ const std::vector<ModelPreset>& ModelPresets();
 
 struct LoaderBenchOptions {
   LoaderOptions loader;
-  int epochs = 2;               // Default 2 (a cold and a warm one on a fresh cache).
-  double compute_seconds = 0;   // Emulated accelerator time per batch; 0: none.
+  int epochs = 2;              // Default 2 (a cold and a warm one on a fresh cache).
+  double compute_seconds = 0;  // Emulated accelerator time per batch; 0: none.
 };
 
 struct LoaderBenchEpoch {

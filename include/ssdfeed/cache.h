@@ -56,7 +56,7 @@ struct CacheCounters {
   std::atomic<uint64_t> hits{0}, misses{0}, hit_bytes{0};
   std::atomic<uint64_t> puts{0}, put_bytes{0};
   std::atomic<uint64_t> corrupt_records{0};
-  std::atomic<uint64_t> write_errors{0};    // ENOSPC / EIO while filling
+  std::atomic<uint64_t> write_errors{0};     // ENOSPC / EIO while filling
   std::atomic<uint64_t> capacity_denied{0};  // puts refused: capacity reached
   std::atomic<uint64_t> evictions{0};        // entries this process evicted
 };

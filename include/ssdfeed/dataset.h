@@ -11,18 +11,18 @@
 namespace ssdfeed {
 
 struct MakeDatasetOptions {
-  std::string dir;                 // output directory (created). Required.
-  std::string format = "folder";   // folder | tfrecord | tar. Default folder.
-  size_t count = 1000;             // samples. Default 1000.
-  int classes = 10;                // labels 0..classes-1. Default 10.
-  uint64_t seed = 0;               // same seed, same bytes. Default 0.
-  double corrupt = 0.0;            // fraction of samples made undecodable. Default 0.
-  size_t shard_size = 500;         // samples per tfrecord/tar shard. Default 500.
-  int min_side = 300;              // image sides are drawn from [min_side, max_side].
-  int max_side = 500;              // Defaults 300 and 500 (ImageNet-like).
-  int quality = 90;                // JPEG quality. Default 90.
-  int threads = 0;                 // 0: one per core.
-  Env* env = nullptr;              // Default Env::Default().
+  std::string dir;                // output directory (created). Required.
+  std::string format = "folder";  // folder | tfrecord | tar. Default folder.
+  size_t count = 1000;            // samples. Default 1000.
+  int classes = 10;               // labels 0..classes-1. Default 10.
+  uint64_t seed = 0;              // same seed, same bytes. Default 0.
+  double corrupt = 0.0;           // fraction of samples made undecodable. Default 0.
+  size_t shard_size = 500;        // samples per tfrecord/tar shard. Default 500.
+  int min_side = 300;             // image sides are drawn from [min_side, max_side].
+  int max_side = 500;             // Defaults 300 and 500 (ImageNet-like).
+  int quality = 90;               // JPEG quality. Default 90.
+  int threads = 0;                // 0: one per core.
+  Env* env = nullptr;             // Default Env::Default().
 };
 
 struct MakeDatasetReport {

@@ -19,18 +19,18 @@ namespace ssdfeed {
 // torchvision's RandomResizedCrop (same meaning of size, scale and ratio),
 // then an optional horizontal flip with probability 1/2.
 struct AugmentSpec {
-  bool enabled = false;           // Default off: samples are served as prepared.
-  int height = 224, width = 224;  // Output size. Default 224x224.
-  double scale_min = 0.08, scale_max = 1.0;          // Area fraction. Default (0.08, 1).
+  bool enabled = false;                             // Default off: samples are served as prepared.
+  int height = 224, width = 224;                    // Output size. Default 224x224.
+  double scale_min = 0.08, scale_max = 1.0;         // Area fraction. Default (0.08, 1).
   double ratio_min = 3.0 / 4, ratio_max = 4.0 / 3;  // Aspect w/h. Default (3/4, 4/3).
-  bool flip = true;               // Random horizontal flip. Default true.
+  bool flip = true;                                 // Random horizontal flip. Default true.
 };
 
 enum class DType { kUint8, kFloat32, kFloat16 };
 enum class Layout { kNHWC, kNCHW };
 
 struct OutputSpec {
-  DType dtype = DType::kUint8;  // Default uint8 (no normalisation).
+  DType dtype = DType::kUint8;    // Default uint8 (no normalisation).
   Layout layout = Layout::kNHWC;  // Default NHWC.
   // Float outputs are (pixel / 255 - mean[c]) / std[c]. Defaults: 0 and 1.
   std::array<float, 3> mean{0.f, 0.f, 0.f};
@@ -38,18 +38,18 @@ struct OutputSpec {
 };
 
 struct LoaderOptions {
-  std::string source;          // Source URI. Required.
+  std::string source;  // Source URI. Required.
   SourceOptions source_options;
-  PrepareSpec prepare;         // The cached preparation. Default: none.
+  PrepareSpec prepare;  // The cached preparation. Default: none.
   // Cache root; empty: no cache (prepare from the origin every epoch).
   CacheOptions cache;
   AugmentSpec augment;
   OutputSpec output;
-  size_t batch_size = 1;       // Default 1.
-  bool shuffle = false;        // Default false (canonical order).
-  uint64_t seed = 0;           // Default 0.
-  int workers = 0;             // Threads; 0: one per core. Default 0.
-  int prefetch = 2;            // Batches prepared ahead of the consumer. Default 2.
+  size_t batch_size = 1;         // Default 1.
+  bool shuffle = false;          // Default false (canonical order).
+  uint64_t seed = 0;             // Default 0.
+  int workers = 0;               // Threads; 0: one per core. Default 0.
+  int prefetch = 2;              // Batches prepared ahead of the consumer. Default 2.
   int rank = 0, world_size = 1;  // DistributedSampler semantics. Default 0 / 1.
   // Drop the tail that does not split evenly over ranks (else pad by
   // repeating from the start) and the last incomplete batch. Default false.
@@ -76,7 +76,7 @@ struct LoaderStats {
   uint64_t decode_errors = 0, corrupt_records = 0, skipped = 0, prepared = 0;
   uint64_t cache_write_errors = 0, cache_capacity_denied = 0, evictions = 0;
   uint64_t batches = 0, samples = 0;
-  double wait_seconds = 0;  // consumer time spent waiting for batches
+  double wait_seconds = 0;                    // consumer time spent waiting for batches
   std::vector<double> wait_histogram_bounds;  // seconds (upper bounds)
   std::vector<uint64_t> wait_histogram;       // one more than bounds (+Inf)
   std::string cache_dir, cache_warning;
@@ -117,7 +117,7 @@ class Loader {
 
 // The ids rank `rank` reads in epoch `epoch` (padded or truncated as
 // DistributedSampler does).
-std::vector<uint64_t> EpochOrder(uint64_t n, bool shuffle, uint64_t seed, uint64_t epoch,
-                                 int rank, int world_size, bool drop_last);
+std::vector<uint64_t> EpochOrder(uint64_t n, bool shuffle, uint64_t seed, uint64_t epoch, int rank,
+                                 int world_size, bool drop_last);
 
 }  // namespace ssdfeed

@@ -14,13 +14,13 @@ class Status {
   enum class Code : int {
     kOk = 0,
     kNotFound,
-    kCorruption,     // bytes on disk or in a source are not what they claim
+    kCorruption,  // bytes on disk or in a source are not what they claim
     kInvalidArgument,
     kIOError,
-    kNoSpace,        // ENOSPC / EDQUOT / capacity reached
+    kNoSpace,  // ENOSPC / EDQUOT / capacity reached
     kNotSupported,
-    kBusy,           // held by someone else (a lock, a claim)
-    kAborted,        // stopped on purpose (shutdown)
+    kBusy,     // held by someone else (a lock, a claim)
+    kAborted,  // stopped on purpose (shutdown)
   };
 
   Status() = default;
@@ -63,7 +63,7 @@ class Status {
 template <typename T>
 class Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}                        // NOLINT: implicit by design
   Result(Status s) : status_(std::move(s)) { assert(!status_.ok()); }  // NOLINT
 
   bool ok() const { return status_.ok(); }
@@ -86,10 +86,10 @@ class Result {
 #define SSDFEED_CONCAT(a, b) SSDFEED_CONCAT_INNER(a, b)
 
 // Returns early from the enclosing function with a bad Status.
-#define SSDFEED_RETURN_IF_ERROR(expr)           \
-  do {                                          \
-    ::ssdfeed::Status _st = (expr);             \
-    if (!_st.ok()) return _st;                  \
+#define SSDFEED_RETURN_IF_ERROR(expr) \
+  do {                                \
+    ::ssdfeed::Status _st = (expr);   \
+    if (!_st.ok()) return _st;        \
   } while (0)
 
 #define SSDFEED_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \

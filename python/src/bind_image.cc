@@ -31,14 +31,15 @@ void BindImage(nb::module_& m) {
       nb::arg("max_pixels") = DecodeLimits{}.max_pixels,
       "Decodes JPEG/PNG bytes and prepares them (uint8 HWC numpy array).");
 
-  m.def("prepare_canonical",
-        [](int resize_short, int max_long, std::pair<int, int> resize,
-           std::pair<int, int> center_crop, bool gray) {
-          return MakeSpec(resize_short, max_long, resize, center_crop, gray).Canonical();
-        },
-        nb::arg("resize_short") = 0, nb::arg("max_long") = 0,
-        nb::arg("resize") = std::pair<int, int>{0, 0},
-        nb::arg("center_crop") = std::pair<int, int>{0, 0}, nb::arg("gray") = false);
+  m.def(
+      "prepare_canonical",
+      [](int resize_short, int max_long, std::pair<int, int> resize,
+         std::pair<int, int> center_crop, bool gray) {
+        return MakeSpec(resize_short, max_long, resize, center_crop, gray).Canonical();
+      },
+      nb::arg("resize_short") = 0, nb::arg("max_long") = 0,
+      nb::arg("resize") = std::pair<int, int>{0, 0},
+      nb::arg("center_crop") = std::pair<int, int>{0, 0}, nb::arg("gray") = false);
 
   m.def(
       "make_dataset",

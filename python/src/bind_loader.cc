@@ -44,8 +44,8 @@ LoaderOptions ToOptions(const LoaderArgs& a) {
   o.prepare = MakeSpec(a.resize_short, a.max_long, a.resize, a.center_crop, a.gray);
   o.cache.root = a.cache;
   o.cache.capacity_bytes = a.cache_capacity;
-  o.augment = {a.augment, a.size.first, a.size.second, a.scale.first, a.scale.second,
-               a.ratio.first, a.ratio.second, a.flip};
+  o.augment = {a.augment,      a.size.first,  a.size.second,  a.scale.first,
+               a.scale.second, a.ratio.first, a.ratio.second, a.flip};
   o.batch_size = a.batch_size;
   o.shuffle = a.shuffle;
   o.seed = a.seed;
@@ -54,10 +54,14 @@ LoaderOptions ToOptions(const LoaderArgs& a) {
   o.rank = a.rank;
   o.world_size = a.world_size;
   o.drop_last = a.drop_last;
-  if (a.dtype == "uint8") o.output.dtype = DType::kUint8;
-  else if (a.dtype == "float32") o.output.dtype = DType::kFloat32;
-  else if (a.dtype == "float16") o.output.dtype = DType::kFloat16;
-  else ThrowIfError(Status::InvalidArgument("dtype must be uint8, float32 or float16"));
+  if (a.dtype == "uint8")
+    o.output.dtype = DType::kUint8;
+  else if (a.dtype == "float32")
+    o.output.dtype = DType::kFloat32;
+  else if (a.dtype == "float16")
+    o.output.dtype = DType::kFloat16;
+  else
+    ThrowIfError(Status::InvalidArgument("dtype must be uint8, float32 or float16"));
   if (a.layout != "NHWC" && a.layout != "NCHW")
     ThrowIfError(Status::InvalidArgument("layout must be NHWC or NCHW"));
   o.output.layout = a.layout == "NCHW" ? Layout::kNCHW : Layout::kNHWC;
@@ -69,9 +73,8 @@ LoaderOptions ToOptions(const LoaderArgs& a) {
 // numpy arrays that view the batch buffer; the capsule keeps it alive.
 nb::tuple BatchToArrays(const Batch& b) {
   auto* keep = new std::shared_ptr<BatchBuffer>(b.buffer);
-  nb::capsule owner(keep, [](void* p) noexcept {
-    delete static_cast<std::shared_ptr<BatchBuffer>*>(p);
-  });
+  nb::capsule owner(keep,
+                    [](void* p) noexcept { delete static_cast<std::shared_ptr<BatchBuffer>*>(p); });
   size_t shape[4] = {b.shape[0], b.shape[1], b.shape[2], b.shape[3]};
   void* data = b.buffer->images.data();
   nb::object images;
@@ -89,7 +92,8 @@ nb::tuple BatchToArrays(const Batch& b) {
     }
   }
   size_t lshape[1] = {b.size};
-  auto labels = nb::cast(nb::ndarray<nb::numpy, int64_t>(b.buffer->labels.data(), 1, lshape, owner));
+  auto labels =
+      nb::cast(nb::ndarray<nb::numpy, int64_t>(b.buffer->labels.data(), 1, lshape, owner));
   return nb::make_tuple(images, labels);
 }
 
@@ -167,19 +171,20 @@ void BindLoader(nb::module_& m) {
             return ValueOrThrow(std::move(r));
           },
           nb::arg("args"))
-      .def("next",
-           [](Loader& l) -> nb::object {
-             Batch b;
-             Result<bool> r = false;
-             {
-               nb::gil_scoped_release nogil;  // workers run while we wait
-               r = l.Next(&b);
-             }
-             ThrowIfError(r.status());
-             if (!*r) return nb::none();
-             return BatchToArrays(b);
-           },
-           "The next (images, labels) of the epoch, or None at its end.")
+      .def(
+          "next",
+          [](Loader& l) -> nb::object {
+            Batch b;
+            Result<bool> r = false;
+            {
+              nb::gil_scoped_release nogil;  // workers run while we wait
+              r = l.Next(&b);
+            }
+            ThrowIfError(r.status());
+            if (!*r) return nb::none();
+            return BatchToArrays(b);
+          },
+          "The next (images, labels) of the epoch, or None at its end.")
       .def("set_epoch",
            [](Loader& l, uint64_t e) {
              nb::gil_scoped_release nogil;

@@ -14,7 +14,8 @@ const std::vector<ModelPreset>& ModelPresets() {
   // computation_time and batch_size of mlcommons/storage storage-conf/workload/*.yaml
   static const std::vector<ModelPreset> kPresets = {
       {"resnet50", "a100", 64, 0.151, "mlcommons/storage storage-conf/workload/resnet50_a100.yaml"},
-      {"resnet50", "h100", 400, 0.224, "mlcommons/storage storage-conf/workload/resnet50_h100.yaml"},
+      {"resnet50", "h100", 400, 0.224,
+       "mlcommons/storage storage-conf/workload/resnet50_h100.yaml"},
       {"unet3d", "a100", 7, 0.636, "mlcommons/storage storage-conf/workload/unet3d_a100.yaml"},
       {"unet3d", "h100", 4, 0.188, "mlcommons/storage storage-conf/workload/unet3d_h100.yaml"},
   };

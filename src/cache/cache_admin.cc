@@ -32,9 +32,8 @@ Result<std::vector<EntryInfo>> ListEntries(const CacheOptions& in) {
     e.last_used = d.last_used_ns / 1000000000;
     e.foreign = d.foreign;
     std::string text;
-    auto j = ReadManifest(opts.env, d.dir, &text).ok()
-                 ? nlohmann::json::parse(text, nullptr, false)
-                 : nlohmann::json();
+    auto j = ReadManifest(opts.env, d.dir, &text).ok() ? nlohmann::json::parse(text, nullptr, false)
+                                                       : nlohmann::json();
     if (!j.is_object()) {
       e.state = "broken: no readable manifest";
       out.push_back(std::move(e));

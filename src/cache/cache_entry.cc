@@ -5,13 +5,13 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <thread>
 #include <cstdio>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <shared_mutex>
+#include <thread>
 
 #include "cache/capacity.h"
 #include "cache/claims.h"
@@ -62,8 +62,12 @@ class CacheEntryImpl final : public CacheEntry {
  public:
   CacheEntryImpl(const CacheOptions& opts, const EntryKey& key, std::string dir, bool foreign,
                  std::string writer_id, std::unique_ptr<Capacity> capacity)
-      : opts_(opts), key_(key), dir_(std::move(dir)), foreign_(foreign),
-        index_(key.samples_total), writer_id_(std::move(writer_id)),
+      : opts_(opts),
+        key_(key),
+        dir_(std::move(dir)),
+        foreign_(foreign),
+        index_(key.samples_total),
+        writer_id_(std::move(writer_id)),
         capacity_(std::move(capacity)) {
     admitting_ = !foreign_;
     if (foreign_) warning_ = "entry owned by another user: read only";
@@ -83,7 +87,8 @@ class CacheEntryImpl final : public CacheEntry {
       widx_->Close();
     }
     capacity_.reset();  // drops our reservation
-    if (!foreign_) WriteStatus(opts_.env, dir_, samples_present(), key_.samples_total, FileMode(opts_));
+    if (!foreign_)
+      WriteStatus(opts_.env, dir_, samples_present(), key_.samples_total, FileMode(opts_));
   }
 
   Status Init() {
@@ -161,8 +166,14 @@ class CacheEntryImpl final : public CacheEntry {
     uint64_t offset = s.ok() ? wdat_->Size() : 0;
     if (s.ok()) s = wdat_->Append(hdr, sizeof(hdr));
     if (s.ok()) s = wdat_->Append(pixels, h.payload_len);
-    cf::IndexEntry ie{id, offset, rec_len, h.height, h.width, h.channels,
-                      static_cast<uint64_t>(opts_.env->NowMicros()), h.checksum};
+    cf::IndexEntry ie{id,
+                      offset,
+                      rec_len,
+                      h.height,
+                      h.width,
+                      h.channels,
+                      static_cast<uint64_t>(opts_.env->NowMicros()),
+                      h.checksum};
     char idx[cf::kIndexEntrySize];
     cf::EncodeIndexEntry(ie, idx);
     // The index entry goes after its record: a record without one is a torn
@@ -272,7 +283,7 @@ class CacheEntryImpl final : public CacheEntry {
     for (size_t off = 0; off < got; off += cf::kIndexEntrySize) {
       cf::IndexEntry e;
       if (!cf::DecodeIndexEntry(buf.data() + off, &e)) continue;  // flipped: skip it
-      if (e.offset + e.record_len > dat_size) continue;  // data lost (power cut)
+      if (e.offset + e.record_len > dat_size) continue;           // data lost (power cut)
       Apply(slot, e);
     }
     seg.idx_consumed += got;
@@ -427,8 +438,8 @@ Result<std::unique_ptr<CacheEntry>> CacheEntry::Open(const CacheOptions& in, con
     // An evictor may have moved the entry away while we waited: start over.
     if (!env->FileExists(JoinPath(dir, "manifest.json"))) continue;
     if (!foreign) TouchLastUsed(env, dir, FileMode(opts));
-    auto entry = std::make_unique<CacheEntryImpl>(opts, key, dir, foreign, writer_id,
-                                                  std::move(capacity));
+    auto entry =
+        std::make_unique<CacheEntryImpl>(opts, key, dir, foreign, writer_id, std::move(capacity));
     entry->SetUseLock(std::move(lock));
     SSDFEED_RETURN_IF_ERROR(entry->Init());
     return std::unique_ptr<CacheEntry>(std::move(entry));

@@ -19,8 +19,7 @@ RootPaths::RootPaths(std::string r)
 namespace {
 
 // Bytes of segment files and of the other (small) files of an entry dir.
-void DirBytes(Env* env, const std::string& dir, uint64_t* seg, uint64_t* meta,
-              uint64_t* claims) {
+void DirBytes(Env* env, const std::string& dir, uint64_t* seg, uint64_t* meta, uint64_t* claims) {
   *seg = *meta = *claims = 0;
   std::vector<std::string> names;
   if (!env->GetChildren(dir, &names).ok()) return;
@@ -72,8 +71,12 @@ Status ScanEntries(Env* env, const RootPaths& p, std::vector<EntryDirInfo>* out)
     if (!fi.ok() || fi->is_symlink || !fi->is_dir) continue;  // never followed
     uint64_t seg, meta, claims;
     DirBytes(env, dir, &seg, &meta, &claims);
-    EntryDirInfo e{n, dir, seg + meta, seg + std::max(meta, MetaAllowance(claims / 4)),
-                   fi->mtime_ns, fi->uid != me};
+    EntryDirInfo e{n,
+                   dir,
+                   seg + meta,
+                   seg + std::max(meta, MetaAllowance(claims / 4)),
+                   fi->mtime_ns,
+                   fi->uid != me};
     auto lu = env->Lstat(JoinPath(dir, "last_used"));
     if (lu.ok()) e.last_used_ns = lu->mtime_ns;
     out->push_back(std::move(e));
@@ -145,9 +148,10 @@ Result<uint64_t> Capacity::Reserve(uint64_t need) {
   SSDFEED_ASSIGN_OR_RETURN(auto lock, env->LockFile(paths_.lock, true, true));
   std::vector<LedgerRow> rows = ReadLedger(env, paths_.ledger);
   long me = ::getpid();
-  rows.erase(std::remove_if(rows.begin(), rows.end(),
-                            [&](const LedgerRow& r) { return r.pid == me && r.writer == writer_id_; }),
-             rows.end());
+  rows.erase(
+      std::remove_if(rows.begin(), rows.end(),
+                     [&](const LedgerRow& r) { return r.pid == me && r.writer == writer_id_; }),
+      rows.end());
   uint64_t reserved = 0;
   for (const auto& r : rows) reserved += r.bytes;
   std::vector<EntryDirInfo> entries;
@@ -190,9 +194,10 @@ void Capacity::Release() {
   std::vector<LedgerRow> rows = ReadLedger(env, paths_.ledger);
   long me = ::getpid();
   size_t before = rows.size();
-  rows.erase(std::remove_if(rows.begin(), rows.end(),
-                            [&](const LedgerRow& r) { return r.pid == me && r.writer == writer_id_; }),
-             rows.end());
+  rows.erase(
+      std::remove_if(rows.begin(), rows.end(),
+                     [&](const LedgerRow& r) { return r.pid == me && r.writer == writer_id_; }),
+      rows.end());
   if (rows.size() != before)
     WriteLedger(env, paths_.ledger, rows, opts_.group_shared ? 0660 : 0600);
 }

@@ -20,9 +20,8 @@ Status Claims::Open(const std::string& path, uint64_t n, uint32_t mode) {
   if (fd < 0) return Status::FromErrno(errno, "open " + path);
   map_bytes_ = std::max<size_t>(4096, n * sizeof(uint32_t));
   struct stat st;
-  if (::fstat(fd, &st) != 0 ||
-      (static_cast<size_t>(st.st_size) < map_bytes_ &&
-       ::ftruncate(fd, static_cast<off_t>(map_bytes_)) != 0)) {
+  if (::fstat(fd, &st) != 0 || (static_cast<size_t>(st.st_size) < map_bytes_ &&
+                                ::ftruncate(fd, static_cast<off_t>(map_bytes_)) != 0)) {
     int e = errno;
     ::close(fd);
     return Status::FromErrno(e, "size " + path);

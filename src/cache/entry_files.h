@@ -19,8 +19,7 @@ Status ReadManifest(Env* env, const std::string& dir, std::string* json_text);
 void TouchLastUsed(Env* env, const std::string& dir, uint32_t mode);
 // status.json: what a person reading the entry wants to know (samples
 // present, bytes, state, when). Informational; `cache ls` recomputes it.
-void WriteStatus(Env* env, const std::string& dir, uint64_t present, uint64_t total,
-                 uint32_t mode);
+void WriteStatus(Env* env, const std::string& dir, uint64_t present, uint64_t total, uint32_t mode);
 // "seg-<writer>-<n>.idx" -> base "seg-<writer>-<n>" when name ends in ext.
 bool SegmentBaseOf(const std::string& name, const std::string& ext, std::string* base);
 // Counts distinct sample ids with an intact index entry (no record reads).

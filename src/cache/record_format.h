@@ -33,7 +33,7 @@ struct IndexEntry {
   uint32_t record_len = 0;  // header + payload
   uint16_t height = 0, width = 0;
   uint8_t channels = 0;
-  uint64_t stamp = 0;       // microseconds; the newest record of an id wins
+  uint64_t stamp = 0;  // microseconds; the newest record of an id wins
   uint64_t record_checksum = 0;
 };
 

@@ -38,8 +38,12 @@ int RunStorage(const std::vector<std::string>& paths, const std::string& size, d
     for (const auto& r : results) {
       nlohmann::json rows = nlohmann::json::array();
       for (const auto& row : r.rows)
-        rows.push_back({{"pattern", row.pattern}, {"block", row.block}, {"qd", row.qd},
-                        {"iops", row.iops}, {"mb_s", row.mb_s}, {"p50_us", row.p50_us},
+        rows.push_back({{"pattern", row.pattern},
+                        {"block", row.block},
+                        {"qd", row.qd},
+                        {"iops", row.iops},
+                        {"mb_s", row.mb_s},
+                        {"p50_us", row.p50_us},
                         {"p99_us", row.p99_us}});
       j.push_back({{"path", r.path}, {"engine", r.engine}, {"direct", r.direct}, {"rows", rows}});
     }
@@ -119,11 +123,16 @@ int RunLoaderBench(const LoaderBenchArgs& a) {
   if (a.json) {
     nlohmann::json eps = nlohmann::json::array();
     for (const auto& e : r->epochs)
-      eps.push_back({{"epoch", e.epoch}, {"seconds", e.seconds}, {"images_per_s", e.images_per_s},
-                     {"mb_per_s", e.mb_per_s}, {"hit_rate", e.hit_rate},
-                     {"p50_wait_ms", e.p50_wait_ms}, {"p99_wait_ms", e.p99_wait_ms},
+      eps.push_back({{"epoch", e.epoch},
+                     {"seconds", e.seconds},
+                     {"images_per_s", e.images_per_s},
+                     {"mb_per_s", e.mb_per_s},
+                     {"hit_rate", e.hit_rate},
+                     {"p50_wait_ms", e.p50_wait_ms},
+                     {"p99_wait_ms", e.p99_wait_ms},
                      {"utilization", e.utilization}});
-    nlohmann::json j = {{"epochs", eps}, {"batch", lo.batch_size},
+    nlohmann::json j = {{"epochs", eps},
+                        {"batch", lo.batch_size},
                         {"compute_seconds", o.compute_seconds},
                         {"capacity_images_per_s", r->capacity_images_per_s},
                         {"accelerators_at_90", r->accelerators_at_90}};
@@ -142,9 +151,10 @@ int RunLoaderBench(const LoaderBenchArgs& a) {
   if (o.compute_seconds > 0) {
     std::printf("emulated accelerator: %.3f s per batch of %zu (%s)\n", o.compute_seconds,
                 lo.batch_size, preset ? preset->source : "--compute-time");
-    std::printf("loader capacity (warm, no compute): %.0f images/s -> keeps %d such "
-                "accelerator(s) >= 90%% busy\n",
-                r->capacity_images_per_s, r->accelerators_at_90);
+    std::printf(
+        "loader capacity (warm, no compute): %.0f images/s -> keeps %d such "
+        "accelerator(s) >= 90%% busy\n",
+        r->capacity_images_per_s, r->accelerators_at_90);
   }
   return 0;
 }

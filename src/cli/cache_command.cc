@@ -47,8 +47,8 @@ int RunLs(const CacheArgs& ca, bool json) {
   for (const auto& e : *list) {
     std::string pt = std::to_string(e.samples_present) + "/" + std::to_string(e.samples_total);
     std::printf("%-14s %-10s %-19s %-11s %-9s %s%s\n", e.name.substr(0, 12).c_str(),
-                e.state.c_str(), pt.c_str(), FormatBytes(e.bytes).c_str(),
-                Ago(e.last_used).c_str(), e.source_uri.c_str(), e.in_use ? "  (in use)" : "");
+                e.state.c_str(), pt.c_str(), FormatBytes(e.bytes).c_str(), Ago(e.last_used).c_str(),
+                e.source_uri.c_str(), e.in_use ? "  (in use)" : "");
   }
   return 0;
 }
@@ -79,8 +79,9 @@ int VerifyOne(const CacheOptions& o, const EntryInfo& info, bool repair, nlohman
   Status ps = ParsePrepareJson(key.prepare_json, &spec, &so);
   auto src = ps.ok() ? OpenSource(key.source_uri, so) : Result<std::unique_ptr<Source>>(ps);
   std::string source_state = !src.ok() ? "unreadable: " + src.status().message()
-                             : (*src)->identity() != key.source_identity ? "changed (entry is stale)"
-                                                                         : "unchanged";
+                             : (*src)->identity() != key.source_identity
+                                 ? "changed (entry is stale)"
+                                 : "unchanged";
   (*out)["source"] = source_state;
   if (repair && r.corrupt > 0) {
     if (source_state != "unchanged")
@@ -173,7 +174,8 @@ void AddCache(CLI::App& app, RunState* st) {
   verify->add_flag("--repair", *repair, "Re-prepare corrupt records from the origin");
   ca->Add(verify, false);
   verify->add_flag("--json", *json, "JSON report");
-  verify->callback([st, ca, name, repair, json] { st->rc = RunVerify(*ca, *name, *repair, *json); });
+  verify->callback(
+      [st, ca, name, repair, json] { st->rc = RunVerify(*ca, *name, *repair, *json); });
 
   auto* gc = c->add_subcommand("gc", "Evict unused entries, least recently used first");
   auto max_bytes = std::make_shared<std::string>();

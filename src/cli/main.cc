@@ -11,9 +11,7 @@ int Fail(const std::string& msg, int code) {
   return code;
 }
 
-int NotImplemented(const std::string& what) {
-  return Fail(what + ": not yet implemented", 2);
-}
+int NotImplemented(const std::string& what) { return Fail(what + ": not yet implemented", 2); }
 
 std::string DefaultCacheDir() {
   if (const char* c = std::getenv("SSDFEED_CACHE"); c != nullptr && *c != '\0') return c;

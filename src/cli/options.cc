@@ -28,8 +28,7 @@ Status PrepareArgs::ToSpec(PrepareSpec* s) const {
   s->max_long = max_long;
   s->gray = gray;
   if (!resize.empty()) SSDFEED_RETURN_IF_ERROR(ParseHxW(resize, &s->resize_h, &s->resize_w));
-  if (!center_crop.empty())
-    SSDFEED_RETURN_IF_ERROR(ParseHxW(center_crop, &s->crop_h, &s->crop_w));
+  if (!center_crop.empty()) SSDFEED_RETURN_IF_ERROR(ParseHxW(center_crop, &s->crop_h, &s->crop_w));
   return s->Validate();
 }
 

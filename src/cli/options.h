@@ -14,7 +14,7 @@ namespace ssdfeed::cli {
 
 struct PrepareArgs {
   int resize_short = 0;
-  std::string resize;       // HxW
+  std::string resize;  // HxW
   int max_long = 0;
   std::string center_crop;  // HxW
   bool gray = false;

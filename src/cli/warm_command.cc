@@ -114,7 +114,8 @@ int RunWarm(const WarmArgs& a) {
   if (!(*entry)->warning().empty() && !a.json)
     std::cerr << "ssdfeed: warning: " << (*entry)->warning() << "\n";
   if (errors > 0 && so.on_error == OnError::kRaise) return Fail(first_error);
-  if (errors > 0) std::cerr << "ssdfeed: skipped " << errors << " bad samples; first: " << first_error << "\n";
+  if (errors > 0)
+    std::cerr << "ssdfeed: skipped " << errors << " bad samples; first: " << first_error << "\n";
   if (!synced.ok()) return Fail(synced.message());
   return 0;
 }

@@ -1,12 +1,11 @@
 #include "image/augment.h"
 
-#include "image/resample.h"
-
 #include <cmath>
 #include <cstring>
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "image/resample.h"
 #include "util/hash.h"
 
 namespace ssdfeed {
@@ -111,7 +110,8 @@ void RenderSample(const CachedSample& src, const CropBox& box, int out_h, int ou
     for (size_t p = 0; p < plane; ++p)
       for (int k = 0; k < c; ++k) d[k * plane + p] = target.data[p * c + k];
   } else if (out.dtype == DType::kFloat32) {
-    Normalize(target.data, out_h, out_w, c, out, static_cast<float*>(dst), [](float v) { return v; });
+    Normalize(target.data, out_h, out_w, c, out, static_cast<float*>(dst),
+              [](float v) { return v; });
   } else {
     Normalize(target.data, out_h, out_w, c, out, static_cast<uint16_t*>(dst), FloatToHalf);
   }

@@ -145,8 +145,8 @@ Status EncodeJpeg(const Image& img, int quality, std::string* out) {
   unsigned long size = 0;
   int pf = img.channels == 1 ? TJPF_GRAY : TJPF_RGB;
   int ss = img.channels == 1 ? TJSAMP_GRAY : TJSAMP_420;
-  int r = tjCompress2(tj, img.pixels.data(), img.width, 0, img.height, pf, &buf, &size, ss, quality,
-                      0);
+  int r =
+      tjCompress2(tj, img.pixels.data(), img.width, 0, img.height, pf, &buf, &size, ss, quality, 0);
   Status s = r == 0 ? Status::OK()
                     : Status::IOError(std::string("JPEG encode failed: ") + tjGetErrorStr2(tj));
   if (r == 0) out->assign(reinterpret_cast<char*>(buf), size);

@@ -1,9 +1,10 @@
 // The cached, deterministic preparation: resize (antialiased when shrinking),
 // centre crop. Also the decode front that picks a DCT scale for the target.
+#include <turbojpeg.h>
+
 #include <cmath>
 #include <cstring>
 #include <opencv2/imgproc.hpp>
-#include <turbojpeg.h>
 
 #include "image/resample.h"
 #include "ssdfeed/image.h"
@@ -11,8 +12,7 @@
 namespace ssdfeed {
 
 Status PrepareSpec::Validate() const {
-  if (resize_short < 0 || max_long < 0 || resize_h < 0 || resize_w < 0 || crop_h < 0 ||
-      crop_w < 0)
+  if (resize_short < 0 || max_long < 0 || resize_h < 0 || resize_w < 0 || crop_h < 0 || crop_w < 0)
     return Status::InvalidArgument("prepare: sizes must not be negative");
   if ((resize_h > 0) != (resize_w > 0))
     return Status::InvalidArgument("prepare: resize needs both height and width");
@@ -33,7 +33,6 @@ std::string PrepareSpec::Canonical() const {
          ";long=" + std::to_string(max_long) + ";exact=" + std::to_string(resize_h) + "x" +
          std::to_string(resize_w) + ";crop=" + std::to_string(crop_h) + "x" +
          std::to_string(crop_w) + ";resample=gauss-aa/linear;jpeg=tj-dct248-islow";
-
 }
 
 void ShortSideSize(int h, int w, int short_side, int max_long, int* out_h, int* out_w) {

@@ -1,8 +1,9 @@
 // Env helpers that only need the abstract interface.
-#include <atomic>
+#include "ssdfeed/env.h"
+
 #include <unistd.h>
 
-#include "ssdfeed/env.h"
+#include <atomic>
 
 namespace ssdfeed {
 
@@ -18,8 +19,8 @@ Status Env::ReadFileToString(const std::string& path, std::string* out) {
 
 Status Env::WriteFileAtomic(const std::string& path, const std::string& data, uint32_t mode) {
   static std::atomic<uint64_t> counter{0};
-  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
-                    std::to_string(counter.fetch_add(1));
+  std::string tmp =
+      path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
   WritableFileOptions o;
   o.truncate = true;
   o.mode = mode;

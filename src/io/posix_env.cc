@@ -25,9 +25,9 @@ Status Status::FromErrno(int err, const std::string& what) {
 
 std::string Status::ToString() const {
   if (ok()) return "OK";
-  static const char* kNames[] = {"OK",          "NotFound",     "Corruption",
-                                 "InvalidArgument", "IOError", "NoSpace",
-                                 "NotSupported", "Busy",        "Aborted"};
+  static const char* kNames[] = {"OK",      "NotFound", "Corruption",   "InvalidArgument",
+                                 "IOError", "NoSpace",  "NotSupported", "Busy",
+                                 "Aborted"};
   return std::string(kNames[static_cast<int>(code_)]) + ": " + msg_;
 }
 

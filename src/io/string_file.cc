@@ -1,6 +1,6 @@
-#include <cstring>
-
 #include "ssdfeed/testing/string_file.h"
+
+#include <cstring>
 
 namespace ssdfeed {
 

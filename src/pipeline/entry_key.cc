@@ -10,10 +10,14 @@ EntryKey MakeEntryKey(const Source& source, const SourceOptions& so, const Prepa
   k.source_identity = source.identity();
   k.spec = spec.Canonical();
   k.samples_total = source.size();
-  nlohmann::json j = {{"resize_short", spec.resize_short}, {"max_long", spec.max_long},
-                      {"resize_h", spec.resize_h},         {"resize_w", spec.resize_w},
-                      {"crop_h", spec.crop_h},             {"crop_w", spec.crop_w},
-                      {"gray", spec.gray},                 {"image_key", so.image_key},
+  nlohmann::json j = {{"resize_short", spec.resize_short},
+                      {"max_long", spec.max_long},
+                      {"resize_h", spec.resize_h},
+                      {"resize_w", spec.resize_w},
+                      {"crop_h", spec.crop_h},
+                      {"crop_w", spec.crop_w},
+                      {"gray", spec.gray},
+                      {"image_key", so.image_key},
                       {"label_key", so.label_key}};
   k.prepare_json = j.dump();
   return k;

@@ -8,8 +8,8 @@
 
 namespace ssdfeed {
 
-std::vector<uint64_t> EpochOrder(uint64_t n, bool shuffle, uint64_t seed, uint64_t epoch,
-                                 int rank, int world_size, bool drop_last) {
+std::vector<uint64_t> EpochOrder(uint64_t n, bool shuffle, uint64_t seed, uint64_t epoch, int rank,
+                                 int world_size, bool drop_last) {
   std::vector<uint64_t> perm(n);
   std::iota(perm.begin(), perm.end(), 0);
   if (shuffle) {

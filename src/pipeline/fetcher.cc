@@ -36,8 +36,7 @@ Status SampleFetcher::Fetch(uint64_t id, FetchScratch* s, CachedSample* out) {
   if (st.IsCorruption()) {
     // Counted and dropped from the index by Get; re-prepared below (repair).
     counters_.corrupt_records++;
-    std::fprintf(stderr, "ssdfeed: warning: %s; repairing from the origin\n",
-                 st.message().c_str());
+    std::fprintf(stderr, "ssdfeed: warning: %s; repairing from the origin\n", st.message().c_str());
   }
   if (st.IsNotFound()) {
     MaybeRefresh();

@@ -1,6 +1,8 @@
 // The Loader: a ring of batch slots filled by a worker pool, consumed in
 // order. Workers take sample positions from one counter; a worker that gets
 // ahead of the ring waits (backpressure). Errors travel with their batch.
+#include "ssdfeed/loader.h"
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -13,7 +15,6 @@
 #include "pipeline/batch_pool.h"
 #include "pipeline/entry_key.h"
 #include "pipeline/fetcher.h"
-#include "ssdfeed/loader.h"
 
 namespace ssdfeed {
 
@@ -23,30 +24,33 @@ double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-const std::vector<double> kWaitBounds = {0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05,
-                                         0.1,    0.5,    1.0,   5.0};
+const std::vector<double> kWaitBounds = {0.0001, 0.0005, 0.001, 0.005, 0.01,
+                                         0.05,   0.1,    0.5,   1.0,   5.0};
 
 struct Slot {
   uint64_t batch = 0;  // which batch of the epoch it holds
   size_t count = 0;    // samples it will hold
   size_t done = 0;
   std::shared_ptr<BatchBuffer> buffer;
-  std::vector<bool> bad;           // on_error=skip: positions to drop
-  std::vector<Image> staging;      // shape known only per sample
-  Status error;                    // first error (on_error=raise)
+  std::vector<bool> bad;       // on_error=skip: positions to drop
+  std::vector<Image> staging;  // shape known only per sample
+  Status error;                // first error (on_error=raise)
 };
 
 class LoaderImpl final : public Loader {
  public:
   LoaderImpl(LoaderOptions o, std::unique_ptr<Source> src, std::unique_ptr<CacheEntry> cache)
-      : opts_(std::move(o)), source_(std::move(src)), cache_(std::move(cache)),
+      : opts_(std::move(o)),
+        source_(std::move(src)),
+        cache_(std::move(cache)),
         fetcher_(source_.get(), opts_.prepare, cache_.get(), opts_.cache.claim_wait_seconds),
-        pool_(BatchPool::Create()), wait_hist_(kWaitBounds.size() + 1) {
+        pool_(BatchPool::Create()),
+        wait_hist_(kWaitBounds.size() + 1) {
     int hw = static_cast<int>(std::thread::hardware_concurrency());
     workers_ = opts_.workers > 0 ? opts_.workers : std::max(1, hw);
     nslots_ = static_cast<size_t>(std::max(1, opts_.prefetch)) + 1;
-    order_ = EpochOrder(source_->size(), opts_.shuffle, opts_.seed, 0, opts_.rank,
-                        opts_.world_size, opts_.drop_last);
+    order_ = EpochOrder(source_->size(), opts_.shuffle, opts_.seed, 0, opts_.rank, opts_.world_size,
+                        opts_.drop_last);
     FixShape();
   }
   ~LoaderImpl() override { Stop(); }
@@ -144,8 +148,10 @@ class LoaderImpl final : public Loader {
   }
 
   LoaderState state() const override {
-    return {epoch_, running_ ? consumed_ : start_batch_, opts_.seed, opts_.rank,
-            opts_.world_size, source_->size(), opts_.batch_size};
+    return {epoch_,           running_ ? consumed_ : start_batch_,
+            opts_.seed,       opts_.rank,
+            opts_.world_size, source_->size(),
+            opts_.batch_size};
   }
 
   Status LoadState(const LoaderState& s) override {
@@ -193,7 +199,8 @@ class LoaderImpl final : public Loader {
     next_sample_ = start_batch_ * opts_.batch_size;
     end_sample_ = std::min(order_.size(), end_batch_ * opts_.batch_size);
     slots_.assign(nslots_, Slot{});
-    for (size_t i = 0; i < nslots_; ++i) Reset(slots_[(start_batch_ + i) % nslots_], start_batch_ + i);
+    for (size_t i = 0; i < nslots_; ++i)
+      Reset(slots_[(start_batch_ + i) % nslots_], start_batch_ + i);
     stop_ = false;
     running_ = true;
     for (int w = 0; w < workers_; ++w) threads_.emplace_back([this] { Work(); });
@@ -323,8 +330,8 @@ class LoaderImpl final : public Loader {
       if (slot.bad[i]) continue;
       const Image& im = slot.staging[i];
       CachedSample cs{im.pixels.data(), im.height, im.width, im.channels, 0};
-      RenderSample(cs, {0, 0, h, w, false}, h, w, opts_.output,
-                   slot.buffer->images.data() + i * sb, &render);
+      RenderSample(cs, {0, 0, h, w, false}, h, w, opts_.output, slot.buffer->images.data() + i * sb,
+                   &render);
     }
     return Status::OK();
   }
@@ -370,10 +377,12 @@ Result<std::unique_ptr<Loader>> Loader::Open(const LoaderOptions& o) {
     return Status::InvalidArgument("need 0 <= rank < world_size");
   SSDFEED_RETURN_IF_ERROR(o.prepare.Validate());
   const AugmentSpec& a = o.augment;
-  if (a.enabled && (a.height <= 0 || a.width <= 0 || a.scale_min <= 0 || a.scale_min > a.scale_max ||
-                    a.scale_max > 1 || a.ratio_min <= 0 || a.ratio_min > a.ratio_max))
-    return Status::InvalidArgument("augment: need size > 0, 0 < scale_min <= scale_max <= 1, "
-                                   "0 < ratio_min <= ratio_max");
+  if (a.enabled &&
+      (a.height <= 0 || a.width <= 0 || a.scale_min <= 0 || a.scale_min > a.scale_max ||
+       a.scale_max > 1 || a.ratio_min <= 0 || a.ratio_min > a.ratio_max))
+    return Status::InvalidArgument(
+        "augment: need size > 0, 0 < scale_min <= scale_max <= 1, "
+        "0 < ratio_min <= ratio_max");
   SSDFEED_ASSIGN_OR_RETURN(auto src, OpenSource(o.source, o.source_options));
   std::unique_ptr<CacheEntry> cache;
   if (!o.cache.root.empty()) {

@@ -166,7 +166,8 @@ Status WriteChunk(const MakeDatasetOptions& o, Env* env, size_t first, size_t sh
     return Status::OK();
   }
   std::string stem = "train-" + Num(shard, 5) + "-of-" + Num(shards, 5);
-  if (o.format == "tar") return WriteTar(JoinPath(o.dir, "shard-" + Num(shard, 6) + ".tar"), first, items);
+  if (o.format == "tar")
+    return WriteTar(JoinPath(o.dir, "shard-" + Num(shard, 6) + ".tar"), first, items);
   WritableFileOptions wo;
   wo.truncate = true;
   wo.mode = 0644;
@@ -185,8 +186,9 @@ Status MakeDataset(const MakeDatasetOptions& in, MakeDatasetReport* report) {
     return Status::InvalidArgument("unknown format '" + o.format + "' (folder, tfrecord or tar)");
   if (o.count == 0 || o.classes <= 0 || o.shard_size == 0 || o.min_side < 16 ||
       o.max_side < o.min_side || o.corrupt < 0 || o.corrupt > 1)
-    return Status::InvalidArgument("make-dataset: count, classes and sizes must be positive, "
-                                   "corrupt in [0, 1]");
+    return Status::InvalidArgument(
+        "make-dataset: count, classes and sizes must be positive, "
+        "corrupt in [0, 1]");
   SSDFEED_RETURN_IF_ERROR(CreateDirs(env, o.dir, 0755));
   size_t shards = (o.count + o.shard_size - 1) / o.shard_size;
   *report = {};

@@ -14,14 +14,14 @@ bool IsImageName(const std::string& name) {
   size_t dot = name.find_last_of('.');
   if (dot == std::string::npos || name[0] == '.') return false;
   std::string ext = name.substr(dot + 1);
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   return ext == "jpg" || ext == "jpeg" || ext == "png";
 }
 
 class FolderSource final : public Source {
  public:
-  FolderSource(std::string uri, std::vector<InputFile> files, std::vector<int64_t> labels,
-               Env* env)
+  FolderSource(std::string uri, std::vector<InputFile> files, std::vector<int64_t> labels, Env* env)
       : uri_(std::move(uri)), files_(std::move(files)), labels_(std::move(labels)), env_(env) {
     identity_ = IdentityDigest("folder", files_, "");
   }
@@ -76,8 +76,7 @@ Result<std::unique_ptr<Source>> OpenFolderSource(const std::string& uri, const s
   }
   if (files.empty())
     return Status::NotFound(dir + ": no images found (expected DIR/<class>/<file>.jpg|.png)");
-  return std::unique_ptr<Source>(
-      new FolderSource(uri, std::move(files), std::move(labels), env));
+  return std::unique_ptr<Source>(new FolderSource(uri, std::move(files), std::move(labels), env));
 }
 
 }  // namespace ssdfeed

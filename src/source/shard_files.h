@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ssdfeed/env.h"
+#include "ssdfeed/source.h"
 
 namespace ssdfeed {
 
@@ -36,6 +37,32 @@ class ShardFiles {
   std::vector<InputFile> files_;
   std::unique_ptr<std::mutex> mu_ = std::make_unique<std::mutex>();
   mutable std::vector<std::unique_ptr<RandomAccessFile>> open_;
+};
+
+// What TFRecord and tar sources have in common: shard files, the identity
+// over them, the URI and the count of parts skipped while opening.
+class ShardedSource : public Source {
+ public:
+  ShardedSource(std::string uri, ShardFiles files, size_t skipped, const std::string& kind,
+                const std::string& extra)
+      : uri_(std::move(uri)),
+        files_(std::move(files)),
+        skipped_(skipped),
+        identity_(IdentityDigest(kind, files_.files(), extra)) {}
+  const std::string& identity() const override { return identity_; }
+  const std::string& uri() const override { return uri_; }
+  size_t skipped() const override { return skipped_; }
+  size_t file_count() const override { return files_.files().size(); }
+
+ protected:
+  const std::string& file_path(size_t i) const { return files_.files()[i].path; }
+  const ShardFiles& files() const { return files_; }
+
+ private:
+  std::string uri_;
+  ShardFiles files_;
+  size_t skipped_;
+  std::string identity_;
 };
 
 // Reads exactly n bytes at offset; a short read is Corruption ("cut short").

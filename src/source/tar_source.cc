@@ -29,7 +29,8 @@ bool UnsafeName(const std::string& n) {
   size_t start = 0;
   while (start <= n.size()) {
     size_t slash = n.find('/', start);
-    std::string part = n.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+    std::string part =
+        n.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
     if (part == "..") return true;
     if (slash == std::string::npos) break;
     start = slash + 1;
@@ -80,13 +81,16 @@ Status ListMembers(const std::string& path, std::vector<Member>* members, uint64
     if (archive_entry_filetype(e) != AE_IFREG) continue;
     if (archive_entry_sparse_count(e) > 0)
       return Status::Corruption(path + ": sparse member " + archive_entry_pathname(e));
-    Member m{archive_entry_pathname(e), static_cast<uint64_t>(archive_read_header_position(a.get())),
-             static_cast<uint64_t>(archive_entry_size(e)), {}};
+    Member m{archive_entry_pathname(e),
+             static_cast<uint64_t>(archive_read_header_position(a.get())),
+             static_cast<uint64_t>(archive_entry_size(e)),
+             {}};
     std::string key, ext;
     SplitKey(m.name, &key, &ext);
     if (ext == "cls" && m.size <= 64) {
       m.small_data.resize(m.size);
-      if (archive_read_data(a.get(), m.small_data.data(), m.size) != static_cast<la_ssize_t>(m.size))
+      if (archive_read_data(a.get(), m.small_data.data(), m.size) !=
+          static_cast<la_ssize_t>(m.size))
         return Status::Corruption(path + ": member " + m.name + " cut short");
     }
     members->push_back(std::move(m));
@@ -104,7 +108,8 @@ Status Group(const std::string& path, uint32_t file, const std::vector<Member>& 
   for (size_t i = 0; i < members.size(); ++i) {
     const Member& m = members[i];
     Status bad;
-    if (UnsafeName(m.name)) bad = Status::Corruption(path + ": unsafe member path '" + m.name + "'");
+    if (UnsafeName(m.name))
+      bad = Status::Corruption(path + ": unsafe member path '" + m.name + "'");
     // Data ends where the next header starts, padded to 512-byte blocks.
     uint64_t next = i + 1 < members.size() ? members[i + 1].header_pos : end_pos;
     uint64_t padded = (m.size + 511) / 512 * 512;
@@ -118,8 +123,10 @@ Status Group(const std::string& path, uint32_t file, const std::vector<Member>& 
       bool ok = !m.small_data.empty();
       for (char c : m.small_data) {
         if (c == '\n' || c == '\r' || c == ' ') continue;
-        if (!std::isdigit(static_cast<unsigned char>(c))) ok = false;
-        else label = label * 10 + (c - '0');
+        if (!std::isdigit(static_cast<unsigned char>(c)))
+          ok = false;
+        else
+          label = label * 10 + (c - '0');
       }
       if (!ok) bad = Status::Corruption(path + ": member " + m.name + " is not a decimal label");
       if (bad.ok()) {
@@ -159,35 +166,25 @@ Status Group(const std::string& path, uint32_t file, const std::vector<Member>& 
   return Status::OK();
 }
 
-class TarSource final : public Source {
+class TarSource final : public ShardedSource {
  public:
   TarSource(std::string uri, ShardFiles files, std::vector<TarSample> samples, size_t skipped)
-      : uri_(std::move(uri)), files_(std::move(files)), samples_(std::move(samples)),
-        skipped_(skipped) {
-    identity_ = IdentityDigest("tar", files_.files(), "");
-  }
+      : ShardedSource(std::move(uri), std::move(files), skipped, "tar", ""),
+        samples_(std::move(samples)) {}
   size_t size() const override { return samples_.size(); }
   Status Read(size_t id, EncodedSample* out) const override {
     const TarSample& s = samples_[id];
-    SSDFEED_ASSIGN_OR_RETURN(const RandomAccessFile* f, files_.Get(s.file));
+    SSDFEED_ASSIGN_OR_RETURN(const RandomAccessFile* f, files().Get(s.file));
     out->bytes.resize(s.size);
     out->label = s.label;
     return ReadExact(*f, s.data_offset, s.size, out->bytes.data()).WithContext(Describe(id));
   }
   std::string Describe(size_t id) const override {
-    return files_.files()[samples_[id].file].path + " sample " + samples_[id].key;
+    return file_path(samples_[id].file) + " sample " + samples_[id].key;
   }
-  const std::string& identity() const override { return identity_; }
-  const std::string& uri() const override { return uri_; }
-  size_t skipped() const override { return skipped_; }
-  size_t file_count() const override { return files_.files().size(); }
 
  private:
-  std::string uri_;
-  ShardFiles files_;
   std::vector<TarSample> samples_;
-  size_t skipped_;
-  std::string identity_;
 };
 
 }  // namespace

@@ -5,8 +5,8 @@
 
 #include <cstring>
 
-#include "tf_example.pb.h"  // generated from src/source/proto/tf_example.proto
 #include "source/shard_files.h"
+#include "tf_example.pb.h"  // generated from src/source/proto/tf_example.proto
 #include "util/crc32c.h"
 
 namespace ssdfeed {
@@ -46,8 +46,8 @@ Status ScanTFRecordFile(const RandomAccessFile& f, OnError on_error, std::vector
         bad = Status::Corruption(Where(f, index) + ": bad length CRC at offset " +
                                  std::to_string(off));
       } else if (len > size - off - sizeof(hdr) || size - off - sizeof(hdr) - len < 4) {
-        bad = Status::Corruption(Where(f, index) + ": cut short (record of " +
-                                 std::to_string(len) + " bytes, file ends first)");
+        bad = Status::Corruption(Where(f, index) + ": cut short (record of " + std::to_string(len) +
+                                 " bytes, file ends first)");
       } else {
         out->push_back({off + sizeof(hdr), len});
         off += sizeof(hdr) + len + 4;
@@ -80,8 +80,8 @@ Status ParseExample(std::string_view serialized, const ExampleKeys& keys, Encode
   const auto& fmap = ex.features().feature();
   auto find = [&](const std::string& want, const char* d1,
                   const char* d2) -> const tensorflow::Feature* {
-    for (const std::string& k : want.empty() ? std::vector<std::string>{d1, d2}
-                                             : std::vector<std::string>{want}) {
+    for (const std::string& k :
+         want.empty() ? std::vector<std::string>{d1, d2} : std::vector<std::string>{want}) {
       auto it = fmap.find(k);
       if (it != fmap.end()) return &it->second;
     }
@@ -89,13 +89,13 @@ Status ParseExample(std::string_view serialized, const ExampleKeys& keys, Encode
   };
   const tensorflow::Feature* img = find(keys.image_key, "image/encoded", "image");
   if (img == nullptr || img->bytes_list().value_size() == 0)
-    return Status::Corruption("Example has no image bytes under " +
-                              (keys.image_key.empty() ? std::string("image/encoded or image")
-                                                      : keys.image_key));
+    return Status::Corruption(
+        "Example has no image bytes under " +
+        (keys.image_key.empty() ? std::string("image/encoded or image") : keys.image_key));
   out->bytes = img->bytes_list().value(0);
   const tensorflow::Feature* lab = find(keys.label_key, "image/class/label", "label");
-  out->label = (lab != nullptr && lab->int64_list().value_size() > 0) ? lab->int64_list().value(0)
-                                                                      : -1;
+  out->label =
+      (lab != nullptr && lab->int64_list().value_size() > 0) ? lab->int64_list().value(0) : -1;
   return Status::OK();
 }
 

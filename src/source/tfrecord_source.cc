@@ -14,42 +14,30 @@ struct RecordRef {
   RecordSpan span;
 };
 
-class TFRecordSource final : public Source {
+class TFRecordSource final : public ShardedSource {
  public:
   TFRecordSource(std::string uri, ShardFiles files, std::vector<RecordRef> records,
                  ExampleKeys keys, size_t skipped)
-      : uri_(std::move(uri)),
-        files_(std::move(files)),
+      : ShardedSource(std::move(uri), std::move(files), skipped, "tfrecord",
+                      keys.image_key + "|" + keys.label_key),
         records_(std::move(records)),
-        keys_(std::move(keys)),
-        skipped_(skipped) {
-    identity_ = IdentityDigest("tfrecord", files_.files(), keys_.image_key + "|" + keys_.label_key);
-  }
+        keys_(std::move(keys)) {}
 
   size_t size() const override { return records_.size(); }
   Status Read(size_t id, EncodedSample* out) const override {
     const RecordRef& r = records_[id];
-    SSDFEED_ASSIGN_OR_RETURN(const RandomAccessFile* f, files_.Get(r.file));
+    SSDFEED_ASSIGN_OR_RETURN(const RandomAccessFile* f, files().Get(r.file));
     thread_local std::string buf;
     SSDFEED_RETURN_IF_ERROR(ReadTFRecord(*f, r.span, r.index, &buf));
     return ParseExample(buf, keys_, out).WithContext(Describe(id));
   }
   std::string Describe(size_t id) const override {
-    return files_.files()[records_[id].file].path + " record " +
-           std::to_string(records_[id].index);
+    return file_path(records_[id].file) + " record " + std::to_string(records_[id].index);
   }
-  const std::string& identity() const override { return identity_; }
-  const std::string& uri() const override { return uri_; }
-  size_t skipped() const override { return skipped_; }
-  size_t file_count() const override { return files_.files().size(); }
 
  private:
-  std::string uri_;
-  ShardFiles files_;
   std::vector<RecordRef> records_;
   ExampleKeys keys_;
-  size_t skipped_;
-  std::string identity_;
 };
 
 }  // namespace
@@ -73,8 +61,8 @@ Result<std::unique_ptr<Source>> OpenTFRecordSource(const std::string& uri,
       records.push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(k), spans[k]});
   }
   if (records.empty()) return Status::NotFound(uri + ": no records");
-  return std::unique_ptr<Source>(new TFRecordSource(
-      uri, std::move(files), std::move(records), {opts.image_key, opts.label_key}, skipped));
+  return std::unique_ptr<Source>(new TFRecordSource(uri, std::move(files), std::move(records),
+                                                    {opts.image_key, opts.label_key}, skipped));
 }
 
 }  // namespace ssdfeed

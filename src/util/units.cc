@@ -14,11 +14,16 @@ Result<uint64_t> ParseSize(const std::string& t) {
   if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
   if (!unit.empty() && unit.back() == 'i') unit.pop_back();
   double mult = 1;
-  if (unit == "K" || unit == "k") mult = 1024.0;
-  else if (unit == "M" || unit == "m") mult = 1024.0 * 1024;
-  else if (unit == "G" || unit == "g") mult = 1024.0 * 1024 * 1024;
-  else if (unit == "T" || unit == "t") mult = 1024.0 * 1024 * 1024 * 1024;
-  else if (!unit.empty()) return Status::InvalidArgument("bad size unit in '" + t + "' (K, M, G, T)");
+  if (unit == "K" || unit == "k")
+    mult = 1024.0;
+  else if (unit == "M" || unit == "m")
+    mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "g")
+    mult = 1024.0 * 1024 * 1024;
+  else if (unit == "T" || unit == "t")
+    mult = 1024.0 * 1024 * 1024 * 1024;
+  else if (!unit.empty())
+    return Status::InvalidArgument("bad size unit in '" + t + "' (K, M, G, T)");
   return static_cast<uint64_t>(std::llround(v * mult));
 }
 
@@ -28,10 +33,14 @@ Result<int64_t> ParseDurationSeconds(const std::string& t) {
   if (end == t.c_str() || v < 0) return Status::InvalidArgument("bad duration '" + t + "'");
   std::string unit(end);
   double mult = 1;
-  if (unit == "m") mult = 60;
-  else if (unit == "h") mult = 3600;
-  else if (unit == "d") mult = 86400;
-  else if (unit == "w") mult = 7 * 86400;
+  if (unit == "m")
+    mult = 60;
+  else if (unit == "h")
+    mult = 3600;
+  else if (unit == "d")
+    mult = 86400;
+  else if (unit == "w")
+    mult = 7 * 86400;
   else if (!unit.empty() && unit != "s")
     return Status::InvalidArgument("bad duration unit in '" + t + "' (s, m, h, d, w)");
   return static_cast<int64_t>(std::llround(v * mult));

@@ -1,10 +1,9 @@
 // Crash, disk-full, capacity and hostile-filesystem tests of the cache.
+#include <gtest/gtest.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <utime.h>
-
-#include <gtest/gtest.h>
 
 #include <atomic>
 #include <fstream>
@@ -80,8 +79,8 @@ TEST(CacheCrash, DropUnsyncedDataAtEverySyncPoint) {
       Status st;
       // Present means intact: a power cut never leaves a bad record indexed
       // past the size check, and any that slipped through would fail here.
-      EXPECT_TRUE(ReadsBackFake(e->get(), id, &st)) << "k=" << k << " id=" << id << " "
-                                                   << st.ToString();
+      EXPECT_TRUE(ReadsBackFake(e->get(), id, &st))
+          << "k=" << k << " id=" << id << " " << st.ToString();
       ++present;
     }
     FillAll(e->get());
@@ -208,7 +207,9 @@ TEST(CacheCapacity, ConcurrentFillsStayUnderCapacitySampledContinuously) {
 }
 
 void SetLastUsed(const std::string& dir, time_t t) {
-  struct utimbuf u{t, t};
+  struct utimbuf u {
+    t, t
+  };
   ASSERT_EQ(::utime(JoinPath(dir, "last_used").c_str(), &u), 0);
 }
 
@@ -272,8 +273,10 @@ TEST(CacheSecurity, SymlinkPlantedInsideAnEntryIsNotFollowed) {
     ASSERT_TRUE(PutFake(e->get(), 1).ok());
     dir = (*e)->dir();
   }
-  ASSERT_EQ(::symlink(outside.Sub("secret.idx").c_str(), JoinPath(dir, "seg-evil-0000.idx").c_str()), 0);
-  ASSERT_EQ(::symlink(outside.Sub("secret.idx").c_str(), JoinPath(dir, "seg-evil-0000.dat").c_str()), 0);
+  ASSERT_EQ(
+      ::symlink(outside.Sub("secret.idx").c_str(), JoinPath(dir, "seg-evil-0000.idx").c_str()), 0);
+  ASSERT_EQ(
+      ::symlink(outside.Sub("secret.idx").c_str(), JoinPath(dir, "seg-evil-0000.dat").c_str()), 0);
   {
     auto e = CacheEntry::Open(o, FakeKey(10));
     ASSERT_TRUE(e.ok()) << e.status().ToString();

@@ -1,12 +1,11 @@
 // Real processes on one cache: `ssdfeed warm` killed with SIGKILL at random
 // moments, and four warmers on one entry at once.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -62,8 +61,8 @@ struct Fixture {
     spec.resize_short = 48;
   }
   std::vector<std::string> WarmArgs(const std::string& cache) const {
-    return {test::CliPath(), "warm", "--source", uri, "--cache", cache, "--resize-short", "48",
-            "--json", "--quiet", "--workers", "2"};
+    return {test::CliPath(),  "warm", "--source", uri,       "--cache",   cache,
+            "--resize-short", "48",   "--json",   "--quiet", "--workers", "2"};
   }
   // Every sample of the entry under cache, as served.
   std::vector<std::string> Served(const std::string& cache, uint64_t* present) const {
@@ -100,7 +99,8 @@ TEST(CacheProcess, WarmKilledAtRandomMomentsThenCompletedEqualsCleanFill) {
   ASSERT_EQ(clean_present, 240u);
   auto t0 = std::chrono::steady_clock::now();
   ASSERT_EQ(Wait(Spawn(f.WarmArgs(f.dir.Sub("timing")), f.dir.Sub("t.json"))), 0);
-  double full_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  double full_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
   std::mt19937 rng(7);
   std::string cache = f.dir.Sub("killed");
@@ -140,7 +140,8 @@ TEST(CacheProcess, FourWarmersOnOneEntryPrepareEachSampleAboutOnce) {
   for (int i = 0; i < 4; ++i) {
     ASSERT_EQ(Wait(pids[i]), 0);
     std::string text;
-    ASSERT_TRUE(Env::Default()->ReadFileToString(f.dir.Sub("w" + std::to_string(i) + ".json"), &text).ok());
+    ASSERT_TRUE(
+        Env::Default()->ReadFileToString(f.dir.Sub("w" + std::to_string(i) + ".json"), &text).ok());
     auto j = nlohmann::json::parse(text);
     prepared += j["prepared"].get<uint64_t>();
   }

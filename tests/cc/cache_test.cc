@@ -1,14 +1,14 @@
+#include "ssdfeed/cache.h"
+
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <utime.h>
-
-#include <gtest/gtest.h>
 
 #include <fstream>
 #include <random>
 
 #include "cache_test_util.h"
-#include "ssdfeed/cache.h"
 #include "test_util.h"
 
 namespace ssdfeed {

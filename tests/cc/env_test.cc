@@ -1,9 +1,9 @@
+#include "ssdfeed/env.h"
+
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <gtest/gtest.h>
-
-#include "ssdfeed/env.h"
 #include "test_util.h"
 
 namespace ssdfeed {

@@ -1,10 +1,11 @@
+#include "ssdfeed/image.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <opencv2/imgproc.hpp>
 
 #include "ssdfeed/dataset.h"
-#include "ssdfeed/image.h"
 
 namespace ssdfeed {
 namespace {

@@ -1,10 +1,11 @@
+#include "ssdfeed/loader.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
 #include <set>
 
 #include "ssdfeed/dataset.h"
-#include "ssdfeed/loader.h"
 #include "test_util.h"
 
 namespace ssdfeed {
@@ -22,8 +23,10 @@ TEST(EpochOrder, DistributedSamplerSemantics) {
     }
     EXPECT_EQ(per, drop ? 3u : 4u);
     for (uint64_t id = 0; id < 10; ++id) {
-      if (drop) EXPECT_LE(all.count(id), 1u);
-      else EXPECT_GE(all.count(id), 1u);  // every sample at least once, 2 padded
+      if (drop)
+        EXPECT_LE(all.count(id), 1u);
+      else
+        EXPECT_GE(all.count(id), 1u);  // every sample at least once, 2 padded
     }
     EXPECT_EQ(all.size(), drop ? 9u : 12u);
   }

@@ -1,10 +1,11 @@
-#include <sys/stat.h>
-#include <unistd.h>
-#include <utime.h>
+#include "ssdfeed/source.h"
 
 #include <archive.h>
 #include <archive_entry.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <utime.h>
 
 #include <fstream>
 #include <set>
@@ -12,7 +13,6 @@
 #include "source/tfrecord_format.h"
 #include "ssdfeed/dataset.h"
 #include "ssdfeed/image.h"
-#include "ssdfeed/source.h"
 #include "test_util.h"
 
 namespace ssdfeed {
@@ -92,7 +92,9 @@ TEST_P(AllFormats, IdentityChangesWhenAFileChanges) {
   // Touch one input file with an older mtime.
   std::string path = (*a)->Describe(0);
   path = path.substr(0, path.find(' '));
-  struct utimbuf t{1000000, 1000000};
+  struct utimbuf t {
+    1000000, 1000000
+  };
   ASSERT_EQ(::utime(path.c_str(), &t), 0);
   auto c = OpenSource(r.uri);
   ASSERT_TRUE(c.ok());
