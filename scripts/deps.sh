@@ -6,7 +6,7 @@ set -euo pipefail
 APT_PACKAGES=(
   build-essential pkg-config ninja-build
   libturbojpeg0-dev libspng-dev libopencv-imgproc-dev liburing-dev libxxhash-dev
-  libprotobuf-dev protobuf-compiler libarchive-dev libcli11-dev nlohmann-json3-dev
+  libarchive-dev libcli11-dev nlohmann-json3-dev
   prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev clang-format
 )

@@ -1,12 +1,8 @@
 #include "source/tfrecord_format.h"
 
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
-
 #include <cstring>
 
 #include "source/shard_files.h"
-#include "tf_example.pb.h"  // generated from src/source/proto/tf_example.proto
 #include "util/crc32c.h"
 
 namespace ssdfeed {
@@ -71,49 +67,6 @@ Status ReadTFRecord(const RandomAccessFile& f, const RecordSpan& span, size_t in
   if (crc32c::Mask(crc32c::Value(out->data(), span.length)) != want)
     return Status::Corruption(Where(f, index) + ": bad data CRC");
   return Status::OK();
-}
-
-Status ParseExample(std::string_view serialized, const ExampleKeys& keys, EncodedSample* out) {
-  tensorflow::Example ex;
-  if (!ex.ParseFromArray(serialized.data(), static_cast<int>(serialized.size())))
-    return Status::Corruption("not a tf.train.Example");
-  const auto& fmap = ex.features().feature();
-  auto find = [&](const std::string& want, const char* d1,
-                  const char* d2) -> const tensorflow::Feature* {
-    for (const std::string& k :
-         want.empty() ? std::vector<std::string>{d1, d2} : std::vector<std::string>{want}) {
-      auto it = fmap.find(k);
-      if (it != fmap.end()) return &it->second;
-    }
-    return nullptr;
-  };
-  const tensorflow::Feature* img = find(keys.image_key, "image/encoded", "image");
-  if (img == nullptr || img->bytes_list().value_size() == 0)
-    return Status::Corruption(
-        "Example has no image bytes under " +
-        (keys.image_key.empty() ? std::string("image/encoded or image") : keys.image_key));
-  out->bytes = img->bytes_list().value(0);
-  const tensorflow::Feature* lab = find(keys.label_key, "image/class/label", "label");
-  out->label =
-      (lab != nullptr && lab->int64_list().value_size() > 0) ? lab->int64_list().value(0) : -1;
-  return Status::OK();
-}
-
-std::string SerializeExample(std::string_view image, int64_t label) {
-  tensorflow::Example ex;
-  auto* fmap = ex.mutable_features()->mutable_feature();
-  (*fmap)["image/encoded"].mutable_bytes_list()->add_value(std::string(image));
-  (*fmap)["image/format"].mutable_bytes_list()->add_value("jpeg");
-  (*fmap)["image/class/label"].mutable_int64_list()->add_value(label);
-  // Map order is unspecified unless asked: same dataset, same bytes.
-  std::string out;
-  {
-    google::protobuf::io::StringOutputStream sos(&out);
-    google::protobuf::io::CodedOutputStream cos(&sos);
-    cos.SetSerializationDeterministic(true);
-    ex.SerializeToCodedStream(&cos);
-  }
-  return out;
 }
 
 Status AppendTFRecord(WritableFile* f, std::string_view data) {

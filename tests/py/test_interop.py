@@ -187,3 +187,18 @@ def test_prepare_spec_validation():
         ssdfeed.Prepare(resize_short=10, resize=(5, 5))
     assert ssdfeed.Prepare(resize_short=256).canonical() != ssdfeed.Prepare(resize_short=224).canonical()
     assert ssdfeed.Prepare(resize_short=256).canonical() == ssdfeed.Prepare(resize_short=256).canonical()
+
+
+def test_importing_tensorflow_first_then_ssdfeed_works(small_datasets):
+    """TensorFlow exports its protobuf with RTLD_GLOBAL; ssdfeed must not
+    bind to it (this crashed when ssdfeed linked libprotobuf)."""
+    pytest.importorskip("tensorflow")
+    import subprocess
+    import sys
+    code = ("import tensorflow, ssdfeed, sys; s = ssdfeed.open_source(sys.argv[1]); "
+            "print(len(s), s.read(3)[1])")
+    r = subprocess.run([sys.executable, "-c", code, small_datasets["tfrecord"]["uri"]],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    src = ssdfeed.open_source(small_datasets["tfrecord"]["uri"])
+    assert r.stdout.split() == ["48", str(src.read(3)[1])]
