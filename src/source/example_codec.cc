@@ -102,50 +102,48 @@ bool FindFeatures(std::string_view example, const std::vector<std::string>& want
   return true;
 }
 
-// First element of Feature.bytes_list (field 1) or Feature.int64_list (3).
-bool FirstBytes(std::string_view feature, std::string_view* out) {
+// The list message in field `kind` of a Feature (1 bytes_list, 3 int64_list).
+bool FeatureList(std::string_view feature, uint32_t kind, std::string_view* list) {
   WireReader f(feature);
   uint32_t num, type;
-  std::string_view list;
   uint64_t v;
   while (!f.done()) {
-    if (!f.Field(&num, &type, &list, &v)) return false;
-    if (num != 1 || type != kLength) continue;
-    WireReader l(list);
-    std::string_view item;
-    while (!l.done()) {
-      if (!l.Field(&num, &type, &item, &v)) return false;
-      if (num == 1 && type == kLength) {
-        *out = item;
-        return true;
-      }
-    }
+    if (!f.Field(&num, &type, list, &v)) return false;
+    if (num == kind && type == kLength) return true;
+  }
+  return false;
+}
+
+bool FirstBytes(std::string_view feature, std::string_view* out) {
+  std::string_view list;
+  if (!FeatureList(feature, 1, &list)) return false;
+  WireReader l(list);
+  uint32_t num, type;
+  uint64_t v;
+  while (!l.done()) {
+    if (!l.Field(&num, &type, out, &v)) return false;
+    if (num == 1 && type == kLength) return true;
   }
   return false;
 }
 
 bool FirstInt64(std::string_view feature, int64_t* out) {
-  WireReader f(feature);
+  std::string_view list, packed;
+  if (!FeatureList(feature, 3, &list)) return false;
+  WireReader l(list);
   uint32_t num, type;
-  std::string_view list;
   uint64_t v;
-  while (!f.done()) {
-    if (!f.Field(&num, &type, &list, &v)) return false;
-    if (num != 3 || type != kLength) continue;
-    WireReader l(list);
-    std::string_view packed;
-    while (!l.done()) {
-      if (!l.Field(&num, &type, &packed, &v)) return false;
-      if (num != 1) continue;
-      if (type == kVarint) {  // unpacked
-        *out = static_cast<int64_t>(v);
-        return true;
-      }
-      WireReader p(packed);
-      if (type == kLength && !p.done() && p.Varint(&v)) {
-        *out = static_cast<int64_t>(v);
-        return true;
-      }
+  while (!l.done()) {
+    if (!l.Field(&num, &type, &packed, &v)) return false;
+    if (num != 1) continue;
+    if (type == kVarint) {  // unpacked
+      *out = static_cast<int64_t>(v);
+      return true;
+    }
+    WireReader p(packed);
+    if (type == kLength && !p.done() && p.Varint(&v)) {
+      *out = static_cast<int64_t>(v);
+      return true;
     }
   }
   return false;
