@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
 from typing import Iterator, Optional, Sequence, Tuple, Union
@@ -160,7 +159,3 @@ class Loader:
         self._epoch = int(state["epoch"])
         self._resume = True
 
-
-def batches_per_epoch(n: int, batch_size: int, world_size: int = 1, drop_last: bool = False) -> int:
-    per = n // world_size if drop_last else math.ceil(n / world_size)
-    return per // batch_size if drop_last else math.ceil(per / batch_size)

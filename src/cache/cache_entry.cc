@@ -92,13 +92,11 @@ class CacheEntryImpl final : public CacheEntry {
   }
 
   Status Init() {
-    Env* env = opts_.env;
     if (!foreign_) {
       SSDFEED_RETURN_IF_ERROR(
           claims_.Open(JoinPath(dir_, "claims"), key_.samples_total, FileMode(opts_)));
       capacity_->SetCounters(&counters_);
     }
-    (void)env;
     return Refresh();
   }
 
