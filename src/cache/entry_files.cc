@@ -39,6 +39,20 @@ Status ReadManifest(Env* env, const std::string& dir, std::string* json_text) {
   return env->ReadFileToString(JoinPath(dir, "manifest.json"), json_text);
 }
 
+Result<EntryKey> ReadEntryKey(Env* env, const std::string& dir) {
+  std::string text;
+  SSDFEED_RETURN_IF_ERROR(ReadManifest(env, dir, &text));
+  auto m = nlohmann::json::parse(text, nullptr, false);
+  if (!m.is_object()) return Status::Corruption(dir + "/manifest.json: not a JSON object");
+  EntryKey key;
+  key.source_uri = m.value("source", "");
+  key.source_identity = m.value("source_identity", "");
+  key.spec = m.value("spec", "");
+  key.samples_total = m.value("samples_total", uint64_t{0});
+  key.prepare_json = m.contains("prepare") ? m["prepare"].dump() : "{}";
+  return key;
+}
+
 void TouchLastUsed(Env* env, const std::string& dir, uint32_t mode) {
   // Its mtime is what LRU eviction orders by; content is for people.
   env->WriteFileAtomic(JoinPath(dir, "last_used"),

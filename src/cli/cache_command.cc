@@ -3,6 +3,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "cache/entry_files.h"
 #include "cli/options.h"
 #include "pipeline/entry_key.h"
 #include "pipeline/fetcher.h"
@@ -55,16 +56,9 @@ int RunLs(const CacheArgs& ca, bool json) {
 
 // Reopens an entry from its manifest (and its source, for repair).
 int VerifyOne(const CacheOptions& o, const EntryInfo& info, bool repair, nlohmann::json* out) {
-  std::string text;
-  Env::Default()->ReadFileToString(JoinPath(info.dir, "manifest.json"), &text);
-  auto m = nlohmann::json::parse(text, nullptr, false);
-  if (!m.is_object()) return Fail(info.dir + ": unreadable manifest.json");
-  EntryKey key;
-  key.source_uri = m.value("source", "");
-  key.source_identity = m.value("source_identity", "");
-  key.spec = m.value("spec", "");
-  key.samples_total = m.value("samples_total", uint64_t{0});
-  key.prepare_json = m.contains("prepare") ? m["prepare"].dump() : "{}";
+  auto read = ReadEntryKey(Env::Default(), info.dir);
+  if (!read.ok()) return Fail(read.status().message());
+  const EntryKey& key = *read;
   auto entry = CacheEntry::Open(o, key);
   if (!entry.ok()) return Fail(entry.status().message());
   VerifyReport r;

@@ -25,6 +25,12 @@ void SampleFetcher::MaybeRefresh() {
   cache_->Refresh();
 }
 
+bool SampleFetcher::GetCached(uint64_t id, FetchScratch* s, CachedSample* out) {
+  if (!cache_->Get(id, &s->cache_buf, out).ok()) return false;
+  counters_.cache_bytes += out->bytes();
+  return true;
+}
+
 Status SampleFetcher::Fetch(uint64_t id, FetchScratch* s, CachedSample* out) {
   if (cache_ == nullptr) return FromOrigin(id, s, out);
   Status st = cache_->Get(id, &s->cache_buf, out);
@@ -40,9 +46,8 @@ Status SampleFetcher::Fetch(uint64_t id, FetchScratch* s, CachedSample* out) {
   }
   if (st.IsNotFound()) {
     MaybeRefresh();
-    if (cache_->Get(id, &s->cache_buf, out).ok()) {
+    if (GetCached(id, s, out)) {
       counters_.cache_hits++;
-      counters_.cache_bytes += out->bytes();
       return Status::OK();
     }
   }
@@ -54,9 +59,8 @@ Status SampleFetcher::Fetch(uint64_t id, FetchScratch* s, CachedSample* out) {
     // Another process may have stored it and let go of its claim since our
     // last refresh: one more look saves preparing it twice.
     cache_->Refresh();
-    if (cache_->Get(id, &s->cache_buf, out).ok()) {
+    if (GetCached(id, s, out)) {
       cache_->ReleaseClaim(id);
-      counters_.cache_bytes += out->bytes();
       return Status::OK();
     }
   }
@@ -75,10 +79,7 @@ bool SampleFetcher::WaitForOther(uint64_t id, FetchScratch* s, CachedSample* out
   while (NowUs() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
     cache_->Refresh();
-    if (cache_->Get(id, &s->cache_buf, out).ok()) {
-      counters_.cache_bytes += out->bytes();
-      return true;
-    }
+    if (GetCached(id, s, out)) return true;
     if (cache_->TryClaim(id)) return false;  // its preparer died or gave up
   }
   return false;  // bounded: prepare it ourselves

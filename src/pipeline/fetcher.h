@@ -44,6 +44,8 @@ class SampleFetcher {
   CacheEntry* cache() const { return cache_; }
 
  private:
+  // Get from the cache, counting the bytes served; true on success.
+  bool GetCached(uint64_t id, FetchScratch* s, CachedSample* out);
   bool WaitForOther(uint64_t id, FetchScratch* s, CachedSample* out);
   Status FromOrigin(uint64_t id, FetchScratch* s, CachedSample* out);
   void MaybeRefresh();
