@@ -35,6 +35,11 @@ struct CacheOptions {
   // How long to wait for a sample another live process is preparing before
   // preparing it too (bounds duplicated work vs. stalls). Default 3 s.
   double claim_wait_seconds = 3.0;
+  // Opening an entry counts as using it: its last_used (which orders LRU
+  // eviction and `gc --older-than`) is refreshed at open, every minute while
+  // in use, and at close. Tools that only inspect (verify, ls, export) set
+  // false. Default true.
+  bool record_use = true;
   // All file access. Default Env::Default().
   Env* env = nullptr;
 };
@@ -75,6 +80,9 @@ class CacheEntry {
 
   // Opens (creating if needed) the entry for key under opts.root. Holds a
   // shared "in use" lock until destroyed, so no other process evicts it.
+  // Refuses a root other users may write to (InvalidArgument); rebuilds an
+  // entry whose manifest is damaged; retries when an evictor moves the entry
+  // away meanwhile.
   static Result<std::unique_ptr<CacheEntry>> Open(const CacheOptions& opts, const EntryKey& key);
 
   // Reads sample id into *buf. NotFound when absent; Corruption when the
@@ -104,7 +112,7 @@ class CacheEntry {
   virtual uint64_t samples_total() const = 0;
   virtual bool read_only() const = 0;  // owned by another user
   virtual const std::string& dir() const = 0;
-  virtual const std::string& warning() const = 0;  // why admission stopped
+  virtual std::string warning() const = 0;  // why admission stopped (empty if admitting)
   virtual CacheCounters& counters() = 0;
 };
 

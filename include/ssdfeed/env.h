@@ -19,7 +19,9 @@ struct FileInfo {
   bool is_dir = false;
   bool is_symlink = false;  // only from Lstat
   uint32_t uid = 0;
-  uint32_t mode = 0;
+  uint32_t gid = 0;
+  uint32_t mode = 0;  // permission bits incl. setgid / sticky (07777)
+  uint64_t inode = 0;
 };
 
 // Positional reads; safe to call from many threads at once.
@@ -73,7 +75,8 @@ class Env {
   virtual Result<FileInfo> Stat(const std::string& path) = 0;   // follows links
   virtual Result<FileInfo> Lstat(const std::string& path) = 0;  // does not
   virtual bool FileExists(const std::string& path) = 0;
-  // Creates one directory level; OK if it already exists as a directory.
+  // Creates one directory level; OK if it already exists as a directory. A new
+  // directory gets exactly `mode` (setgid included), whatever the umask.
   virtual Status CreateDir(const std::string& path, uint32_t mode = 0700) = 0;
   virtual Status RemoveFile(const std::string& path) = 0;
   virtual Status RemoveDir(const std::string& path) = 0;
@@ -82,14 +85,21 @@ class Env {
   virtual Status SyncDir(const std::string& dir) = 0;
   virtual Status TruncateFile(const std::string& path, uint64_t size) = 0;
 
-  // flock(LOCK_EX or LOCK_SH); non-blocking ones return Busy when held.
+  // flock(LOCK_EX or LOCK_SH) on path, created with exactly `mode` if absent
+  // (never through a symlink; a non-regular file is refused, never opened
+  // blocking). A non-blocking lock held elsewhere gives Busy.
   virtual Result<std::unique_ptr<FileLock>> LockFile(const std::string& path, bool exclusive,
-                                                     bool blocking) = 0;
+                                                     bool blocking, uint32_t mode = 0600) = 0;
 
   // Bytes free to unprivileged users on the filesystem holding path, and its size.
   virtual Status FsSpace(const std::string& path, uint64_t* free_bytes, uint64_t* total) = 0;
 
   virtual int64_t NowMicros() = 0;
+
+  // Deletes dir and the files directly inside it through a directory
+  // descriptor (openat/unlinkat): never follows a symlink, never descends
+  // into a subdirectory (one inside makes it fail). Missing dir: OK.
+  virtual Status RemoveDirAndFiles(const std::string& dir) = 0;
 
   // Reads a whole file (convenience over NewRandomAccessFile).
   Status ReadFileToString(const std::string& path, std::string* out);

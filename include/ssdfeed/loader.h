@@ -76,6 +76,9 @@ struct LoaderStats {
   uint64_t decode_errors = 0, corrupt_records = 0, skipped = 0, prepared = 0;
   uint64_t cache_write_errors = 0, cache_capacity_denied = 0, evictions = 0;
   uint64_t batches = 0, samples = 0;
+  // 1 when the cache entry could not be opened (I/O error, no space, no file
+  // descriptors): the loader then serves everything from the origin.
+  uint64_t cache_open_errors = 0;
   double wait_seconds = 0;                    // consumer time spent waiting for batches
   std::vector<double> wait_histogram_bounds;  // seconds (upper bounds)
   std::vector<uint64_t> wait_histogram;       // one more than bounds (+Inf)

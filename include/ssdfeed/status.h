@@ -44,6 +44,7 @@ class Status {
   bool IsCorruption() const { return code_ == Code::kCorruption; }
   bool IsNoSpace() const { return code_ == Code::kNoSpace; }
   bool IsIOError() const { return code_ == Code::kIOError; }
+  bool IsBusy() const { return code_ == Code::kBusy; }
   const std::string& message() const { return msg_; }
   std::string ToString() const;
 

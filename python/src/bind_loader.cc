@@ -120,6 +120,7 @@ nb::dict StatsDict(const LoaderStats& s) {
   d["wait_histogram"] = counts;
   d["cache_dir"] = s.cache_dir;
   d["cache_warning"] = s.cache_warning;
+  d["cache_open_errors"] = s.cache_open_errors;
   d["cache_admitting"] = s.cache_admitting;
   return d;
 }

@@ -22,7 +22,7 @@ Result<std::vector<EntryInfo>> ListEntries(const CacheOptions& in) {
   CacheOptions opts = WithEnv(in);
   RootPaths p(opts.root);
   std::vector<EntryDirInfo> dirs;
-  SSDFEED_RETURN_IF_ERROR(ScanEntries(opts.env, p, &dirs));
+  SSDFEED_RETURN_IF_ERROR(ScanEntries(opts.env, p, opts, &dirs));
   std::vector<EntryInfo> out;
   for (const auto& d : dirs) {
     EntryInfo e;
@@ -31,19 +31,21 @@ Result<std::vector<EntryInfo>> ListEntries(const CacheOptions& in) {
     e.bytes = d.bytes;
     e.last_used = d.last_used_ns / 1000000000;
     e.foreign = d.foreign;
+    auto key = ReadEntryKey(opts.env, d.dir);
     std::string text;
     auto j = ReadManifest(opts.env, d.dir, &text).ok() ? nlohmann::json::parse(text, nullptr, false)
                                                        : nlohmann::json();
-    if (!j.is_object()) {
+    if (!key.ok() || !j.is_object()) {
       e.state = "broken: no readable manifest";
       out.push_back(std::move(e));
       continue;
     }
-    e.source_uri = j.value("source", "");
-    e.spec = j.value("spec", "");
-    e.spec_json = j.contains("prepare") ? j["prepare"].dump() : "{}";
-    e.samples_total = j.value("samples_total", uint64_t{0});
-    e.created = j.value("created", int64_t{0});
+    e.source_uri = key->source_uri;
+    e.spec = key->spec;
+    e.spec_json = key->prepare_json;
+    e.samples_total = key->samples_total;
+    e.created =
+        j.contains("created") && j["created"].is_number_integer() ? j["created"].get<int64_t>() : 0;
     e.samples_present = CountIndexed(opts.env, d.dir, e.samples_total);
     e.state = e.samples_present == e.samples_total ? "complete" : "partial";
     e.in_use = !opts.env->LockFile(JoinPath(d.dir, "use.lock"), true, false).ok();
@@ -58,12 +60,18 @@ Status RemoveEntry(const CacheOptions& in, const std::string& name) {
   CacheOptions opts = WithEnv(in);
   RootPaths p(opts.root);
   std::vector<EntryDirInfo> dirs;
-  SSDFEED_RETURN_IF_ERROR(ScanEntries(opts.env, p, &dirs));
+  SSDFEED_RETURN_IF_ERROR(ScanEntries(opts.env, p, opts, &dirs));
+  std::vector<const EntryDirInfo*> matches;
   for (const auto& d : dirs) {
-    if (d.name == name || (name.size() >= 8 && d.name.rfind(name, 0) == 0))
-      return DeleteEntryIfUnused(opts.env, p, d);
+    if (d.name == name) return DeleteEntryIfUnused(opts.env, p, d);
+    if (name.size() >= 4 && d.name.rfind(name, 0) == 0) matches.push_back(&d);
   }
-  return Status::NotFound("no cache entry '" + name + "' under " + opts.root);
+  if (matches.size() == 1) return DeleteEntryIfUnused(opts.env, p, *matches[0]);
+  if (matches.empty()) return Status::NotFound("no cache entry '" + name + "' under " + opts.root);
+  std::string list;
+  for (const auto* d : matches) list += " " + d->name;
+  return Status::InvalidArgument("'" + name + "' matches " + std::to_string(matches.size()) +
+                                 " entries:" + list + "; give more of the name");
 }
 
 Result<std::vector<std::string>> CollectGarbage(const CacheOptions& in, uint64_t max_bytes,
@@ -72,7 +80,7 @@ Result<std::vector<std::string>> CollectGarbage(const CacheOptions& in, uint64_t
   RootPaths p(opts.root);
   EmptyTrash(opts.env, p);
   std::vector<EntryDirInfo> dirs;
-  SSDFEED_RETURN_IF_ERROR(ScanEntries(opts.env, p, &dirs));
+  SSDFEED_RETURN_IF_ERROR(ScanEntries(opts.env, p, opts, &dirs));
   std::sort(dirs.begin(), dirs.end(),
             [](const auto& a, const auto& b) { return a.last_used_ns < b.last_used_ns; });
   uint64_t total = 0;
@@ -94,8 +102,9 @@ Result<std::vector<std::string>> CollectGarbage(const CacheOptions& in, uint64_t
 Result<uint64_t> RootBytes(const CacheOptions& in) {
   CacheOptions opts = WithEnv(in);
   std::vector<EntryDirInfo> dirs;
-  SSDFEED_RETURN_IF_ERROR(ScanEntries(opts.env, RootPaths(opts.root), &dirs));
-  uint64_t total = 0;
+  RootPaths p(opts.root);
+  SSDFEED_RETURN_IF_ERROR(ScanEntries(opts.env, p, opts, &dirs));
+  uint64_t total = TrashBytes(opts.env, p);
   for (const auto& d : dirs) total += d.bytes;
   return total;
 }

@@ -1,11 +1,13 @@
 #include "cache/capacity.h"
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <sstream>
+
+#include "cache/entry_files.h"
 
 namespace ssdfeed {
 
@@ -13,39 +15,49 @@ RootPaths::RootPaths(std::string r)
     : root(std::move(r)),
       entries(JoinPath(root, "entries")),
       trash(JoinPath(root, "trash")),
+      writers(JoinPath(root, "writers")),
       lock(JoinPath(root, "capacity.lock")),
       ledger(JoinPath(root, "capacity.ledger")) {}
 
 namespace {
 
+constexpr char kRootSlotPrefix[] = "w-";
+
 // Bytes of segment files and of the other (small) files of an entry dir.
-void DirBytes(Env* env, const std::string& dir, uint64_t* seg, uint64_t* meta, uint64_t* claims) {
-  *seg = *meta = *claims = 0;
+void DirBytes(Env* env, const std::string& dir, uint64_t* seg, uint64_t* meta, uint64_t* claims,
+              uint64_t* seg_files) {
+  *seg = *meta = *claims = *seg_files = 0;
   std::vector<std::string> names;
   if (!env->GetChildren(dir, &names).ok()) return;
   for (const auto& n : names) {
     auto fi = env->Lstat(JoinPath(dir, n));
     if (!fi.ok() || fi->is_dir) continue;
-    (n.rfind("seg-", 0) == 0 ? *seg : *meta) += fi->size;
+    bool is_seg = n.rfind("seg-", 0) == 0;
+    (is_seg ? *seg : *meta) += fi->size;
+    *seg_files += is_seg;
     if (n == "claims") *claims = fi->size;
   }
 }
 
+// A ledger row: writer slot (root writers/ dir) and the bytes it reserved.
 struct LedgerRow {
-  long pid;
-  std::string writer;
+  uint32_t slot;
   uint64_t bytes;
 };
 
-std::vector<LedgerRow> ReadLedger(Env* env, const std::string& path) {
+// Rows of writers whose slot lock nobody holds are dropped: their
+// reservation died with them (a pid would not tell, across PID namespaces).
+std::vector<LedgerRow> ReadLiveLedger(Env* env, const RootPaths& p) {
   std::string text;
   std::vector<LedgerRow> rows;
-  if (!env->ReadFileToString(path, &text).ok()) return rows;
+  if (!env->ReadFileToString(p.ledger, &text).ok()) return rows;
   std::istringstream in(text);
-  LedgerRow r;
-  while (in >> r.pid >> r.writer >> r.bytes) {
-    // Rows of dead processes are dropped: their reservation died with them.
-    if (::kill(static_cast<pid_t>(r.pid), 0) == 0 || errno == EPERM) rows.push_back(r);
+  std::string line;
+  while (std::getline(in, line)) {
+    unsigned slot = 0;
+    unsigned long long bytes = 0;
+    if (std::sscanf(line.c_str(), "w%u %llu", &slot, &bytes) != 2) continue;
+    if (SlotAlive(env, p.writers, kRootSlotPrefix, slot)) rows.push_back({slot, bytes});
   }
   return rows;
 }
@@ -53,35 +65,62 @@ std::vector<LedgerRow> ReadLedger(Env* env, const std::string& path) {
 Status WriteLedger(Env* env, const std::string& path, const std::vector<LedgerRow>& rows,
                    uint32_t mode) {
   std::ostringstream out;
-  for (const auto& r : rows) out << r.pid << " " << r.writer << " " << r.bytes << "\n";
+  for (const auto& r : rows) out << "w" << r.slot << " " << r.bytes << "\n";
   return env->WriteFileAtomic(path, out.str(), mode);
+}
+
+bool InOurGroups(uint32_t gid) {
+  if (gid == ::getegid()) return true;
+  gid_t groups[256];
+  int n = ::getgroups(256, groups);
+  return std::find(groups, groups + std::max(n, 0), gid) != groups + std::max(n, 0);
 }
 
 }  // namespace
 
-Status ScanEntries(Env* env, const RootPaths& p, std::vector<EntryDirInfo>* out) {
+bool IsForeignEntry(const FileInfo& fi, const CacheOptions& opts) {
+  if (fi.uid == ::geteuid()) return false;
+  // A group-shared cache is filled by every member of the group.
+  return !(opts.group_shared && (fi.mode & 020) && InOurGroups(fi.gid));
+}
+
+Status ScanEntries(Env* env, const RootPaths& p, const CacheOptions& opts,
+                   std::vector<EntryDirInfo>* out) {
   std::vector<std::string> names;
   Status s = env->GetChildren(p.entries, &names);
   if (s.IsNotFound()) return Status::OK();
   SSDFEED_RETURN_IF_ERROR(s);
-  uid_t me = ::geteuid();
   for (const auto& n : names) {
     std::string dir = JoinPath(p.entries, n);
     auto fi = env->Lstat(dir);
     if (!fi.ok() || fi->is_symlink || !fi->is_dir) continue;  // never followed
-    uint64_t seg, meta, claims;
-    DirBytes(env, dir, &seg, &meta, &claims);
-    EntryDirInfo e{n,
-                   dir,
-                   seg + meta,
-                   seg + std::max(meta, MetaAllowance(claims / 4)),
-                   fi->mtime_ns,
-                   fi->uid != me};
+    uint64_t seg, meta, claims, seg_files;
+    DirBytes(env, dir, &seg, &meta, &claims, &seg_files);
+    EntryDirInfo e;
+    e.name = n;
+    e.dir = dir;
+    e.bytes = seg + meta;
+    e.charged = seg + std::max(meta, MetaAllowance(claims / 4));
+    e.last_used_ns = fi->mtime_ns;
+    e.foreign = IsForeignEntry(*fi, opts);
+    e.segment_files = seg_files;
     auto lu = env->Lstat(JoinPath(dir, "last_used"));
     if (lu.ok()) e.last_used_ns = lu->mtime_ns;
     out->push_back(std::move(e));
   }
   return Status::OK();
+}
+
+uint64_t TrashBytes(Env* env, const RootPaths& p) {
+  std::vector<std::string> names;
+  if (!env->GetChildren(p.trash, &names).ok()) return 0;
+  uint64_t total = 0;
+  for (const auto& n : names) {
+    uint64_t seg, meta, claims, seg_files;
+    DirBytes(env, JoinPath(p.trash, n), &seg, &meta, &claims, &seg_files);
+    total += seg + meta;
+  }
+  return total;
 }
 
 void EmptyTrash(Env* env, const RootPaths& p) {
@@ -90,49 +129,88 @@ void EmptyTrash(Env* env, const RootPaths& p) {
   for (const auto& n : names) {
     std::string dir = JoinPath(p.trash, n);
     auto fi = env->Lstat(dir);
-    if (!fi.ok() || !fi->is_dir || fi->is_symlink) continue;
-    std::vector<std::string> files;
-    if (!env->GetChildren(dir, &files).ok()) continue;
-    for (const auto& f : files) {
-      auto ffi = env->Lstat(JoinPath(dir, f));
-      if (ffi.ok() && !ffi->is_dir) env->RemoveFile(JoinPath(dir, f));  // unlink never follows
+    if (!fi.ok() || fi->is_symlink) continue;
+    if (fi->is_dir) {
+      (void)env->RemoveDirAndFiles(dir);  // another process may be at it too
+    } else {
+      (void)env->RemoveFile(dir);
     }
-    env->RemoveDir(dir);
   }
 }
 
-Status DeleteEntryIfUnused(Env* env, const RootPaths& p, const EntryDirInfo& e) {
+Status TrashEntryIfUnused(Env* env, const RootPaths& p, const EntryDirInfo& e) {
   if (e.foreign) return Status::InvalidArgument(e.name + ": owned by another user, not deleted");
   auto lock = env->LockFile(JoinPath(e.dir, "use.lock"), true, false);
-  if (!lock.ok()) return Status::Busy(e.name + ": in use by a running process");
+  if (!lock.ok()) {
+    if (lock.status().IsBusy()) return Status::Busy(e.name + ": in use by a running process");
+    return lock.status();
+  }
   static std::atomic<int> n{0};
-  SSDFEED_RETURN_IF_ERROR(env->CreateDir(p.trash, 0700));
   std::string dest =
-      JoinPath(p.trash, e.name + "." + std::to_string(::getpid()) + "." + std::to_string(n++));
+      JoinPath(p.trash, e.name + "." + std::to_string(::getpid()) + "." + std::to_string(n++) +
+                            "." + std::to_string(env->NowMicros()));
   SSDFEED_RETURN_IF_ERROR(env->RenameFile(e.dir, dest));
-  lock->reset();
+  // Durable: after a power cut the entry is either in place or in trash/.
+  SSDFEED_RETURN_IF_ERROR(env->SyncDir(p.entries));
+  return env->SyncDir(p.trash);
+}
+
+Status DeleteEntryIfUnused(Env* env, const RootPaths& p, const EntryDirInfo& e) {
+  SSDFEED_RETURN_IF_ERROR(TrashEntryIfUnused(env, p, e));
   EmptyTrash(env, p);
   return Status::OK();
+}
+
+Status CheckRootTrusted(Env* env, const CacheOptions& opts) {
+  RootPaths p(opts.root);
+  SSDFEED_ASSIGN_OR_RETURN(FileInfo root, env->Stat(opts.root));
+  bool sticky = root.mode & 01000;
+  if (!root.is_dir) return Status::InvalidArgument(opts.root + ": cache root is not a directory");
+  auto refuse = [&](const std::string& path, const char* who) {
+    return Status::InvalidArgument(
+        path + ": writable by " + who +
+        ", who could plant cache entries that would be served; refusing it (chmod o-w" +
+        (opts.group_shared ? "" : ",g-w") + ", set the sticky bit" +
+        (opts.group_shared ? "" : ", or use --group-shared for a group's cache") + ")");
+  };
+  if ((root.mode & 002) && !sticky) return refuse(opts.root, "all users");
+  if ((root.mode & 020) && !sticky && !opts.group_shared) return refuse(opts.root, "its group");
+  auto ent = env->Lstat(p.entries);
+  if (!ent.ok()) return ent.status().IsNotFound() ? Status::OK() : ent.status();
+  if (ent->is_symlink || !ent->is_dir)
+    return Status::InvalidArgument(p.entries + ": not a directory (a symlink?); refusing it");
+  if (ent->mode & 002) return refuse(p.entries, "all users");
+  if ((ent->mode & 020) && !opts.group_shared) return refuse(p.entries, "its group");
+  return Status::OK();
+}
+
+Status PrepareRoot(Env* env, const CacheOptions& opts) {
+  RootPaths p(opts.root);
+  uint32_t mode = DirMode(opts);
+  SSDFEED_RETURN_IF_ERROR(CreateDirs(env, opts.root, mode));
+  SSDFEED_RETURN_IF_ERROR(CheckRootTrusted(env, opts));
+  for (const std::string* d : {&p.entries, &p.trash, &p.writers}) {
+    auto fi = env->Lstat(*d);
+    if (fi.ok() && (fi->is_symlink || !fi->is_dir))
+      return Status::InvalidArgument(*d + ": not a directory (a symlink?); refusing it");
+    if (!fi.ok()) SSDFEED_RETURN_IF_ERROR(env->CreateDir(*d, mode));
+  }
+  return CheckRootTrusted(env, opts);
 }
 
 Result<uint64_t> DefaultCapacity(const CacheOptions& opts) {
   RootPaths p(opts.root);
   std::vector<EntryDirInfo> entries;
-  SSDFEED_RETURN_IF_ERROR(ScanEntries(opts.env, p, &entries));
-  uint64_t used = 0;
+  SSDFEED_RETURN_IF_ERROR(ScanEntries(opts.env, p, opts, &entries));
+  uint64_t used = TrashBytes(opts.env, p);
   for (const auto& e : entries) used += e.charged;
   uint64_t free_bytes = 0, total = 0;
   SSDFEED_RETURN_IF_ERROR(opts.env->FsSpace(opts.root, &free_bytes, &total));
   return used + free_bytes / 5 * 4;
 }
 
-Capacity::Capacity(const CacheOptions& opts, std::string own_entry, std::string writer_id,
-                   CacheCounters* counters)
-    : opts_(opts),
-      paths_(opts.root),
-      own_entry_(std::move(own_entry)),
-      writer_id_(std::move(writer_id)),
-      counters_(counters) {
+Capacity::Capacity(const CacheOptions& opts, std::string own_entry, CacheCounters* counters)
+    : opts_(opts), paths_(opts.root), own_entry_(std::move(own_entry)), counters_(counters) {
   capacity_ = opts.capacity_bytes;
   if (capacity_ == 0) {
     auto d = DefaultCapacity(opts);
@@ -142,64 +220,81 @@ Capacity::Capacity(const CacheOptions& opts, std::string own_entry, std::string 
 
 Capacity::~Capacity() { Release(); }
 
+Status Capacity::EnsureSlot() {
+  if (slot_) return Status::OK();
+  SSDFEED_ASSIGN_OR_RETURN(
+      slot_, WriterSlot::Acquire(opts_.env, paths_.writers, kRootSlotPrefix, FileMode(opts_)));
+  return Status::OK();
+}
+
 Result<uint64_t> Capacity::Reserve(uint64_t need) {
-  Env* env = opts_.env;
-  uint32_t mode = opts_.group_shared ? 0660 : 0600;
-  SSDFEED_ASSIGN_OR_RETURN(auto lock, env->LockFile(paths_.lock, true, true));
-  std::vector<LedgerRow> rows = ReadLedger(env, paths_.ledger);
-  long me = ::getpid();
-  rows.erase(
-      std::remove_if(rows.begin(), rows.end(),
-                     [&](const LedgerRow& r) { return r.pid == me && r.writer == writer_id_; }),
-      rows.end());
-  uint64_t reserved = 0;
-  for (const auto& r : rows) reserved += r.bytes;
-  std::vector<EntryDirInfo> entries;
-  SSDFEED_RETURN_IF_ERROR(ScanEntries(env, paths_, &entries));
-  uint64_t used = reserved;
-  for (const auto& e : entries) used += e.charged;
-  // Least recently used first; our own entry and foreign ones never.
-  std::sort(entries.begin(), entries.end(),
-            [](const auto& a, const auto& b) { return a.last_used_ns < b.last_used_ns; });
-  for (const auto& e : entries) {
-    if (used + need <= capacity_) break;
-    if (e.dir == own_entry_ || e.foreign) continue;
-    if (DeleteEntryIfUnused(env, paths_, e).ok()) {
-      used -= std::min(used, e.charged);
-      if (counters_ != nullptr) counters_->evictions++;
-    }
+  SSDFEED_RETURN_IF_ERROR(EnsureSlot());
+  std::string why;
+  // Each pass either grants, or evicts at least one entry (finite), or fails.
+  for (int pass = 0; pass < 64; ++pass) {
+    EmptyTrash(opts_.env, paths_);  // outside the lock: nobody waits on deletions
+    uint64_t grant = 0;
+    SSDFEED_ASSIGN_OR_RETURN(Outcome o, TryReserveLocked(need, &grant, &why));
+    if (o == Outcome::kGranted) return grant;
+    if (o == Outcome::kFull) break;
   }
+  return Status::NoSpace(why);
+}
+
+Result<Capacity::Outcome> Capacity::TryReserveLocked(uint64_t need, uint64_t* grant,
+                                                     std::string* why) {
+  Env* env = opts_.env;
+  SSDFEED_ASSIGN_OR_RETURN(auto lock, env->LockFile(paths_.lock, true, true, FileMode(opts_)));
+  std::vector<LedgerRow> rows = ReadLiveLedger(env, paths_);
+  std::erase_if(rows, [&](const LedgerRow& r) { return r.slot == slot_->id(); });
+  uint64_t used = TrashBytes(env, paths_);  // deleted but not yet gone: still on disk
+  for (const auto& r : rows) used += r.bytes;
+  std::vector<EntryDirInfo> entries;
+  SSDFEED_RETURN_IF_ERROR(ScanEntries(env, paths_, opts_, &entries));
+  for (const auto& e : entries) used += e.charged;
   uint64_t free_bytes = 0, total = 0;
   SSDFEED_RETURN_IF_ERROR(env->FsSpace(opts_.root, &free_bytes, &total));
   uint64_t headroom = total / 100;  // leave 1% of the filesystem to others
   uint64_t room = used < capacity_ ? capacity_ - used : 0;
   uint64_t fs_room = free_bytes > headroom ? free_bytes - headroom : 0;
-  uint64_t grant = std::min({std::max(need, opts_.reserve_chunk), room, fs_room});
-  if (grant < need) {
-    SSDFEED_RETURN_IF_ERROR(WriteLedger(env, paths_.ledger, rows, mode));
-    return Status::NoSpace("cache root " + opts_.root + " is full (capacity " +
-                           std::to_string(capacity_) + " bytes, " + std::to_string(used) +
-                           " used or reserved, " + std::to_string(free_bytes) +
-                           " free on the filesystem)");
+  *grant = std::min({std::max(need, opts_.reserve_chunk), room, fs_room});
+  if (*grant >= need) {
+    rows.push_back({slot_->id(), *grant});
+    SSDFEED_RETURN_IF_ERROR(WriteLedger(env, paths_.ledger, rows, FileMode(opts_)));
+    return Outcome::kGranted;
   }
-  rows.push_back({me, writer_id_, grant});
-  SSDFEED_RETURN_IF_ERROR(WriteLedger(env, paths_.ledger, rows, mode));
-  return grant;
+  // Least recently used first; our own entry and foreign ones never. The
+  // victims go to trash/ now and are deleted after the lock is released.
+  std::sort(entries.begin(), entries.end(),
+            [](const auto& a, const auto& b) { return a.last_used_ns < b.last_used_ns; });
+  bool evicted = false;
+  uint64_t freed = 0;
+  for (const auto& e : entries) {
+    if (used - std::min(used, freed) + need <= capacity_ && fs_room + freed >= need) break;
+    if (e.dir == own_entry_ || e.foreign) continue;
+    if (TrashEntryIfUnused(env, paths_, e).ok()) {
+      freed += e.charged;
+      evicted = true;
+      if (counters_ != nullptr) counters_->evictions++;
+    }
+  }
+  SSDFEED_RETURN_IF_ERROR(WriteLedger(env, paths_.ledger, rows, FileMode(opts_)));
+  if (evicted) return Outcome::kEvicted;
+  *why = "cache root " + opts_.root + " is full (capacity " + std::to_string(capacity_) +
+         " bytes, " + std::to_string(used) + " used or reserved, " + std::to_string(free_bytes) +
+         " free on the filesystem)";
+  return Outcome::kFull;
 }
 
 void Capacity::Release() {
+  if (!slot_) return;
   Env* env = opts_.env;
-  auto lock = env->LockFile(paths_.lock, true, true);
+  auto lock = env->LockFile(paths_.lock, true, true, FileMode(opts_));
   if (!lock.ok()) return;
-  std::vector<LedgerRow> rows = ReadLedger(env, paths_.ledger);
-  long me = ::getpid();
+  std::vector<LedgerRow> rows = ReadLiveLedger(env, paths_);
   size_t before = rows.size();
-  rows.erase(
-      std::remove_if(rows.begin(), rows.end(),
-                     [&](const LedgerRow& r) { return r.pid == me && r.writer == writer_id_; }),
-      rows.end());
-  if (rows.size() != before)
-    WriteLedger(env, paths_.ledger, rows, opts_.group_shared ? 0660 : 0600);
+  std::erase_if(rows, [&](const LedgerRow& r) { return r.slot == slot_->id(); });
+  if (rows.size() != before) (void)WriteLedger(env, paths_.ledger, rows, FileMode(opts_));
 }
 
 }  // namespace ssdfeed

@@ -1,30 +1,32 @@
 // The capacity of a cache root, shared by every process that fills any entry
-// under it. Usage = bytes charged to every entry under entries/ + capacity
-// reserved but not yet written by live writers (the ledger). An entry is
-// charged its segment files plus max(its small files, MetaAllowance): the
-// manifest, claims, last_used and status files may change within that
-// allowance (which is reserved when the entry is created) without ever
-// pushing the root over. A writer reserves before
-// it appends, so the root never exceeds the capacity. When a reservation does
-// not fit, unused entries are evicted least-recently-used first.
+// under it. Usage = bytes charged to every entry under entries/ + bytes still
+// in trash/ + capacity reserved but not yet written by live writers (the
+// ledger). An entry is charged its segment files plus max(its small files,
+// MetaAllowance): the manifest, claims, locks and status files may change
+// within that allowance (reserved when the entry is created) without ever
+// pushing the root over. A writer reserves before it appends, so the root
+// never exceeds the capacity. When a reservation does not fit, unused entries
+// are evicted least-recently-used first: renamed into trash/ under the lock,
+// deleted after it is released, so no other writer waits on the deletion.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "cache/writer_slot.h"
 #include "ssdfeed/cache.h"
 
 namespace ssdfeed {
 
 struct RootPaths {
   explicit RootPaths(std::string root);
-  std::string root, entries, trash, lock, ledger;
+  std::string root, entries, trash, writers, lock, ledger;
 };
 
 class Capacity {
  public:
-  Capacity(const CacheOptions& opts, std::string own_entry, std::string writer_id,
-           CacheCounters* counters);
+  Capacity(const CacheOptions& opts, std::string own_entry, CacheCounters* counters);
   ~Capacity();
   // Reserves at least `need` bytes (a whole chunk when it fits). Returns the
   // bytes granted, or NoSpace when even `need` does not fit after eviction.
@@ -33,11 +35,17 @@ class Capacity {
   void SetCounters(CacheCounters* c) { counters_ = c; }
 
  private:
+  enum class Outcome { kGranted, kEvicted, kFull };
+  // One pass under capacity.lock; renames victims into trash/ (kEvicted).
+  Result<Outcome> TryReserveLocked(uint64_t need, uint64_t* grant, std::string* why);
+  Status EnsureSlot();
+
   CacheOptions opts_;
   RootPaths paths_;
-  std::string own_entry_, writer_id_;
+  std::string own_entry_;
   CacheCounters* counters_;
   uint64_t capacity_ = 0;
+  std::unique_ptr<WriterSlot> slot_;  // our liveness for the ledger
 };
 
 // The default capacity: what the root holds now plus 80% of the free space.
@@ -52,14 +60,31 @@ struct EntryDirInfo {
   uint64_t charged = 0;  // counted against the capacity (>= bytes)
   int64_t last_used_ns = 0;
   bool foreign = false;
+  uint64_t segment_files = 0;
 };
+// Whether an entry directory belongs to someone we must not write or delete
+// for: another user, unless the cache is group-shared and the entry is
+// group-writable by one of our groups.
+bool IsForeignEntry(const FileInfo& fi, const CacheOptions& opts);
 // Entries under the root (symlinks skipped), with their bytes.
-Status ScanEntries(Env* env, const RootPaths& p, std::vector<EntryDirInfo>* out);
-// Removes an entry if nobody uses it (Busy otherwise). Renames it into the
-// trash first, so a half-deleted entry is never visible; unlinks only the
-// regular files and links directly inside it.
+Status ScanEntries(Env* env, const RootPaths& p, const CacheOptions& opts,
+                   std::vector<EntryDirInfo>* out);
+// Bytes of the files still in trash/ (deletions not yet finished).
+uint64_t TrashBytes(Env* env, const RootPaths& p);
+// Moves an entry nobody uses into trash/ (Busy if in use): atomic, so a
+// half-deleted entry is never visible. EmptyTrash() then deletes it.
+Status TrashEntryIfUnused(Env* env, const RootPaths& p, const EntryDirInfo& e);
+// TrashEntryIfUnused + EmptyTrash.
 Status DeleteEntryIfUnused(Env* env, const RootPaths& p, const EntryDirInfo& e);
-// Finishes deletions a crash interrupted.
+// Deletes what is in trash/ (also what a killed process left there), through
+// directory descriptors: never follows a link.
 void EmptyTrash(Env* env, const RootPaths& p);
+// Refuses a root (or its entries/ directory) that other users may write to:
+// they could plant entries that would be served. The sticky bit (as on /tmp)
+// makes a world-writable root acceptable; group-writable is fine when the
+// cache is group-shared.
+Status CheckRootTrusted(Env* env, const CacheOptions& opts);
+// Creates root/, entries/ and trash/ with the cache's modes, then checks them.
+Status PrepareRoot(Env* env, const CacheOptions& opts);
 
 }  // namespace ssdfeed

@@ -1,28 +1,47 @@
-// Per-sample claims shared by every process using an entry: a file of one
-// u32 per sample, mapped shared; a slot holds the pid preparing that sample
-// (0: nobody). A claim held by a dead pid may be taken over, so a killed
-// process never blocks the others.
+// Per-sample claims shared by every process using an entry, and the entry's
+// record sequence counter. The file is a 64-byte header (magic, next record
+// sequence number) and one u32 per sample, mapped shared; a sample's slot holds
+// 1 + the writer slot (see writer_slot.h) of the process preparing it, 0 if
+// none. Whether a claimant is alive is asked of its writer-slot lock, never of
+// a pid, so claims work across PID namespaces. The file is fully allocated
+// when created: a sparse shared mapping on a full disk raises SIGBUS.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
-#include "ssdfeed/status.h"
+#include "ssdfeed/env.h"
 
 namespace ssdfeed {
 
 class Claims {
  public:
   ~Claims();
-  // Maps (creating and sizing if needed) path for n samples; read_only maps nothing.
-  Status Open(const std::string& path, uint64_t n, uint32_t mode);
+  // Maps path (creating and allocating it if needed) for n samples, for the
+  // process holding writer slot `slot`. alive(s) says whether slot s is held.
+  // On failure the object stays unmapped and every claim succeeds (no
+  // coordination: duplicated work, never wrong data).
+  Status Open(const std::string& path, uint64_t n, uint32_t mode, uint32_t slot,
+              std::function<bool(uint32_t)> alive);
+  bool mapped() const { return base_ != nullptr; }
   bool TryClaim(uint64_t id);
   void Release(uint64_t id);
+  // Next record sequence number for the entry (shared by all writers); when
+  // unmapped, one more than the largest `seen`.
+  uint64_t NextSeq(uint64_t seen);
 
  private:
+  // A slot that died holding claims is reused by its next writer: that
+  // writer drops the stale claims first, so nobody waits on them.
+  void DropStaleClaims();
+
+  uint8_t* base_ = nullptr;
   uint32_t* slots_ = nullptr;
   uint64_t n_ = 0;
   size_t map_bytes_ = 0;
+  uint32_t me_ = 0;  // 1 + our writer slot
+  std::function<bool(uint32_t)> alive_;
 };
 
 }  // namespace ssdfeed

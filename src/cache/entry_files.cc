@@ -15,9 +15,13 @@ Status EnsureManifest(Env* env, const std::string& dir, const EntryKey& key,
   Status s = env->ReadFileToString(path, &text);
   if (s.ok()) {
     auto j = nlohmann::json::parse(text, nullptr, false);
-    if (j.is_discarded() || j.value("fingerprint", "") != fingerprint ||
-        j.value("samples_total", uint64_t{0}) != key.samples_total)
-      return Status::Corruption(path + ": manifest does not match its entry");
+    // Valid JSON of the wrong shape is as damaged as invalid JSON (and
+    // nlohmann's value() would throw on it).
+    if (!j.is_object() || !j["fingerprint"].is_string() ||
+        !j["samples_total"].is_number_unsigned() ||
+        j["fingerprint"].get<std::string>() != fingerprint ||
+        j["samples_total"].get<uint64_t>() != key.samples_total)
+      return Status::Corruption(path + ": manifest damaged or not of this entry");
     return Status::OK();
   }
   if (!s.IsNotFound()) return s;
@@ -45,10 +49,15 @@ Result<EntryKey> ReadEntryKey(Env* env, const std::string& dir) {
   auto m = nlohmann::json::parse(text, nullptr, false);
   if (!m.is_object()) return Status::Corruption(dir + "/manifest.json: not a JSON object");
   EntryKey key;
-  key.source_uri = m.value("source", "");
-  key.source_identity = m.value("source_identity", "");
-  key.spec = m.value("spec", "");
-  key.samples_total = m.value("samples_total", uint64_t{0});
+  auto str = [&](const char* k) {
+    return m.contains(k) && m[k].is_string() ? m[k].get<std::string>() : "";
+  };
+  key.source_uri = str("source");
+  key.source_identity = str("source_identity");
+  key.spec = str("spec");
+  if (!m.contains("samples_total") || !m["samples_total"].is_number_unsigned())
+    return Status::Corruption(dir + "/manifest.json: no samples_total");
+  key.samples_total = m["samples_total"].get<uint64_t>();
   key.prepare_json = m.contains("prepare") ? m["prepare"].dump() : "{}";
   return key;
 }

@@ -8,7 +8,7 @@
 namespace ssdfeed::cache_format {
 
 constexpr uint32_t kRecordMagic = 0x52464453;  // "SDFR"
-constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kFormatVersion = 2;
 constexpr size_t kRecordHeaderSize = 40;
 constexpr size_t kIndexEntrySize = 48;
 

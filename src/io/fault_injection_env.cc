@@ -97,44 +97,124 @@ Result<std::unique_ptr<RandomAccessFile>> FaultInjectionEnv::NewRandomAccessFile
 
 Result<std::unique_ptr<WritableFile>> FaultInjectionEnv::NewWritableFile(
     const std::string& path, const WritableFileOptions& o) {
+  bool existed = base_->FileExists(path);
   SSDFEED_ASSIGN_OR_RETURN(auto f, base_->NewWritableFile(path, o));
   // What the file held when opened counts as durable.
   NoteWritten(path, f->Size());
+  if (!existed) NoteCreated(path, false);
   return std::unique_ptr<WritableFile>(new FaultWritableFile(this, std::move(f)));
 }
 
+void FaultInjectionEnv::NoteCreated(const std::string& path, bool is_dir) {
+  std::lock_guard<std::mutex> l(mu_);
+  undurable_names_[path] = is_dir;
+}
+
+void FaultInjectionEnv::Forget(const std::string& path) {
+  std::lock_guard<std::mutex> l(mu_);
+  synced_size_.erase(path);
+  undurable_names_.erase(path);
+}
+
+Status FaultInjectionEnv::GetChildren(const std::string& d, std::vector<std::string>* n) {
+  SSDFEED_RETURN_IF_ERROR(MaybeFail(Op::kList, d));
+  return base_->GetChildren(d, n);
+}
+
+Status FaultInjectionEnv::CreateDir(const std::string& p, uint32_t m) {
+  SSDFEED_RETURN_IF_ERROR(MaybeFail(Op::kMkdir, p));
+  bool existed = base_->FileExists(p);
+  SSDFEED_RETURN_IF_ERROR(base_->CreateDir(p, m));
+  if (!existed) NoteCreated(p, true);
+  return Status::OK();
+}
+
 Status FaultInjectionEnv::RemoveFile(const std::string& p) {
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    synced_size_.erase(p);
-  }
+  SSDFEED_RETURN_IF_ERROR(MaybeFail(Op::kRemove, p));
+  Forget(p);
   return base_->RemoveFile(p);
 }
 
-Status FaultInjectionEnv::RenameFile(const std::string& f, const std::string& t) {
+Status FaultInjectionEnv::RemoveDir(const std::string& p) {
+  SSDFEED_RETURN_IF_ERROR(MaybeFail(Op::kRemove, p));
+  Forget(p);
+  return base_->RemoveDir(p);
+}
+
+Status FaultInjectionEnv::RemoveDirAndFiles(const std::string& d) {
+  SSDFEED_RETURN_IF_ERROR(MaybeFail(Op::kRemove, d));
   {
     std::lock_guard<std::mutex> l(mu_);
-    auto it = synced_size_.find(f);
-    if (it != synced_size_.end()) {
-      synced_size_[t] = it->second;
-      synced_size_.erase(f);
-    } else {
-      synced_size_.erase(t);
-    }
+    std::string prefix = d + "/";
+    std::erase_if(synced_size_, [&](auto& kv) { return kv.first.rfind(prefix, 0) == 0; });
+    std::erase_if(undurable_names_,
+                  [&](auto& kv) { return kv.first.rfind(prefix, 0) == 0 || kv.first == d; });
   }
-  return base_->RenameFile(f, t);
+  return base_->RemoveDirAndFiles(d);
+}
+
+Status FaultInjectionEnv::RenameFile(const std::string& f, const std::string& t) {
+  SSDFEED_RETURN_IF_ERROR(MaybeFail(Op::kRename, f));
+  SSDFEED_RETURN_IF_ERROR(base_->RenameFile(f, t));
+  std::lock_guard<std::mutex> l(mu_);
+  // Moves what we know of f (and of files inside it, for a directory) to t.
+  auto move_prefix = [&](auto* m) {
+    std::decay_t<decltype(*m)> moved;
+    for (auto it = m->begin(); it != m->end();) {
+      if (it->first == f || it->first.rfind(f + "/", 0) == 0) {
+        moved[t + it->first.substr(f.size())] = it->second;
+        it = m->erase(it);
+      } else {
+        ++it;
+      }
+    }
+    std::erase_if(*m, [&](auto& kv) { return kv.first == t; });
+    m->insert(moved.begin(), moved.end());
+  };
+  move_prefix(&synced_size_);
+  move_prefix(&undurable_names_);
+  auto fi = base_->Lstat(t);
+  undurable_names_[t] = fi.ok() && fi->is_dir;  // the new name is durable only after SyncDir
+  return Status::OK();
+}
+
+Status FaultInjectionEnv::SyncDir(const std::string& d) {
+  SSDFEED_RETURN_IF_ERROR(MaybeFail(Op::kSyncDir, d));
+  SSDFEED_RETURN_IF_ERROR(base_->SyncDir(d));
+  std::lock_guard<std::mutex> l(mu_);
+  std::erase_if(undurable_names_, [&](auto& kv) { return Dirname(kv.first) == d; });
+  return Status::OK();
+}
+
+Result<std::unique_ptr<FileLock>> FaultInjectionEnv::LockFile(const std::string& p, bool ex,
+                                                              bool bl, uint32_t mode) {
+  SSDFEED_RETURN_IF_ERROR(MaybeFail(Op::kLock, p));
+  return base_->LockFile(p, ex, bl, mode);
+}
+
+Status FaultInjectionEnv::FsSpace(const std::string& p, uint64_t* f, uint64_t* t) {
+  SSDFEED_RETURN_IF_ERROR(MaybeFail(Op::kFsSpace, p));
+  return base_->FsSpace(p, f, t);
 }
 
 Status FaultInjectionEnv::DropUnsyncedData() {
   std::map<std::string, uint64_t> files;
+  std::map<std::string, bool> names;
   {
     std::lock_guard<std::mutex> l(mu_);
     files = synced_size_;
+    names = undurable_names_;
   }
   for (const auto& [path, size] : files) {
     auto info = base_->Stat(path);
     if (!info.ok()) continue;  // removed since
     if (info->size > size) SSDFEED_RETURN_IF_ERROR(base_->TruncateFile(path, size));
+  }
+  // Deepest first, so a lost directory's files go before it.
+  for (auto it = names.rbegin(); it != names.rend(); ++it) {
+    Status s = it->second ? base_->RemoveDirAndFiles(it->first) : base_->RemoveFile(it->first);
+    if (!s.ok() && !s.IsNotFound()) return s;
+    Forget(it->first);
   }
   return Status::OK();
 }

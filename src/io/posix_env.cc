@@ -124,7 +124,9 @@ FileInfo ToInfo(const struct stat& st) {
   fi.is_dir = S_ISDIR(st.st_mode);
   fi.is_symlink = S_ISLNK(st.st_mode);
   fi.uid = st.st_uid;
+  fi.gid = st.st_gid;
   fi.mode = st.st_mode & 07777;
+  fi.inode = static_cast<uint64_t>(st.st_ino);
   return fi;
 }
 
@@ -146,6 +148,12 @@ class PosixEnv final : public Env {
       int e = errno;
       ::close(fd);
       return Status::FromErrno(e, "fstat " + path);
+    }
+    // The umask must not narrow a group-shared cache's 0660 to 0640.
+    if ((st.st_mode & 07777) != o.mode && st.st_uid == ::geteuid() && ::fchmod(fd, o.mode) != 0) {
+      int e = errno;
+      ::close(fd);
+      return Status::FromErrno(e, "chmod " + path);
     }
     return std::unique_ptr<WritableFile>(
         new PosixWritableFile(path, fd, static_cast<uint64_t>(st.st_size)));
@@ -176,7 +184,11 @@ class PosixEnv final : public Env {
   bool FileExists(const std::string& path) override { return ::access(path.c_str(), F_OK) == 0; }
 
   Status CreateDir(const std::string& path, uint32_t mode) override {
-    if (::mkdir(path.c_str(), mode) == 0) return Status::OK();
+    if (::mkdir(path.c_str(), mode) == 0) {
+      // mkdir applies the umask and drops setgid; group sharing needs both exact.
+      if (::chmod(path.c_str(), mode) != 0) return Status::FromErrno(errno, "chmod " + path);
+      return Status::OK();
+    }
     if (errno != EEXIST) return Status::FromErrno(errno, "mkdir " + path);
     struct stat st;
     if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return Status::OK();
@@ -210,11 +222,28 @@ class PosixEnv final : public Env {
     return Status::OK();
   }
 
-  Result<std::unique_ptr<FileLock>> LockFile(const std::string& path, bool exclusive,
-                                             bool blocking) override {
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);  // not ours
+  Result<std::unique_ptr<FileLock>> LockFile(const std::string& path, bool exclusive, bool blocking,
+                                             uint32_t mode) override {
+    // O_NONBLOCK: a FIFO planted in the cache must not hang the open.
+    int base = O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
+    bool created = true;
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | base, mode);
+    if (fd < 0 && errno == EEXIST) {
+      created = false;
+      fd = ::open(path.c_str(), O_RDWR | base);
+      if (fd < 0 && errno == EACCES) fd = ::open(path.c_str(), O_RDONLY | base);  // not ours
+    }
     if (fd < 0) return Status::FromErrno(errno, "open " + path);
+    struct stat st;
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      return Status::IOError(path + ": not a regular file; refusing to use it as a lock");
+    }
+    if (created && ::fchmod(fd, mode) != 0) {  // exact mode, whatever the umask
+      int e = errno;
+      ::close(fd);
+      return Status::FromErrno(e, "chmod " + path);
+    }
     int op = (exclusive ? LOCK_EX : LOCK_SH) | (blocking ? 0 : LOCK_NB);
     while (::flock(fd, op) != 0) {
       if (errno == EINTR) continue;
@@ -223,6 +252,30 @@ class PosixEnv final : public Env {
       return Status::FromErrno(e, "flock " + path);
     }
     return std::unique_ptr<FileLock>(new PosixFileLock(fd));
+  }
+
+  Status RemoveDirAndFiles(const std::string& dir) override {
+    int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0) return errno == ENOENT ? Status::OK() : Status::FromErrno(errno, "open " + dir);
+    DIR* d = ::fdopendir(::dup(dfd));
+    if (d == nullptr) {
+      int e = errno;
+      ::close(dfd);
+      return Status::FromErrno(e, "opendir " + dir);
+    }
+    Status s;
+    while (struct dirent* e = ::readdir(d)) {
+      if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+      // unlinkat without AT_REMOVEDIR never follows a link and refuses a directory.
+      if (::unlinkat(dfd, e->d_name, 0) != 0 && errno != ENOENT && s.ok())
+        s = Status::FromErrno(errno, "unlink " + JoinPath(dir, e->d_name));
+    }
+    ::closedir(d);
+    ::close(dfd);
+    if (!s.ok()) return s;
+    if (::rmdir(dir.c_str()) != 0 && errno != ENOENT)
+      return Status::FromErrno(errno, "rmdir " + dir);
+    return Status::OK();
   }
 
   Status FsSpace(const std::string& path, uint64_t* free_bytes, uint64_t* total) override {

@@ -26,15 +26,19 @@ EntryKey MakeEntryKey(const Source& source, const SourceOptions& so, const Prepa
 Status ParsePrepareJson(const std::string& text, PrepareSpec* spec, SourceOptions* so) {
   auto j = nlohmann::json::parse(text, nullptr, false);
   if (!j.is_object()) return Status::Corruption("manifest has no readable 'prepare' object");
-  spec->resize_short = j.value("resize_short", 0);
-  spec->max_long = j.value("max_long", 0);
-  spec->resize_h = j.value("resize_h", 0);
-  spec->resize_w = j.value("resize_w", 0);
-  spec->crop_h = j.value("crop_h", 0);
-  spec->crop_w = j.value("crop_w", 0);
-  spec->gray = j.value("gray", false);
-  so->image_key = j.value("image_key", "");
-  so->label_key = j.value("label_key", "");
+  try {  // nlohmann throws on a field of the wrong type: a damaged manifest
+    spec->resize_short = j.value("resize_short", 0);
+    spec->max_long = j.value("max_long", 0);
+    spec->resize_h = j.value("resize_h", 0);
+    spec->resize_w = j.value("resize_w", 0);
+    spec->crop_h = j.value("crop_h", 0);
+    spec->crop_w = j.value("crop_w", 0);
+    spec->gray = j.value("gray", false);
+    so->image_key = j.value("image_key", "");
+    so->label_key = j.value("label_key", "");
+  } catch (const nlohmann::json::exception& e) {
+    return Status::Corruption(std::string("manifest 'prepare' object: ") + e.what());
+  }
   return spec->Validate();
 }
 

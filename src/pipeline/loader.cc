@@ -55,6 +55,8 @@ class LoaderImpl final : public Loader {
   }
   ~LoaderImpl() override { Stop(); }
 
+  uint64_t cache_open_errors_ = 0;  // set once by Open
+
   void SetEpoch(uint64_t epoch) override {
     Stop();
     epoch_ = epoch;
@@ -131,6 +133,7 @@ class LoaderImpl final : public Loader {
     s.skipped = skipped_;
     s.batches = batches_;
     s.samples = samples_;
+    s.cache_open_errors = cache_open_errors_;
     std::lock_guard<std::mutex> l(stats_mu_);
     s.wait_seconds = wait_seconds_;
     s.wait_histogram_bounds = kWaitBounds;
@@ -385,19 +388,23 @@ Result<std::unique_ptr<Loader>> Loader::Open(const LoaderOptions& o) {
         "0 < ratio_min <= ratio_max");
   SSDFEED_ASSIGN_OR_RETURN(auto src, OpenSource(o.source, o.source_options));
   std::unique_ptr<CacheEntry> cache;
+  uint64_t cache_open_errors = 0;
   if (!o.cache.root.empty()) {
     auto entry = CacheEntry::Open(o.cache, MakeEntryKey(*src, o.source_options, o.prepare));
     if (entry.ok()) {
       cache = std::move(*entry);
-    } else if (entry.status().IsNoSpace()) {
-      // No room even for a new entry: train from the origin, say so.
+    } else if (entry.status().code() == Status::Code::kInvalidArgument) {
+      return entry.status();  // a refused root or a bad option: the user must act
+    } else {
+      // No room, an I/O error, no descriptors left: train from the origin, say so.
       std::fprintf(stderr, "ssdfeed: warning: %s; serving from the origin without a cache\n",
                    entry.status().message().c_str());
-    } else {
-      return entry.status();
+      cache_open_errors = 1;
     }
   }
-  return std::unique_ptr<Loader>(new LoaderImpl(o, std::move(src), std::move(cache)));
+  auto loader = std::make_unique<LoaderImpl>(o, std::move(src), std::move(cache));
+  loader->cache_open_errors_ = cache_open_errors;
+  return std::unique_ptr<Loader>(std::move(loader));
 }
 
 }  // namespace ssdfeed

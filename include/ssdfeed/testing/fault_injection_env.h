@@ -1,6 +1,9 @@
-// FaultInjectionEnv wraps another Env and, on request, fails chosen reads,
-// writes or syncs (EIO or ENOSPC), and can throw away every byte written
-// since the last Sync() of each file, as a power cut would. For tests only.
+// FaultInjectionEnv wraps another Env and, on request, fails chosen calls
+// (reads, writes, syncs, locks, mkdir, rename, directory syncs, listings,
+// free-space queries) with any Status, and can throw away what a power cut
+// would: every byte written since the last Sync() of each file, and every file
+// or directory created (or renamed into place) since the last SyncDir() of
+// its parent. For tests only.
 #pragma once
 
 #include <map>
@@ -13,7 +16,18 @@ namespace ssdfeed {
 
 class FaultInjectionEnv : public Env {
  public:
-  enum class Op { kRead, kWrite, kSync };
+  enum class Op {
+    kRead,
+    kWrite,
+    kSync,
+    kLock,
+    kMkdir,
+    kRename,
+    kSyncDir,
+    kList,
+    kFsSpace,
+    kRemove
+  };
 
   explicit FaultInjectionEnv(Env* base) : base_(base) {}
 
@@ -22,8 +36,10 @@ class FaultInjectionEnv : public Env {
   void FailAfter(Op op, int skip, int count, Status error, std::string path_substr = "");
   void ClearFaults();
 
-  // Truncates every file written through this Env to its size at its last
-  // successful Sync() (0 if never synced), like a power cut.
+  // Like a power cut: truncates every file written through this Env to its
+  // size at its last successful Sync() (0 if never synced), then deletes the
+  // files and directories whose creation was not made durable by a SyncDir()
+  // of their parent.
   Status DropUnsyncedData();
 
   // Number of successful calls so far, per op.
@@ -33,27 +49,23 @@ class FaultInjectionEnv : public Env {
   Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path) override;
   Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path,
                                                         const WritableFileOptions& o = {}) override;
-  Status GetChildren(const std::string& d, std::vector<std::string>* n) override {
-    return base_->GetChildren(d, n);
-  }
+  Status GetChildren(const std::string& d, std::vector<std::string>* n) override;
   Result<FileInfo> Stat(const std::string& p) override { return base_->Stat(p); }
   Result<FileInfo> Lstat(const std::string& p) override { return base_->Lstat(p); }
   bool FileExists(const std::string& p) override { return base_->FileExists(p); }
-  Status CreateDir(const std::string& p, uint32_t m) override { return base_->CreateDir(p, m); }
+  Status CreateDir(const std::string& p, uint32_t m) override;
   Status RemoveFile(const std::string& p) override;
-  Status RemoveDir(const std::string& p) override { return base_->RemoveDir(p); }
+  Status RemoveDir(const std::string& p) override;
   Status RenameFile(const std::string& f, const std::string& t) override;
-  Status SyncDir(const std::string& d) override { return base_->SyncDir(d); }
+  Status SyncDir(const std::string& d) override;
   Status TruncateFile(const std::string& p, uint64_t s) override {
     return base_->TruncateFile(p, s);
   }
-  Result<std::unique_ptr<FileLock>> LockFile(const std::string& p, bool ex, bool bl) override {
-    return base_->LockFile(p, ex, bl);
-  }
-  Status FsSpace(const std::string& p, uint64_t* f, uint64_t* t) override {
-    return base_->FsSpace(p, f, t);
-  }
+  Result<std::unique_ptr<FileLock>> LockFile(const std::string& p, bool ex, bool bl,
+                                             uint32_t mode = 0600) override;
+  Status FsSpace(const std::string& p, uint64_t* f, uint64_t* t) override;
   int64_t NowMicros() override { return base_->NowMicros(); }
+  Status RemoveDirAndFiles(const std::string& d) override;
 
   // Called by the wrapped files.
   Status MaybeFail(Op op, const std::string& path);
@@ -71,7 +83,12 @@ class FaultInjectionEnv : public Env {
   mutable std::mutex mu_;
   std::map<Op, Rule> rules_;
   std::map<Op, int> counts_;
+  void NoteCreated(const std::string& path, bool is_dir);
+  void Forget(const std::string& path);
+
   std::map<std::string, uint64_t> synced_size_;  // every file written through us
+  // Created (or renamed into place) since the last SyncDir of the parent.
+  std::map<std::string, bool> undurable_names_;  // path -> is_dir
 };
 
 }  // namespace ssdfeed

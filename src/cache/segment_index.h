@@ -1,0 +1,81 @@
+// SegmentIndex: where each sample's newest intact record lives, across every
+// writer's segments of one entry. Refresh() follows the tails of the .idx
+// files other writers append to; Get() reads and checks one record.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/record_format.h"
+#include "ssdfeed/cache.h"
+#include "util/mutex.h"
+
+namespace ssdfeed {
+
+class SegmentIndex {
+ public:
+  SegmentIndex(Env* env, std::string dir, uint64_t samples_total);
+
+  // Reads the index entries appended since the last refresh to every .idx of
+  // the entry, except our own writer's segments (applied by its Put). Never
+  // follows a symlink; skips non-regular files.
+  Status Refresh() EXCLUDES(mu_, refresh_mu_);
+
+  // Reads and checks sample id's record. NotFound when absent; Corruption
+  // (the record is then dropped from the index) when a check fails.
+  Status Get(uint64_t id, std::string* buf, CachedSample* out) EXCLUDES(mu_);
+  bool Contains(uint64_t id) EXCLUDES(mu_);
+  uint64_t present() const { return present_.load(std::memory_order_relaxed); }
+  uint64_t max_seq() const { return max_seq_.load(std::memory_order_relaxed); }
+  uint64_t size() const { return size_; }
+
+  // Our own writer's segment: `reader` reads its .dat; the first
+  // `idx_consumed` bytes of its .idx were already applied (by Refresh).
+  uint32_t AttachOwn(const std::string& base, std::unique_ptr<RandomAccessFile> reader)
+      EXCLUDES(mu_, refresh_mu_);
+  // Records a Put of ours (segment slot from AttachOwn).
+  void Apply(uint32_t seg, const cache_format::IndexEntry& e) EXCLUDES(mu_);
+
+ private:
+  static constexpr uint32_t kAbsent = 0xffffffffu;
+  struct Loc {
+    uint32_t seg = kAbsent;
+    uint32_t len = 0;
+    uint64_t offset = 0;
+    uint64_t seq = 0;
+  };
+  struct Segment {
+    std::string base;  // file name without extension
+    std::unique_ptr<RandomAccessFile> dat;
+    uint64_t idx_consumed = 0;  // bytes of .idx applied
+    uint64_t idx_seen_size = 0;
+    bool own = false;  // written by this process: never refreshed
+  };
+
+  Status ReadNewEntries(const std::string& base) REQUIRES(refresh_mu_) EXCLUDES(mu_);
+  uint32_t SlotFor(const std::string& base) REQUIRES(refresh_mu_) EXCLUDES(mu_);
+  void ApplyLocked(uint32_t seg, const cache_format::IndexEntry& e) REQUIRES(mu_);
+  void Drop(uint64_t id, const Loc& seen) EXCLUDES(mu_);
+
+  Env* const env_;
+  const std::string dir_;
+  const uint64_t size_;
+  std::atomic<uint64_t> present_{0}, max_seq_{0};
+
+  // Taken before mu_. Serialises refreshes; guards the name map and each
+  // segment's idx_consumed (only refreshes touch them).
+  Mutex refresh_mu_ ACQUIRED_BEFORE(mu_);
+  std::map<std::string, uint32_t> slot_by_base_ GUARDED_BY(refresh_mu_);
+
+  // The sample -> record map and the segment table (only appended to; a
+  // Segment's dat is set once, before any Loc names it).
+  SharedMutex mu_;
+  std::vector<Loc> index_ GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Segment>> segments_ GUARDED_BY(mu_);
+};
+
+}  // namespace ssdfeed
