@@ -18,6 +18,7 @@ struct FileInfo {
   int64_t mtime_ns = 0;
   bool is_dir = false;
   bool is_symlink = false;  // only from Lstat
+  bool is_regular = false;  // a plain file (not a FIFO, socket, device, link or dir)
   uint32_t uid = 0;
   uint32_t gid = 0;
   uint32_t mode = 0;  // permission bits incl. setgid / sticky (07777)
@@ -103,8 +104,11 @@ class Env {
 
   // Reads a whole file (convenience over NewRandomAccessFile).
   Status ReadFileToString(const std::string& path, std::string* out);
-  // Writes via temp file + fsync + rename + dir fsync, so readers see old or new.
-  Status WriteFileAtomic(const std::string& path, const std::string& data, uint32_t mode = 0600);
+  // Writes via temp file + rename, so readers see old or new. durable: fsync
+  // the file before and the directory after the rename (default), so a power
+  // cut keeps it too; false for files that only matter while processes live.
+  Status WriteFileAtomic(const std::string& path, const std::string& data, uint32_t mode = 0600,
+                         bool durable = true);
 };
 
 // Creates every missing directory of path (mkdir -p).

@@ -66,7 +66,8 @@ Status WriteLedger(Env* env, const std::string& path, const std::vector<LedgerRo
                    uint32_t mode) {
   std::ostringstream out;
   for (const auto& r : rows) out << "w" << r.slot << " " << r.bytes << "\n";
-  return env->WriteFileAtomic(path, out.str(), mode);
+  // Not durable: reservations die with their writers, and a power cut ends them all.
+  return env->WriteFileAtomic(path, out.str(), mode, /*durable=*/false);
 }
 
 bool InOurGroups(uint32_t gid) {

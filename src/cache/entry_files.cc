@@ -64,8 +64,10 @@ Result<EntryKey> ReadEntryKey(Env* env, const std::string& dir) {
 
 void TouchLastUsed(Env* env, const std::string& dir, uint32_t mode) {
   // Its mtime is what LRU eviction orders by; content is for people.
-  env->WriteFileAtomic(JoinPath(dir, "last_used"),
-                       std::to_string(static_cast<int64_t>(std::time(nullptr))) + "\n", mode);
+  // Advisory (an LRU order): not worth an fsync on every job start.
+  (void)env->WriteFileAtomic(JoinPath(dir, "last_used"),
+                             std::to_string(static_cast<int64_t>(std::time(nullptr))) + "\n", mode,
+                             /*durable=*/false);
 }
 
 void WriteStatus(Env* env, const std::string& dir, uint64_t present, uint64_t total,
@@ -82,7 +84,8 @@ void WriteStatus(Env* env, const std::string& dir, uint64_t present, uint64_t to
                       {"bytes", bytes},
                       {"state", present == total ? "complete" : "partial"},
                       {"updated", static_cast<int64_t>(std::time(nullptr))}};
-  env->WriteFileAtomic(JoinPath(dir, "status.json"), j.dump(2) + "\n", mode);
+  (void)env->WriteFileAtomic(JoinPath(dir, "status.json"), j.dump(2) + "\n", mode,
+                             /*durable=*/false);
 }
 
 bool SegmentBaseOf(const std::string& name, const std::string& ext, std::string* base) {

@@ -37,7 +37,8 @@ Status SegmentIndex::ReadNewEntries(const std::string& base) {
   std::string idx_path = JoinPath(dir_, base + ".idx");
   auto fi = env_->Lstat(idx_path);
   if (!fi.ok()) return fi.status().IsNotFound() ? Status::OK() : fi.status();
-  if (fi->is_symlink || fi->is_dir) return Status::OK();  // planted: never followed
+  // Planted links are never followed; a FIFO would block the open.
+  if (!fi->is_regular) return Status::OK();
   uint32_t slot = SlotFor(base);
   Segment* seg;
   {
@@ -55,7 +56,10 @@ Status SegmentIndex::ReadNewEntries(const std::string& base) {
   if (whole <= seg->idx_consumed) return Status::OK();
   std::unique_ptr<RandomAccessFile> dat;
   if (!seg->dat) {
-    auto d = env_->NewRandomAccessFile(JoinPath(dir_, base + ".dat"));
+    std::string dat_path = JoinPath(dir_, base + ".dat");
+    auto dfi = env_->Lstat(dat_path);
+    if (!dfi.ok() || !dfi->is_regular) return Status::OK();  // missing, or planted
+    auto d = env_->NewRandomAccessFile(dat_path);
     if (!d.ok()) return d.status().IsNotFound() ? Status::OK() : d.status();
     dat = std::move(*d);
   }

@@ -17,7 +17,8 @@ Status Env::ReadFileToString(const std::string& path, std::string* out) {
   return Status::OK();
 }
 
-Status Env::WriteFileAtomic(const std::string& path, const std::string& data, uint32_t mode) {
+Status Env::WriteFileAtomic(const std::string& path, const std::string& data, uint32_t mode,
+                            bool durable) {
   static std::atomic<uint64_t> counter{0};
   std::string tmp =
       path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
@@ -26,14 +27,14 @@ Status Env::WriteFileAtomic(const std::string& path, const std::string& data, ui
   o.mode = mode;
   SSDFEED_ASSIGN_OR_RETURN(auto f, NewWritableFile(tmp, o));
   Status s = f->Append(data.data(), data.size());
-  if (s.ok()) s = f->Sync();
+  if (s.ok() && durable) s = f->Sync();
   if (s.ok()) s = f->Close();
   if (s.ok()) s = RenameFile(tmp, path);
   if (!s.ok()) {
     RemoveFile(tmp);  // best effort; the error that matters is s
     return s;
   }
-  return SyncDir(Dirname(path));
+  return durable ? SyncDir(Dirname(path)) : Status::OK();
 }
 
 Status CreateDirs(Env* env, const std::string& path, uint32_t mode) {

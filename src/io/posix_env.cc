@@ -123,6 +123,7 @@ FileInfo ToInfo(const struct stat& st) {
   fi.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
   fi.is_dir = S_ISDIR(st.st_mode);
   fi.is_symlink = S_ISLNK(st.st_mode);
+  fi.is_regular = S_ISREG(st.st_mode);
   fi.uid = st.st_uid;
   fi.gid = st.st_gid;
   fi.mode = st.st_mode & 07777;
@@ -133,14 +134,21 @@ FileInfo ToInfo(const struct stat& st) {
 class PosixEnv final : public Env {
  public:
   Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path) override {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    // O_NONBLOCK: opening a planted FIFO must fail fast, not hang.
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) return Status::FromErrno(errno, "open " + path);
+    struct stat st;
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      return Status::IOError(path + ": not a regular file");
+    }
     return std::unique_ptr<RandomAccessFile>(new PosixRandomAccessFile(path, fd));
   }
 
   Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path,
                                                         const WritableFileOptions& o) override {
-    int flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (o.truncate ? O_TRUNC : O_APPEND);
+    int flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK |
+                (o.truncate ? O_TRUNC : O_APPEND);
     int fd = ::open(path.c_str(), flags, o.mode);
     if (fd < 0) return Status::FromErrno(errno, "open " + path);
     struct stat st;
@@ -148,6 +156,10 @@ class PosixEnv final : public Env {
       int e = errno;
       ::close(fd);
       return Status::FromErrno(e, "fstat " + path);
+    }
+    if (!S_ISREG(st.st_mode)) {
+      ::close(fd);
+      return Status::IOError(path + ": not a regular file");
     }
     // The umask must not narrow a group-shared cache's 0660 to 0640.
     if ((st.st_mode & 07777) != o.mode && st.st_uid == ::geteuid() && ::fchmod(fd, o.mode) != 0) {

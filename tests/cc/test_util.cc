@@ -9,8 +9,8 @@
 
 namespace ssdfeed::test {
 
-TempDir::TempDir() {
-  const char* base = std::getenv("TMPDIR");
+TempDir::TempDir(const char* base_dir) {
+  const char* base = base_dir ? base_dir : std::getenv("TMPDIR");
   std::string tmpl = std::string(base ? base : "/tmp") + "/ssdfeed-test-XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
   path_ = tmpl;

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <unistd.h>
+
 #include <string>
 
 namespace ssdfeed::test {
@@ -7,7 +9,8 @@ namespace ssdfeed::test {
 // A fresh directory under $TMPDIR, removed (recursively) when destroyed.
 class TempDir {
  public:
-  TempDir();
+  // Under base_dir if given, else $TMPDIR, else /tmp.
+  explicit TempDir(const char* base_dir = nullptr);
   ~TempDir();
   const std::string& path() const { return path_; }
   std::string Sub(const std::string& name) const { return path_ + "/" + name; }
@@ -17,6 +20,10 @@ class TempDir {
 };
 
 // Runs a shell command, returns its exit status; output into *out if given.
+// A memory filesystem (fsync costs nothing) when the machine has one: for
+// tests of logic over thousands of opens, not of durability.
+inline const char* FastTmp() { return ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : nullptr; }
+
 int RunCommand(const std::string& cmd, std::string* out = nullptr);
 
 std::string CliPath();
