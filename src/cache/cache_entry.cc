@@ -143,6 +143,34 @@ class CacheEntryImpl final : public CacheEntry {
   std::atomic<int64_t> last_touch_us_{0};
 };
 
+// Makes the entry directory with its manifest in trash/ and renames it into
+// place, so no process ever sees an entry without a manifest (a kill in
+// between leaves only trash, which is charged and emptied). Losing the
+// rename to another process is fine: its entry is the same one.
+Status CreateEntryDir(const CacheOptions& opts, const EntryKey& key, const std::string& fp,
+                      const std::string& dir, Capacity* capacity) {
+  Env* env = opts.env;
+  RootPaths paths(opts.root);
+  // A new entry's small files are charged before they exist.
+  auto r = capacity->Reserve(MetaAllowance(key.samples_total));
+  if (!r.ok()) return r.status().WithContext("cannot create cache entry " + dir);
+  static std::atomic<uint64_t> n{0};
+  std::string staging =
+      JoinPath(paths.trash, std::string(kStagingPrefix) + fp + "." + std::to_string(::getpid()) +
+                                "." + std::to_string(n++));
+  SSDFEED_RETURN_IF_ERROR(env->CreateDir(staging, DirMode(opts)));
+  Status s = EnsureManifest(env, staging, key, fp, false, FileMode(opts));
+  if (s.ok()) s = env->RenameFile(staging, dir);
+  if (!s.ok()) {
+    (void)env->RemoveDirAndFiles(staging);
+    // Another process put its entry in place first (or emptied our staging
+    // dir from the trash): look again.
+    return s.IsNoSpace() || s.code() == Status::Code::kInvalidArgument ? s
+                                                                       : Status::NotFound("retry");
+  }
+  return env->SyncDir(paths.entries);  // the new entry survives a power cut
+}
+
 struct Opened {
   std::unique_ptr<FileLock> use_lock;
   bool foreign = false;
@@ -159,11 +187,7 @@ Result<Opened> TryOpenDir(const CacheOptions& opts, const EntryKey& key, const s
     return Status::InvalidArgument(dir + ": not a directory (a symlink?); refusing to follow it");
   if (!fi.ok()) {
     if (!fi.status().IsNotFound()) return fi.status();
-    // A new entry's small files are charged before they exist.
-    auto r = capacity->Reserve(MetaAllowance(key.samples_total));
-    if (!r.ok()) return r.status().WithContext("cannot create cache entry " + dir);
-    SSDFEED_RETURN_IF_ERROR(env->CreateDir(dir, DirMode(opts)));
-    SSDFEED_RETURN_IF_ERROR(env->SyncDir(paths.entries));  // the new entry survives a power cut
+    SSDFEED_RETURN_IF_ERROR(CreateEntryDir(opts, key, fp, dir, capacity));
     SSDFEED_ASSIGN_OR_RETURN(fi, env->Lstat(dir));
   }
   Opened o;

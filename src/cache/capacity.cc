@@ -127,10 +127,13 @@ uint64_t TrashBytes(Env* env, const RootPaths& p) {
 void EmptyTrash(Env* env, const RootPaths& p) {
   std::vector<std::string> names;
   if (!env->GetChildren(p.trash, &names).ok()) return;
+  int64_t now_ns = env->NowMicros() * 1000;
   for (const auto& n : names) {
     std::string dir = JoinPath(p.trash, n);
     auto fi = env->Lstat(dir);
     if (!fi.ok() || fi->is_symlink) continue;
+    bool staging = n.rfind(kStagingPrefix, 0) == 0;
+    if (staging && now_ns - fi->mtime_ns < 60ll * 1000000000) continue;  // being made
     if (fi->is_dir) {
       (void)env->RemoveDirAndFiles(dir);  // another process may be at it too
     } else {

@@ -19,6 +19,10 @@
 
 namespace ssdfeed {
 
+// New entries are made under trash/ with this prefix, then renamed into
+// entries/; EmptyTrash leaves young ones alone (their maker is at work).
+constexpr char kStagingPrefix[] = "new.";
+
 struct RootPaths {
   explicit RootPaths(std::string root);
   std::string root, entries, trash, writers, lock, ledger;

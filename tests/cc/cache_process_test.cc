@@ -4,16 +4,21 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
 
+#include "cache_test_util.h"
 #include "pipeline/entry_key.h"
+#include "pipeline/fetcher.h"
 #include "ssdfeed/cache.h"
 #include "ssdfeed/dataset.h"
 #include "test_util.h"
@@ -165,6 +170,296 @@ TEST(CacheProcess, FourWarmersOnOneEntryPrepareEachSampleAboutOnce) {
               static_cast<unsigned long long>(prepared), prepared / 240.0);
   EXPECT_GE(prepared, 240u);
   EXPECT_LE(prepared, 240u * 13 / 10) << "duplicated preparation is not bounded";
+}
+
+// Bytes of every regular file under dir (what is really on disk).
+uint64_t DiskBytes(const std::string& dir) {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    std::error_code e2;
+    if (it->is_regular_file(e2)) total += it->file_size(e2);
+  }
+  return total;
+}
+
+// Samples a root's bytes on disk every millisecond until stopped.
+class DiskSampler {
+ public:
+  explicit DiskSampler(std::string root) : root_(std::move(root)) {
+    t_ = std::thread([this] {
+      while (!stop_) {
+        max_ = std::max(max_.load(), DiskBytes(root_));
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    });
+  }
+  uint64_t Stop() {
+    stop_ = true;
+    t_.join();
+    return max_;
+  }
+
+ private:
+  std::string root_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> max_{0};
+  std::thread t_;
+};
+
+bool HaveUnshare() {
+  return ::geteuid() == 0 && test::RunCommand("unshare --pid --fork --mount-proc true") == 0;
+}
+
+// Two containers on one node: one writer in its own PID namespace, one on
+// the host, one capacity. Liveness by pid would drop the other's reservation.
+TEST(CacheNode, WritersInTwoPidNamespacesStayUnderOneCapacity) {
+  if (!HaveUnshare()) GTEST_SKIP() << "needs root and unshare(1)";
+  Fixture f;
+  std::string cache = f.dir.Sub("node");
+  const uint64_t capacity = 3u << 19;  // less than either entry needs: they compete
+  auto args = [&](const char* resize) {
+    auto a = f.WarmArgs(cache);
+    a[7] = resize;  // --resize-short value: two specs, two entries
+    a.push_back("--capacity");
+    a.push_back(std::to_string(capacity));
+    return a;
+  };
+  ASSERT_EQ(::mkdir(cache.c_str(), 0700), 0);
+  for (int round = 0; round < 3; ++round) {
+    std::string out;
+    test::RunCommand(test::CliPath() + " cache gc --max-bytes 1 --cache " + cache, &out);
+    DiskSampler sampler(cache);
+    auto in_ns = args("48");
+    in_ns.insert(in_ns.begin(), {"/usr/bin/unshare", "--pid", "--fork", "--mount-proc"});
+    pid_t a = Spawn(in_ns, f.dir.Sub("a.json"));
+    pid_t b = Spawn(args("40"), f.dir.Sub("b.json"));
+    Wait(a);
+    Wait(b);
+    uint64_t peak = sampler.Stop();
+    std::printf("round %d: peak %llu bytes on disk, capacity %llu\n", round,
+                static_cast<unsigned long long>(peak), static_cast<unsigned long long>(capacity));
+    EXPECT_LE(peak, capacity) << "round " << round;
+    EXPECT_GT(peak, capacity / 2) << "the capacity was barely used";
+  }
+}
+
+// A stopped process is alive: its claims hold, and the others wait only a
+// bounded time before preparing those samples themselves.
+TEST(CacheNode, StoppedClaimantDelaysOthersOnlyBoundedly) {
+  Fixture f;
+  std::string cache = f.dir.Sub("c");
+  auto src = OpenSource(f.uri);
+  EntryKey key = MakeEntryKey(**src, {}, f.spec);
+  CacheOptions co;
+  co.root = cache;
+  co.claim_wait_seconds = 0.3;
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  pid_t child = ::fork();
+  if (child == 0) {
+    auto e = CacheEntry::Open(co, key);
+    for (uint64_t id = 0; id < 240; ++id) (*e)->TryClaim(id);
+    (void)!::write(ready[1], "r", 1);
+    ::raise(SIGSTOP);
+    ::_exit(0);
+  }
+  char c;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  auto e = CacheEntry::Open(co, key);
+  ASSERT_TRUE(e.ok());
+  EXPECT_FALSE((*e)->TryClaim(5)) << "a stopped process's claim was taken over";
+  SampleFetcher fetcher(src->get(), f.spec, e->get(), co.claim_wait_seconds);
+  auto t0 = std::chrono::steady_clock::now();
+  for (uint64_t id = 0; id < 4; ++id) {
+    FetchScratch s;
+    CachedSample out;
+    ASSERT_TRUE(fetcher.Fetch(id, &s, &out).ok());
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(secs, 4 * 0.3 + 3.0) << "waited on a stopped claimant without bound";
+  ::kill(child, SIGKILL);
+  Wait(child);
+  EXPECT_TRUE((*e)->TryClaim(5)) << "a dead claimant still blocks";
+}
+
+// Fills fake entries of about `bytes` each until the root holds n of them.
+void FillFakeEntries(const std::string& cache, int n, int samples) {
+  CacheOptions o;
+  o.root = cache;
+  for (int i = 0; i < n; ++i) {
+    auto e = CacheEntry::Open(o, test::FakeKey(samples, "fake" + std::to_string(i)));
+    for (int id = 0; id < samples; ++id)
+      if (!(*e)->Contains(id)) {
+        ASSERT_TRUE(test::PutFake(e->get(), id).ok());
+      }
+  }
+}
+
+// After any kill: every entry still visible opens and verifies clean, every
+// byte on disk is charged (entries + trash), and an open empties the trash.
+void ExpectConsistentAfterKill(const std::string& cache, int round) {
+  CacheOptions o;
+  o.root = cache;
+  uint64_t on_disk = DiskBytes(JoinPath(cache, "entries")) + DiskBytes(JoinPath(cache, "trash"));
+  EXPECT_GE(*RootBytes(o), on_disk) << "round " << round << ": bytes nobody counts";
+  auto list = ListEntries(o);
+  ASSERT_TRUE(list.ok());
+  for (const auto& info : *list) {
+    EXPECT_EQ(info.state.rfind("broken", 0), std::string::npos) << info.name << " " << info.state;
+  }
+  std::string out;
+  EXPECT_EQ(test::RunCommand(test::CliPath() + " cache verify --cache " + cache, &out), 0) << out;
+  auto e = CacheEntry::Open(o, test::FakeKey(5, "probe"));
+  ASSERT_TRUE(e.ok());
+  std::vector<std::string> trash;
+  (void)Env::Default()->GetChildren(JoinPath(cache, "trash"), &trash);
+  EXPECT_TRUE(trash.empty()) << "round " << round;
+}
+
+TEST(CacheNode, KillDuringGcLeavesEverythingCountedAndConsistent) {
+  Fixture f;
+  std::string cache = f.dir.Sub("c");
+  std::mt19937 rng(11);
+  for (int round = 0; round < 6; ++round) {
+    FillFakeEntries(cache, 4, 400);
+    pid_t gc = Spawn({test::CliPath(), "cache", "gc", "--max-bytes", "1", "--cache", cache},
+                     f.dir.Sub("gc.out"));
+    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 20000));
+    ::kill(gc, SIGKILL);
+    Wait(gc);
+    ExpectConsistentAfterKill(cache, round);
+  }
+}
+
+TEST(CacheNode, KillDuringEvictionNeverExceedsCapacity) {
+  Fixture f;
+  std::mt19937 rng(5);
+  const uint64_t capacity = 3u << 20;
+  int evicted = 0;
+  for (int round = 0; round < 6; ++round) {
+    std::string cache = f.dir.Sub("c") + std::to_string(round);
+    FillFakeEntries(cache, 2, 3000);  // about 1.3 MB each: the warm must evict one
+    DiskSampler sampler(cache);
+    auto a = f.WarmArgs(cache);
+    a.push_back("--capacity");
+    a.push_back(std::to_string(capacity));
+    pid_t w = Spawn(a, f.dir.Sub("w.json"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 400));
+    ::kill(w, SIGKILL);
+    Wait(w);
+    EXPECT_LE(sampler.Stop(), capacity) << "round " << round;
+    std::vector<std::string> left;
+    (void)Env::Default()->GetChildren(JoinPath(cache, "entries"), &left);
+    evicted += left.size() < 3;
+    ExpectConsistentAfterKill(cache, round);
+  }
+  EXPECT_GT(evicted, 0) << "no round was killed during an eviction";
+}
+
+// A thousand short jobs on one real entry, then a full epoch with 64 file
+// descriptors: files per entry stay bounded, so descriptors do too.
+TEST(CacheNode, FullEpochWith64DescriptorsAfterAThousandShortJobs) {
+  Fixture f;
+  test::TempDir fast(test::FastTmp());
+  std::string cache = fast.Sub("c");
+  auto src = OpenSource(f.uri);
+  EntryKey key = MakeEntryKey(**src, {}, f.spec);
+  std::vector<Image> prepared(240);
+  std::vector<int64_t> labels(240);
+  Decoder dec;
+  for (uint64_t id = 0; id < 240; ++id) {
+    EncodedSample e;
+    ASSERT_TRUE((*src)->Read(id, &e).ok());
+    ASSERT_TRUE(dec.DecodeAndPrepare(e.bytes, f.spec, &prepared[id]).ok());
+    labels[id] = e.label;
+  }
+  CacheOptions co;
+  co.root = cache;
+  std::string dir;
+  for (int job = 0; job < 1000; ++job) {
+    auto e = CacheEntry::Open(co, key);
+    ASSERT_TRUE(e.ok()) << job << ": " << e.status().ToString();
+    const Image& img = prepared[job % 240];
+    if (!(*e)->Contains(job % 240)) {
+      ASSERT_TRUE((*e)->Put(job % 240, labels[job % 240], img.pixels.data(), img.height, img.width,
+                            img.channels)
+                      .ok());
+    }
+    dir = (*e)->dir();
+  }
+  std::vector<std::string> names;
+  ASSERT_TRUE(Env::Default()->GetChildren(dir, &names).ok());
+  std::printf("after 1000 jobs: %zu files in the entry\n", names.size());
+  EXPECT_LE(names.size(), 24u);
+  std::string out;
+  int rc = test::RunCommand(
+      "ulimit -n 64 && " + test::CliPath() + " bench loader --source '" + f.uri + "' --cache " +
+          cache + " --resize-short 48 --crop 0 --batch 1 --epochs 1 --workers 2 --json",
+      &out);
+  ASSERT_EQ(rc, 0) << out;
+  auto j = nlohmann::json::parse(out.substr(out.find('{')), nullptr, false);
+  ASSERT_TRUE(j.is_object()) << out;
+  EXPECT_EQ(j["epochs"][0]["hit_rate"].get<double>(), 1.0) << out;
+}
+
+// Two users of one group fill and read one root, nothing world-accessible,
+// whatever their umask.
+TEST(CacheNode, TwoUsersOfOneGroupShareARoot) {
+  if (::geteuid() != 0 || test::RunCommand("command -v setpriv >/dev/null") != 0)
+    GTEST_SKIP() << "needs root and setpriv(1) to act as two users";
+  Fixture f;
+  ASSERT_EQ(::chmod(f.dir.path().c_str(), 0711), 0);
+  ASSERT_EQ(test::RunCommand("chmod -R a+rX " + f.dir.Sub("data")), 0);
+  std::string cache = f.dir.Sub("shared");
+  const gid_t group = 4243;
+  ASSERT_EQ(::mkdir(cache.c_str(), 0700), 0);
+  ASSERT_EQ(::chown(cache.c_str(), 0, group), 0);
+  ASSERT_EQ(::chmod(cache.c_str(), 02770), 0);
+  auto as_user = [&](int uid, const std::vector<std::string>& cmd) {
+    std::vector<std::string> a = {"/usr/bin/setpriv",
+                                  "--reuid=" + std::to_string(uid),
+                                  "--regid=" + std::to_string(uid),
+                                  "--groups=" + std::to_string(group),
+                                  "/bin/sh",
+                                  "-c",
+                                  "umask 022; exec \"$@\"",
+                                  "sh"};
+    a.insert(a.end(), cmd.begin(), cmd.end());
+    return a;
+  };
+  auto warm = f.WarmArgs(cache);
+  warm.push_back("--group-shared");
+  pid_t a = Spawn(as_user(4201, warm), f.dir.Sub("a.json"));
+  pid_t b = Spawn(as_user(4202, warm), f.dir.Sub("b.json"));
+  ASSERT_EQ(Wait(a), 0);
+  ASSERT_EQ(Wait(b), 0);
+  uint64_t prepared = 0;
+  for (const char* n : {"a.json", "b.json"}) {
+    std::string text;
+    ASSERT_TRUE(Env::Default()->ReadFileToString(f.dir.Sub(n), &text).ok());
+    prepared += nlohmann::json::parse(text)["prepared"].get<uint64_t>();
+  }
+  EXPECT_LE(prepared, 240u * 13 / 10) << "the second user could not fill the first's entry";
+  pid_t v =
+      Spawn(as_user(4202, {test::CliPath(), "cache", "verify", "--group-shared", "--cache", cache}),
+            f.dir.Sub("v.out"));
+  EXPECT_EQ(Wait(v), 0);
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(cache, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    struct stat st;
+    ASSERT_EQ(::lstat(it->path().c_str(), &st), 0);
+    std::string p = it->path().string();
+    EXPECT_EQ(st.st_mode & 07, 0u) << p << " is world-accessible";
+    EXPECT_EQ(st.st_gid, group) << p;
+    if (S_ISDIR(st.st_mode)) {
+      EXPECT_EQ(st.st_mode & 02070, 02070u) << p;
+    } else {
+      EXPECT_EQ(st.st_mode & 060, 060u) << p;
+    }
+  }
 }
 
 }  // namespace
