@@ -191,14 +191,23 @@ Status CheckRootTrusted(Env* env, const CacheOptions& opts) {
 Status PrepareRoot(Env* env, const CacheOptions& opts) {
   RootPaths p(opts.root);
   uint32_t mode = DirMode(opts);
-  SSDFEED_RETURN_IF_ERROR(CreateDirs(env, opts.root, mode));
+  if (!env->FileExists(opts.root)) {
+    SSDFEED_RETURN_IF_ERROR(CreateDirs(env, opts.root, mode));
+    SSDFEED_RETURN_IF_ERROR(env->SyncDir(Dirname(opts.root)));
+  }
   SSDFEED_RETURN_IF_ERROR(CheckRootTrusted(env, opts));
+  bool created = false;
   for (const std::string* d : {&p.entries, &p.trash, &p.writers}) {
     auto fi = env->Lstat(*d);
     if (fi.ok() && (fi->is_symlink || !fi->is_dir))
       return Status::InvalidArgument(*d + ": not a directory (a symlink?); refusing it");
-    if (!fi.ok()) SSDFEED_RETURN_IF_ERROR(env->CreateDir(*d, mode));
+    if (!fi.ok()) {
+      SSDFEED_RETURN_IF_ERROR(env->CreateDir(*d, mode));
+      created = true;
+    }
   }
+  // entries/ must survive a power cut, or every entry in it goes too.
+  if (created) SSDFEED_RETURN_IF_ERROR(env->SyncDir(opts.root));
   return CheckRootTrusted(env, opts);
 }
 

@@ -105,6 +105,22 @@ Result<std::unique_ptr<WritableFile>> FaultInjectionEnv::NewWritableFile(
   return std::unique_ptr<WritableFile>(new FaultWritableFile(this, std::move(f)));
 }
 
+namespace {
+
+Status RemoveTree(Env* env, const std::string& dir) {
+  std::vector<std::string> names;
+  Status s = env->GetChildren(dir, &names);
+  if (s.IsNotFound()) return Status::OK();
+  SSDFEED_RETURN_IF_ERROR(s);
+  for (const auto& n : names) {
+    auto fi = env->Lstat(JoinPath(dir, n));
+    if (fi.ok() && fi->is_dir) SSDFEED_RETURN_IF_ERROR(RemoveTree(env, JoinPath(dir, n)));
+  }
+  return env->RemoveDirAndFiles(dir);
+}
+
+}  // namespace
+
 void FaultInjectionEnv::NoteCreated(const std::string& path, bool is_dir) {
   std::lock_guard<std::mutex> l(mu_);
   undurable_names_[path] = is_dir;
@@ -210,9 +226,9 @@ Status FaultInjectionEnv::DropUnsyncedData() {
     if (!info.ok()) continue;  // removed since
     if (info->size > size) SSDFEED_RETURN_IF_ERROR(base_->TruncateFile(path, size));
   }
-  // Deepest first, so a lost directory's files go before it.
+  // Deepest first; a lost directory loses everything under it.
   for (auto it = names.rbegin(); it != names.rend(); ++it) {
-    Status s = it->second ? base_->RemoveDirAndFiles(it->first) : base_->RemoveFile(it->first);
+    Status s = it->second ? RemoveTree(base_, it->first) : base_->RemoveFile(it->first);
     if (!s.ok() && !s.IsNotFound()) return s;
     Forget(it->first);
   }
