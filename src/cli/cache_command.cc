@@ -1,7 +1,9 @@
 // ssdfeed cache ls | verify | gc | rm
+#include <algorithm>
 #include <ctime>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "cache/entry_files.h"
 #include "cli/options.h"
@@ -59,7 +61,8 @@ int RunLs(const CacheArgs& ca, bool json) {
 void CheckContent(const Source& src, const PrepareSpec& spec, CacheEntry* entry,
                   nlohmann::json* out) {
   OriginCheckReport oc;
-  Status s = CompareWithOrigin(src, spec, entry, &oc);
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  Status s = CompareWithOrigin(src, spec, entry, threads, &oc);
   nlohmann::json c = {{"compared", oc.compared},
                       {"mismatched", oc.mismatched},
                       {"unreadable", oc.unreadable},

@@ -25,9 +25,10 @@ struct OriginCheckReport {
 };
 
 // Compares every record present in entry with source's sample, prepared
-// with spec. InvalidArgument when the source's sample count is not the
-// entry's (ids would not line up: the source changed).
+// with spec, on `threads` threads (decoding dominates). InvalidArgument when
+// the source's sample count is not the entry's (ids would not line up: the
+// source changed).
 Status CompareWithOrigin(const Source& source, const PrepareSpec& spec, CacheEntry* entry,
-                         OriginCheckReport* report);
+                         int threads, OriginCheckReport* report);
 
 }  // namespace ssdfeed
