@@ -6,11 +6,13 @@ namespace ssdfeed {
 namespace {
 
 // Splits "DIR?allow_empty=1" into DIR and the option. A '?' not followed by
-// a key=value is part of the directory's name.
+// a key=value (without '/') is part of the directory's name.
 Status ParseFolderOptions(const std::string& spec, std::string* dir, SourceOptions* opts) {
   *dir = spec;
   size_t q = spec.rfind('?');
-  if (q == std::string::npos || spec.find('=', q) == std::string::npos) return Status::OK();
+  if (q == std::string::npos || spec.find('=', q) == std::string::npos ||
+      spec.find('/', q) != std::string::npos)
+    return Status::OK();
   std::string key = spec.substr(q + 1, spec.find('=', q) - q - 1);
   std::string value = spec.substr(spec.find('=', q) + 1);
   if (key != "allow_empty")

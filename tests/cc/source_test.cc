@@ -345,6 +345,14 @@ TEST(Folder, AllowedEmptyClassKeepsItsIndexAndChangesTheIdentity) {
   EXPECT_FALSE(OpenSource(r.uri + "?colour=1").ok());
 }
 
+TEST(Folder, QuestionMarkInAPathIsNotAnOption) {
+  test::TempDir dir;
+  auto r = Make(dir.Sub("a?b=c/ds"), "folder", 4);
+  auto src = OpenSource(r.uri);
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  EXPECT_EQ((*src)->size(), 4u);
+}
+
 TEST(Folder, DotFoldersAreClassesAsInImageFolder) {
   // torchvision's find_classes keeps every directory os.scandir lists,
   // hidden ones included.
