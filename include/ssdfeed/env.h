@@ -22,7 +22,11 @@ struct FileInfo {
   uint32_t uid = 0;
   uint32_t gid = 0;
   uint32_t mode = 0;  // permission bits incl. setgid / sticky (07777)
+  // With size and mtime, what a source's identity holds of a local file: a
+  // rewrite in place that keeps size and mtime (`cp -p`, `rsync -t`) still
+  // changes ctime, and a replacement by rename changes the inode.
   uint64_t inode = 0;
+  int64_t ctime_ns = 0;
 };
 
 // Positional reads; safe to call from many threads at once.
@@ -52,6 +56,13 @@ class FileLock {
   virtual ~FileLock() = default;
 };
 
+struct RandomAccessFileOptions {
+  // Refuse a symlink in the last path component (O_NOFOLLOW). Default true:
+  // the cache root's rule, so nothing planted there is read through a link.
+  // Sources pass false: a dataset assembled from symlinked images is normal.
+  bool no_follow = true;
+};
+
 struct WritableFileOptions {
   // Truncate an existing file (false: append to it). Default false.
   bool truncate = false;
@@ -66,9 +77,12 @@ class Env {
   // The process-wide POSIX Env. Never deleted.
   static Env* Default();
 
-  // Opens never follow a symlink in the last path component (O_NOFOLLOW).
+  // Opens only regular files ("<path>: not a regular file" otherwise) and
+  // never block (a FIFO planted in a cache entry fails at once). Writable
+  // files never follow a symlink in the last path component; readable ones
+  // only when opts.no_follow is false.
   virtual Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
-      const std::string& path) = 0;
+      const std::string& path, const RandomAccessFileOptions& opts = {}) = 0;
   virtual Result<std::unique_ptr<WritableFile>> NewWritableFile(
       const std::string& path, const WritableFileOptions& opts = {}) = 0;
 
@@ -103,7 +117,8 @@ class Env {
   virtual Status RemoveDirAndFiles(const std::string& dir) = 0;
 
   // Reads a whole file (convenience over NewRandomAccessFile).
-  Status ReadFileToString(const std::string& path, std::string* out);
+  Status ReadFileToString(const std::string& path, std::string* out,
+                          const RandomAccessFileOptions& opts = {});
   // Writes via temp file + rename, so readers see old or new. durable: fsync
   // the file before and the directory after the rename (default), so a power
   // cut keeps it too; false for files that only matter while processes live.

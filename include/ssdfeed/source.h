@@ -28,6 +28,11 @@ struct SourceOptions {
   // fails Open with the file and record named. skip: that part is left out
   // and counted in skipped(). Default raise.
   OnError on_error = OnError::kRaise;
+  // folder: a class folder without any image is an error naming it (as
+  // torchvision's ImageFolder) unless this is true; then it keeps its index,
+  // so labels match ImageFolder(allow_empty=True). The URI can set it too:
+  // "folder:DIR?allow_empty=1". Default false.
+  bool allow_empty_classes = false;
 };
 
 struct EncodedSample {
@@ -45,8 +50,9 @@ class Source {
   virtual Status Read(size_t id, EncodedSample* out) const = 0;
   // Where sample id lives, for messages: "/d/a.tfrecord record 17".
   virtual std::string Describe(size_t id) const = 0;
-  // Hex digest of every input file's path, size and mtime (and the source
-  // options that change what is read): part of cache fingerprints.
+  // Hex digest of every input file's path, size, mtime, inode and ctime (as
+  // stat says through symlinks), the folder source's label map, and the
+  // source options that change what is read: part of cache fingerprints.
   virtual const std::string& identity() const = 0;
   virtual const std::string& uri() const = 0;
   // Parts of the origin left out under OnError::kSkip while opening.
@@ -56,7 +62,9 @@ class Source {
 };
 
 // Opens "folder:DIR" (or a bare directory), "tfrecord:GLOB" or "tar:GLOB".
-// GLOB may hold * ? [..] and brace ranges like shard-{000..099}.tar.
+// GLOB may hold * ? [..] and brace ranges like shard-{000..099}.tar. A folder
+// URI may end in "?allow_empty=1" (or 0/true/false): see allow_empty_classes.
+// Origin files and folders are read through symlinks.
 Result<std::unique_ptr<Source>> OpenSource(const std::string& uri, const SourceOptions& opts = {});
 
 // Expands brace ranges ({000..099}, {a,b}) and then shell globs; sorted.

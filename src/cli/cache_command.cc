@@ -1,12 +1,15 @@
 // ssdfeed cache ls | verify | gc | rm
+#include <algorithm>
 #include <ctime>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "cache/entry_files.h"
 #include "cli/options.h"
 #include "pipeline/entry_key.h"
 #include "pipeline/fetcher.h"
+#include "pipeline/origin_check.h"
 #include "util/units.h"
 
 namespace ssdfeed::cli {
@@ -54,8 +57,23 @@ int RunLs(const CacheArgs& ca, bool json) {
   return 0;
 }
 
+// --verify-source=content: every record against its origin sample.
+void CheckContent(const Source& src, const PrepareSpec& spec, CacheEntry* entry,
+                  nlohmann::json* out) {
+  OriginCheckReport oc;
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  Status s = CompareWithOrigin(src, spec, entry, threads, &oc);
+  nlohmann::json c = {{"compared", oc.compared},
+                      {"mismatched", oc.mismatched},
+                      {"unreadable", oc.unreadable},
+                      {"problems", oc.problems}};
+  if (!s.ok()) c["error"] = s.message();
+  (*out)["source_content"] = c;
+}
+
 // Reopens an entry from its manifest (and its source, for repair).
-int VerifyOne(const CacheOptions& o, const EntryInfo& info, bool repair, nlohmann::json* out) {
+int VerifyOne(const CacheOptions& o, const EntryInfo& info, bool repair, bool content,
+              nlohmann::json* out) {
   auto read = ReadEntryKey(Env::Default(), info.dir);
   if (!read.ok()) return Fail(read.status().message());
   const EntryKey& key = *read;
@@ -69,7 +87,8 @@ int VerifyOne(const CacheOptions& o, const EntryInfo& info, bool repair, nlohman
   (*out)["good"] = r.good;
   (*out)["corrupt"] = r.corrupt;
   (*out)["missing"] = r.missing;
-  // The full source check: every file's size and mtime, not the cheap one.
+  // The full source check: every file stat'ed again (size, mtime, inode,
+  // ctime, and the folder's label map), not the cheap one.
   PrepareSpec spec;
   SourceOptions so;
   Status ps = ParsePrepareJson(key.prepare_json, &spec, &so);
@@ -79,6 +98,7 @@ int VerifyOne(const CacheOptions& o, const EntryInfo& info, bool repair, nlohman
                                  ? "changed (entry is stale)"
                                  : "unchanged";
   (*out)["source"] = source_state;
+  if (content && src.ok()) CheckContent(**src, spec, entry->get(), out);
   if (repair && r.corrupt > 0) {
     if (source_state != "unchanged")
       return Fail(info.name + ": cannot repair, source " + source_state);
@@ -95,33 +115,58 @@ int VerifyOne(const CacheOptions& o, const EntryInfo& info, bool repair, nlohman
   return 0;
 }
 
-int RunVerify(const CacheArgs& ca, const std::string& name, bool repair, bool json) {
+// A stale entry or an origin that no longer matches its records is a
+// finding, like a corrupt record: exit status 1.
+bool SourceBad(const nlohmann::json& r) {
+  if (r["source"].get<std::string>().rfind("changed", 0) == 0) return true;
+  if (!r.contains("source_content")) return false;
+  const auto& c = r["source_content"];
+  return c["mismatched"].get<uint64_t>() > 0 || c.contains("error");
+}
+
+void PrintVerify(const std::string& name, const nlohmann::json& r) {
+  std::cout << name.substr(0, 12) << ": " << r["good"] << " good, " << r["corrupt"] << " corrupt, "
+            << r["missing"] << " missing; source " << r["source"].get<std::string>()
+            << (r.contains("repaired") ? "; repaired " + r["repaired"].dump() : "");
+  if (r.contains("source_content")) {
+    const auto& c = r["source_content"];
+    std::cout << "; origin content: " << c["compared"] << " compared, " << c["mismatched"]
+              << " differ, " << c["unreadable"] << " unreadable";
+    if (c.contains("error")) std::cout << " (" << c["error"].get<std::string>() << ")";
+    for (const auto& p : c["problems"]) std::cout << "\n  " << p.get<std::string>();
+  }
+  std::cout << "\n";
+}
+
+int RunVerify(const CacheArgs& ca, const std::string& name, bool repair,
+              const std::string& verify_source, bool json) {
   CacheOptions o;
   if (Status s = ca.ToOptions(&o); !s.ok()) return Fail(s.message(), 2);
   auto list = ListEntries(o);
   if (!list.ok()) return Fail(list.status().message());
   nlohmann::json all = nlohmann::json::array();
   int rc = 0, matched = 0;
+  bool corrupt = false, stale = false;
   for (const auto& e : *list) {
     if (!name.empty() && e.name.rfind(name, 0) != 0) continue;
     ++matched;
     nlohmann::json r;
-    if (int c = VerifyOne(o, e, repair, &r); c != 0) {
+    if (int c = VerifyOne(o, e, repair, verify_source == "content", &r); c != 0) {
       rc = c;
       continue;
     }
-    bool bad = r["corrupt"].get<uint64_t>() > 0 && !r.contains("repaired");
-    if (bad) rc = 1;
-    if (!json)
-      std::cout << e.name.substr(0, 12) << ": " << r["good"] << " good, " << r["corrupt"]
-                << " corrupt, " << r["missing"] << " missing; source "
-                << r["source"].get<std::string>()
-                << (r.contains("repaired") ? "; repaired " + r["repaired"].dump() : "") << "\n";
+    corrupt |= r["corrupt"].get<uint64_t>() > 0 && !r.contains("repaired");
+    stale |= SourceBad(r);
+    if (!json) PrintVerify(e.name, r);
     all.push_back(r);
   }
   if (!name.empty() && matched == 0) return Fail("no cache entry '" + name + "' under " + o.root);
   if (json) std::cout << all.dump(2) << "\n";
-  if (rc == 1 && !json) std::cerr << "ssdfeed: corrupt records found (run with --repair)\n";
+  if (corrupt && !json) std::cerr << "ssdfeed: corrupt records found (run with --repair)\n";
+  if (stale && !json)
+    std::cerr << "ssdfeed: an entry no longer matches its source (it is not served again; "
+                 "`ssdfeed cache rm` it or let gc evict it)\n";
+  if (rc == 0 && (corrupt || stale)) rc = 1;
   return rc;
 }
 
@@ -166,12 +211,19 @@ void AddCache(CLI::App& app, RunState* st) {
   auto* verify = c->add_subcommand("verify", "Check every record (and the source) of entries");
   auto name = std::make_shared<std::string>();
   auto repair = std::make_shared<bool>(false);
+  auto verify_source = std::make_shared<std::string>("stat");
   verify->add_option("entry", *name, "Entry name or prefix (default: all)");
   verify->add_flag("--repair", *repair, "Re-prepare corrupt records from the origin");
+  verify
+      ->add_option("--verify-source", *verify_source,
+                   "stat: stat every origin file again (default); content: also read and "
+                   "prepare every origin sample and compare it with its record")
+      ->check(CLI::IsMember({"stat", "content"}));
   ca->Add(verify, false);
   verify->add_flag("--json", *json, "JSON report");
-  verify->callback(
-      [st, ca, name, repair, json] { st->rc = RunVerify(*ca, *name, *repair, *json); });
+  verify->callback([st, ca, name, repair, verify_source, json] {
+    st->rc = RunVerify(*ca, *name, *repair, *verify_source, *json);
+  });
 
   auto* gc = c->add_subcommand("gc", "Evict unused entries, least recently used first");
   auto max_bytes = std::make_shared<std::string>();

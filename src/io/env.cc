@@ -7,8 +7,9 @@
 
 namespace ssdfeed {
 
-Status Env::ReadFileToString(const std::string& path, std::string* out) {
-  SSDFEED_ASSIGN_OR_RETURN(auto file, NewRandomAccessFile(path));
+Status Env::ReadFileToString(const std::string& path, std::string* out,
+                             const RandomAccessFileOptions& opts) {
+  SSDFEED_ASSIGN_OR_RETURN(auto file, NewRandomAccessFile(path, opts));
   SSDFEED_ASSIGN_OR_RETURN(uint64_t size, file->Size());
   out->resize(size);
   size_t got = 0;

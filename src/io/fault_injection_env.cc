@@ -90,8 +90,8 @@ void FaultInjectionEnv::NoteWritten(const std::string& path, uint64_t size) {
 }
 
 Result<std::unique_ptr<RandomAccessFile>> FaultInjectionEnv::NewRandomAccessFile(
-    const std::string& path) {
-  SSDFEED_ASSIGN_OR_RETURN(auto f, base_->NewRandomAccessFile(path));
+    const std::string& path, const RandomAccessFileOptions& o) {
+  SSDFEED_ASSIGN_OR_RETURN(auto f, base_->NewRandomAccessFile(path, o));
   return std::unique_ptr<RandomAccessFile>(new FaultReadFile(this, std::move(f)));
 }
 

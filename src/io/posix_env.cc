@@ -128,38 +128,51 @@ FileInfo ToInfo(const struct stat& st) {
   fi.gid = st.st_gid;
   fi.mode = st.st_mode & 07777;
   fi.inode = static_cast<uint64_t>(st.st_ino);
+  fi.ctime_ns = static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000LL + st.st_ctim.tv_nsec;
   return fi;
+}
+
+// open(2) with O_NONBLOCK, so that a FIFO (or device) never blocks the
+// caller, then refuses anything but a regular file. O_NONBLOCK has no effect
+// on regular files, so it is left set. Returns the fd or an error.
+Result<int> OpenRegular(const std::string& path, int flags, uint32_t mode, struct stat* st) {
+  int fd = ::open(path.c_str(), flags | O_NONBLOCK | O_CLOEXEC, mode);
+  // ENXIO: a FIFO opened for writing with no reader, or a device.
+  if (fd < 0 && errno == ENXIO) return Status::InvalidArgument(path + ": not a regular file");
+  if (fd < 0) return Status::FromErrno(errno, "open " + path);
+  Status s;
+  if (::fstat(fd, st) != 0)
+    s = Status::FromErrno(errno, "fstat " + path);
+  else if (!S_ISREG(st->st_mode))
+    s = Status::InvalidArgument(path + ": not a regular file");
+  if (!s.ok()) {
+    ::close(fd);
+    return s;
+  }
+  return fd;
 }
 
 class PosixEnv final : public Env {
  public:
-  Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path) override {
-    // O_NONBLOCK: opening a planted FIFO must fail fast, not hang.
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0) return Status::FromErrno(errno, "open " + path);
+  Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
+      const std::string& path, const RandomAccessFileOptions& o) override {
     struct stat st;
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd);
-      return Status::IOError(path + ": not a regular file");
-    }
+    SSDFEED_ASSIGN_OR_RETURN(int fd,
+                             OpenRegular(path, O_RDONLY | (o.no_follow ? O_NOFOLLOW : 0), 0, &st));
     return std::unique_ptr<RandomAccessFile>(new PosixRandomAccessFile(path, fd));
   }
 
   Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path,
                                                         const WritableFileOptions& o) override {
-    int flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK |
-                (o.truncate ? O_TRUNC : O_APPEND);
-    int fd = ::open(path.c_str(), flags, o.mode);
-    if (fd < 0) return Status::FromErrno(errno, "open " + path);
+    // O_TRUNC is not used: a FIFO or device must be refused before anything
+    // is done to it, so truncation waits for the regular-file check.
+    int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | (o.truncate ? 0 : O_APPEND);
     struct stat st;
-    if (::fstat(fd, &st) != 0) {
+    SSDFEED_ASSIGN_OR_RETURN(int fd, OpenRegular(path, flags, o.mode, &st));
+    if (o.truncate && st.st_size != 0 && ::ftruncate(fd, 0) != 0) {
       int e = errno;
       ::close(fd);
-      return Status::FromErrno(e, "fstat " + path);
-    }
-    if (!S_ISREG(st.st_mode)) {
-      ::close(fd);
-      return Status::IOError(path + ": not a regular file");
+      return Status::FromErrno(e, "truncate " + path);
     }
     // The umask must not narrow a group-shared cache's 0660 to 0640.
     if ((st.st_mode & 07777) != o.mode && st.st_uid == ::geteuid() && ::fchmod(fd, o.mode) != 0) {
@@ -167,8 +180,8 @@ class PosixEnv final : public Env {
       ::close(fd);
       return Status::FromErrno(e, "chmod " + path);
     }
-    return std::unique_ptr<WritableFile>(
-        new PosixWritableFile(path, fd, static_cast<uint64_t>(st.st_size)));
+    uint64_t size = o.truncate ? 0 : static_cast<uint64_t>(st.st_size);
+    return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd, size));
   }
 
   Status GetChildren(const std::string& dir, std::vector<std::string>* names) override {

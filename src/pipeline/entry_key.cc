@@ -18,7 +18,8 @@ EntryKey MakeEntryKey(const Source& source, const SourceOptions& so, const Prepa
                       {"crop_w", spec.crop_w},
                       {"gray", spec.gray},
                       {"image_key", so.image_key},
-                      {"label_key", so.label_key}};
+                      {"label_key", so.label_key},
+                      {"allow_empty_classes", so.allow_empty_classes}};
   k.prepare_json = j.dump();
   return k;
 }
@@ -36,6 +37,7 @@ Status ParsePrepareJson(const std::string& text, PrepareSpec* spec, SourceOption
     spec->gray = j.value("gray", false);
     so->image_key = j.value("image_key", "");
     so->label_key = j.value("label_key", "");
+    so->allow_empty_classes = j.value("allow_empty_classes", false);
   } catch (const nlohmann::json::exception& e) {
     return Status::Corruption(std::string("manifest 'prepare' object: ") + e.what());
   }

@@ -1,5 +1,9 @@
 // folder:DIR — ImageFolder layout DIR/<class>/<file>; label = index of the
-// class in sorted order; .jpg .jpeg .png in any case.
+// class in sorted order; .jpg .jpeg .png in any case. Classes are found as
+// torchvision's find_classes finds them (every directory entry that is a
+// directory through symlinks, dot-directories included), and a class with
+// no image is refused unless empty classes are allowed, where it keeps its
+// index: labels are what ImageFolder gives on the same tree.
 #include <algorithm>
 #include <cctype>
 
@@ -9,6 +13,17 @@
 namespace ssdfeed {
 
 namespace {
+
+// Every class name with its index: a new class folder shifts labels even
+// when the list of files stays the same.
+std::string LabelMap(const std::vector<std::string>& classes) {
+  std::string m = "labels";
+  for (size_t i = 0; i < classes.size(); ++i) {
+    m.append("|").append(std::to_string(i)).append(":");
+    m.append(std::to_string(classes[i].size())).append(":").append(classes[i]);
+  }
+  return m;
+}
 
 bool IsImageName(const std::string& name) {
   size_t dot = name.find_last_of('.');
@@ -21,16 +36,16 @@ bool IsImageName(const std::string& name) {
 
 class FolderSource final : public Source {
  public:
-  FolderSource(std::string uri, std::vector<InputFile> files, std::vector<int64_t> labels, Env* env)
+  FolderSource(std::string uri, std::vector<InputFile> files, std::vector<int64_t> labels,
+               const std::vector<std::string>& classes, Env* env)
       : uri_(std::move(uri)), files_(std::move(files)), labels_(std::move(labels)), env_(env) {
-    identity_ = IdentityDigest("folder", files_, "");
+    identity_ = IdentityDigest("folder", files_, LabelMap(classes));
   }
 
   size_t size() const override { return files_.size(); }
   Status Read(size_t id, EncodedSample* out) const override {
     out->label = labels_[id];
-    Status s = env_->ReadFileToString(files_[id].path, &out->bytes);
-    return s;
+    return env_->ReadFileToString(files_[id].path, &out->bytes, OriginReadOptions());
   }
   std::string Describe(size_t id) const override { return files_[id].path; }
   const std::string& identity() const override { return identity_; }
@@ -45,6 +60,47 @@ class FolderSource final : public Source {
   std::string identity_;
 };
 
+// The class folders of dir, sorted: what os.scandir + is_dir() gives.
+Status FindClasses(Env* env, const std::string& dir, std::vector<std::string>* classes) {
+  std::vector<std::string> names;
+  SSDFEED_RETURN_IF_ERROR(env->GetChildren(dir, &names));
+  classes->clear();
+  for (const auto& n : names) {
+    auto info = env->Stat(JoinPath(dir, n));  // a broken link is no class
+    if (info.ok() && info->is_dir) classes->push_back(n);
+  }
+  std::sort(classes->begin(), classes->end());
+  if (classes->empty())
+    return Status::NotFound(dir + ": no class folder found (expected DIR/<class>/<file>.jpg|.png)");
+  return Status::OK();
+}
+
+// Appends the images directly inside cdir, sorted by name, with label.
+Status AddClassFiles(Env* env, const std::string& cdir, int64_t label,
+                     std::vector<InputFile>* files, std::vector<int64_t>* labels) {
+  std::vector<std::string> names;
+  SSDFEED_RETURN_IF_ERROR(env->GetChildren(cdir, &names));
+  std::sort(names.begin(), names.end());
+  for (const auto& n : names) {
+    if (!IsImageName(n)) continue;
+    std::string path = JoinPath(cdir, n);
+    SSDFEED_ASSIGN_OR_RETURN(FileInfo fi, env->Stat(path));
+    if (fi.is_dir) continue;  // a folder named like an image
+    files->push_back(InputFile{path, fi.size, fi.mtime_ns, fi.inode, fi.ctime_ns});
+    labels->push_back(label);
+  }
+  return Status::OK();
+}
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) {
+    if (!s.empty()) s.append(", ");
+    s.append(n);
+  }
+  return s;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Source>> OpenFolderSource(const std::string& uri, const std::string& dir,
@@ -52,31 +108,24 @@ Result<std::unique_ptr<Source>> OpenFolderSource(const std::string& uri, const s
   Env* env = opts.env;
   SSDFEED_ASSIGN_OR_RETURN(FileInfo root, env->Stat(dir));
   if (!root.is_dir) return Status::InvalidArgument(dir + ": not a directory");
-  std::vector<std::string> classes;
-  SSDFEED_RETURN_IF_ERROR(env->GetChildren(dir, &classes));
-  std::sort(classes.begin(), classes.end());
+  std::vector<std::string> classes, empty;
+  SSDFEED_RETURN_IF_ERROR(FindClasses(env, dir, &classes));
   std::vector<InputFile> files;
   std::vector<int64_t> labels;
-  int64_t label = 0;
-  for (const auto& c : classes) {
-    if (c[0] == '.') continue;
-    std::string cdir = JoinPath(dir, c);
-    auto ci = env->Stat(cdir);
-    if (!ci.ok() || !ci->is_dir) continue;
-    std::vector<std::string> names;
-    SSDFEED_RETURN_IF_ERROR(env->GetChildren(cdir, &names));
-    std::sort(names.begin(), names.end());
-    for (const auto& n : names) {
-      if (!IsImageName(n)) continue;
-      SSDFEED_ASSIGN_OR_RETURN(InputFile f, StatInput(env, JoinPath(cdir, n)));
-      files.push_back(std::move(f));
-      labels.push_back(label);
-    }
-    ++label;
+  for (size_t label = 0; label < classes.size(); ++label) {
+    size_t before = files.size();
+    SSDFEED_RETURN_IF_ERROR(AddClassFiles(env, JoinPath(dir, classes[label]),
+                                          static_cast<int64_t>(label), &files, &labels));
+    if (files.size() == before) empty.push_back(classes[label]);
   }
+  if (!empty.empty() && !opts.allow_empty_classes)
+    return Status::NotFound(dir + ": found no valid file for the classes " + JoinNames(empty) +
+                            " (supported extensions: .jpg, .jpeg, .png; remove those folders, "
+                            "or allow empty classes with folder:DIR?allow_empty=1)");
   if (files.empty())
     return Status::NotFound(dir + ": no images found (expected DIR/<class>/<file>.jpg|.png)");
-  return std::unique_ptr<Source>(new FolderSource(uri, std::move(files), std::move(labels), env));
+  return std::unique_ptr<Source>(
+      new FolderSource(uri, std::move(files), std::move(labels), classes, env));
 }
 
 }  // namespace ssdfeed

@@ -4,19 +4,36 @@
 
 namespace ssdfeed {
 
+namespace {
+
+// Bumped whenever what goes into an identity changes, so that entries made
+// under the old rule are never reached again (LRU eviction removes them).
+constexpr char kIdentityVersion[] = "source-identity-v2";
+
+}  // namespace
+
 Result<InputFile> StatInput(Env* env, const std::string& path) {
   SSDFEED_ASSIGN_OR_RETURN(FileInfo fi, env->Stat(path));
-  return InputFile{path, fi.size, fi.mtime_ns};
+  if (fi.is_dir) return Status::InvalidArgument(path + ": is a directory, not an input file");
+  return InputFile{path, fi.size, fi.mtime_ns, fi.inode, fi.ctime_ns};
+}
+
+RandomAccessFileOptions OriginReadOptions() {
+  RandomAccessFileOptions o;
+  o.no_follow = false;
+  return o;
 }
 
 std::string IdentityDigest(const std::string& kind, const std::vector<InputFile>& files,
                            const std::string& extra) {
   Fingerprinter fp;
+  fp.Add(kIdentityVersion);
   fp.Add(kind);
   fp.Add(extra);
   for (const auto& f : files) {
     fp.Add(f.path);
-    fp.Add(std::to_string(f.size) + "/" + std::to_string(f.mtime_ns));
+    fp.Add(std::to_string(f.size) + "/" + std::to_string(f.mtime_ns) + "/" +
+           std::to_string(f.inode) + "/" + std::to_string(f.ctime_ns));
   }
   return fp.HexDigest();
 }
@@ -27,7 +44,8 @@ ShardFiles::ShardFiles(Env* env, std::vector<InputFile> files)
 Result<const RandomAccessFile*> ShardFiles::Get(size_t i) const {
   std::lock_guard<std::mutex> l(*mu_);
   if (!open_[i]) {
-    SSDFEED_ASSIGN_OR_RETURN(open_[i], env_->NewRandomAccessFile(files_[i].path));
+    SSDFEED_ASSIGN_OR_RETURN(open_[i],
+                             env_->NewRandomAccessFile(files_[i].path, OriginReadOptions()));
   }
   return static_cast<const RandomAccessFile*>(open_[i].get());
 }

@@ -1,6 +1,8 @@
 // Pieces shared by the file-backed sources: the list of input files with
-// their size and mtime, the identity digest over it, and lazily opened
+// what stat says of them, the identity digest over it, and lazily opened
 // read handles (pread is thread-safe, so one handle per file serves all).
+// Origin files are opened through symlinks: no-follow is the cache root's
+// rule, and datasets are often assembled from links.
 #pragma once
 
 #include <memory>
@@ -17,11 +19,19 @@ struct InputFile {
   std::string path;
   uint64_t size = 0;
   int64_t mtime_ns = 0;
+  uint64_t inode = 0;
+  int64_t ctime_ns = 0;
 };
 
+// Stats path (through symlinks); a directory or other non-regular file is
+// InvalidArgument naming it.
 Result<InputFile> StatInput(Env* env, const std::string& path);
 
-// Hex digest of kind, every file's path/size/mtime and extra options.
+// The origin's read options: symlinks are followed.
+RandomAccessFileOptions OriginReadOptions();
+
+// Hex digest of kind, every file's path/size/mtime/inode/ctime and extra
+// (options that change what is read, and the folder source's label map).
 std::string IdentityDigest(const std::string& kind, const std::vector<InputFile>& files,
                            const std::string& extra);
 

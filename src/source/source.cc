@@ -3,11 +3,46 @@
 
 namespace ssdfeed {
 
+namespace {
+
+// Splits "DIR?allow_empty=1" into DIR and the option. A '?' not followed by
+// a key=value (without '/') is part of the directory's name.
+Status ParseFolderOptions(const std::string& spec, std::string* dir, SourceOptions* opts) {
+  *dir = spec;
+  size_t q = spec.rfind('?');
+  if (q == std::string::npos || spec.find('=', q) == std::string::npos ||
+      spec.find('/', q) != std::string::npos)
+    return Status::OK();
+  std::string key = spec.substr(q + 1, spec.find('=', q) - q - 1);
+  std::string value = spec.substr(spec.find('=', q) + 1);
+  if (key != "allow_empty")
+    return Status::InvalidArgument("unknown folder option '" + key + "' in '" + spec +
+                                   "' (known: allow_empty=0|1)");
+  if (value == "1" || value == "true")
+    opts->allow_empty_classes = true;
+  else if (value == "0" || value == "false")
+    opts->allow_empty_classes = false;
+  else
+    return Status::InvalidArgument("allow_empty must be 0 or 1, not '" + value + "' in '" + spec +
+                                   "'");
+  *dir = spec.substr(0, q);
+  return Status::OK();
+}
+
+Result<std::unique_ptr<Source>> OpenFolder(const std::string& uri, const std::string& spec,
+                                           SourceOptions opts) {
+  std::string dir;
+  SSDFEED_RETURN_IF_ERROR(ParseFolderOptions(spec, &dir, &opts));
+  return OpenFolderSource(uri, dir, opts);
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Source>> OpenSource(const std::string& uri, const SourceOptions& in) {
   SourceOptions opts = in;
   if (opts.env == nullptr) opts.env = Env::Default();
   auto starts = [&](const char* p) { return uri.rfind(p, 0) == 0; };
-  if (starts("folder:")) return OpenFolderSource(uri, uri.substr(7), opts);
+  if (starts("folder:")) return OpenFolder(uri, uri.substr(7), opts);
   if (starts("tfrecord:")) {
     SSDFEED_ASSIGN_OR_RETURN(auto files, ExpandGlob(uri.substr(9)));
     return OpenTFRecordSource(uri, files, opts);
@@ -20,7 +55,7 @@ Result<std::unique_ptr<Source>> OpenSource(const std::string& uri, const SourceO
   if (colon != std::string::npos && uri.find('/') > colon)
     return Status::InvalidArgument("unknown source kind in '" + uri +
                                    "' (use folder:DIR, tfrecord:GLOB or tar:GLOB)");
-  return OpenFolderSource("folder:" + uri, uri, opts);  // a bare directory
+  return OpenFolder("folder:" + uri, uri, opts);  // a bare directory
 }
 
 }  // namespace ssdfeed

@@ -205,7 +205,9 @@ TEST(CacheCapacity, ConcurrentFillsStayUnderCapacitySampledContinuously) {
   sampler.join();
   EXPECT_EQ(denied.load(), 3u);
   EXPECT_LE(max_seen.load(), o.capacity_bytes);
-  EXPECT_GT(max_seen.load(), o.capacity_bytes * 3 / 4) << "capacity was barely used";
+  // Up to a reserve chunk per writer (3 x 32 KiB) and each entry's unused
+  // small-file allowance may be charged but not yet on disk.
+  EXPECT_GT(max_seen.load(), o.capacity_bytes / 2) << "capacity was barely used";
 }
 
 void SetLastUsed(const std::string& dir, time_t t) {

@@ -1,8 +1,12 @@
 #include "ssdfeed/env.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <future>
 
 #include "test_util.h"
 
@@ -53,6 +57,90 @@ TEST(PosixEnv, DoesNotFollowSymlinkOnOpen) {
   std::string s;
   ASSERT_TRUE(env->ReadFileToString(dir.Sub("target"), &s).ok());
   EXPECT_EQ(s, "data");  // untouched
+}
+
+TEST(PosixEnv, FollowsSymlinkOnlyWhenAsked) {
+  test::TempDir dir;
+  Env* env = Env::Default();
+  ASSERT_TRUE(env->WriteFileAtomic(dir.Sub("target"), "data").ok());
+  ASSERT_EQ(::symlink(dir.Sub("target").c_str(), dir.Sub("link").c_str()), 0);
+  RandomAccessFileOptions follow;
+  follow.no_follow = false;
+  std::string s;
+  Status st = env->ReadFileToString(dir.Sub("link"), &s, follow);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(s, "data");
+  EXPECT_FALSE(env->ReadFileToString(dir.Sub("link"), &s).ok());  // the default refuses it
+}
+
+// Runs open in a thread: on a blocking open the test fails (and unblocks it
+// by opening the FIFO's other end) instead of hanging the suite.
+template <typename Open>
+Status OpenWithoutBlocking(const std::string& fifo, int other_end_flags, Open open) {
+  auto f = std::async(std::launch::async, open);
+  if (f.wait_for(std::chrono::seconds(20)) == std::future_status::ready) return f.get();
+  int fd = ::open(fifo.c_str(), other_end_flags | O_NONBLOCK);
+  f.wait();
+  if (fd >= 0) ::close(fd);
+  return Status::Aborted("open of a FIFO blocked");
+}
+
+TEST(PosixEnv, FifoIsRefusedAtOnceNamingThePath) {
+  test::TempDir dir;
+  Env* env = Env::Default();
+  std::string fifo = dir.Sub("seg-1-0.dat");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  Status r =
+      OpenWithoutBlocking(fifo, O_WRONLY, [&] { return env->NewRandomAccessFile(fifo).status(); });
+  EXPECT_EQ(r.ToString().rfind("InvalidArgument", 0), 0u) << r.ToString();
+  EXPECT_NE(r.message().find(fifo + ": not a regular file"), std::string::npos) << r.ToString();
+  RandomAccessFileOptions follow;
+  follow.no_follow = false;
+  r = OpenWithoutBlocking(fifo, O_WRONLY,
+                          [&] { return env->NewRandomAccessFile(fifo, follow).status(); });
+  EXPECT_EQ(r.ToString().rfind("InvalidArgument", 0), 0u) << r.ToString();
+  Status w =
+      OpenWithoutBlocking(fifo, O_RDONLY, [&] { return env->NewWritableFile(fifo).status(); });
+  EXPECT_EQ(w.ToString().rfind("InvalidArgument", 0), 0u) << w.ToString();
+  EXPECT_NE(w.message().find(fifo + ": not a regular file"), std::string::npos) << w.ToString();
+}
+
+TEST(PosixEnv, DirectoryIsNotARegularFile) {
+  test::TempDir dir;
+  Env* env = Env::Default();
+  ASSERT_TRUE(env->CreateDir(dir.Sub("d")).ok());
+  auto r = env->NewRandomAccessFile(dir.Sub("d"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("not a regular file"), std::string::npos)
+      << r.status().ToString();
+}
+
+TEST(PosixEnv, TruncatingOpenEmptiesTheFile) {
+  test::TempDir dir;
+  Env* env = Env::Default();
+  ASSERT_TRUE(env->WriteFileAtomic(dir.Sub("f"), "old contents").ok());
+  WritableFileOptions o;
+  o.truncate = true;
+  auto w = env->NewWritableFile(dir.Sub("f"), o);
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ((*w)->Size(), 0u);
+  ASSERT_TRUE((*w)->Append("new", 3).ok());
+  ASSERT_TRUE((*w)->Close().ok());
+  std::string s;
+  ASSERT_TRUE(env->ReadFileToString(dir.Sub("f"), &s).ok());
+  EXPECT_EQ(s, "new");
+}
+
+TEST(PosixEnv, StatGivesInodeAndCtime) {
+  test::TempDir dir;
+  Env* env = Env::Default();
+  ASSERT_TRUE(env->WriteFileAtomic(dir.Sub("f"), "x").ok());
+  struct stat st;
+  ASSERT_EQ(::stat(dir.Sub("f").c_str(), &st), 0);
+  auto fi = env->Stat(dir.Sub("f"));
+  ASSERT_TRUE(fi.ok());
+  EXPECT_EQ(fi->inode, static_cast<uint64_t>(st.st_ino));
+  EXPECT_EQ(fi->ctime_ns, st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec);
 }
 
 TEST(PosixEnv, MissingFileIsNotFoundAndNamesThePath) {

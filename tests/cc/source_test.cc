@@ -2,13 +2,16 @@
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <utime.h>
 
+#include <chrono>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "source/tfrecord_format.h"
 #include "ssdfeed/dataset.h"
@@ -286,6 +289,192 @@ TEST(MakeDataset, DeterministicAndCorruptFractionHolds) {
     bad += !st.ok();
   }
   EXPECT_EQ(bad, ra.corrupt);
+}
+
+// --- Source identity: labels, same-size rewrites, symlinks -------------------
+
+std::vector<int64_t> Labels(const Source& s) {
+  std::vector<int64_t> labels;
+  for (size_t i = 0; i < s.size(); ++i) {
+    EncodedSample e;
+    EXPECT_TRUE(s.Read(i, &e).ok()) << s.Describe(i);
+    labels.push_back(e.label);
+  }
+  return labels;
+}
+
+TEST(Folder, EmptyClassFolderIsRefusedNamingIt) {
+  test::TempDir dir;
+  auto r = Make(dir.path(), "folder", 12);
+  // What an unzip made on a Mac leaves: sorts before every class.
+  ASSERT_EQ(::mkdir(dir.Sub("__MACOSX").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(dir.Sub("zz_empty").c_str(), 0755), 0);
+  auto src = OpenSource(r.uri);
+  ASSERT_FALSE(src.ok());
+  const std::string& m = src.status().message();
+  EXPECT_NE(m.find(dir.path()), std::string::npos) << m;
+  EXPECT_NE(m.find("found no valid file for the classes __MACOSX, zz_empty"), std::string::npos)
+      << m;
+  EXPECT_NE(m.find("allow_empty=1"), std::string::npos) << m;
+}
+
+TEST(Folder, AllowedEmptyClassKeepsItsIndexAndChangesTheIdentity) {
+  test::TempDir dir;
+  auto r = Make(dir.path(), "folder", 12);
+  auto before = OpenSource(r.uri);
+  ASSERT_TRUE(before.ok());
+  std::vector<int64_t> old_labels = Labels(**before);
+  ASSERT_EQ(::mkdir(dir.Sub("__MACOSX").c_str(), 0755), 0);
+  auto after = OpenSource(r.uri + "?allow_empty=1");
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  ASSERT_EQ((*after)->size(), old_labels.size());
+  std::vector<int64_t> labels = Labels(**after);
+  for (size_t i = 0; i < labels.size(); ++i) EXPECT_EQ(labels[i], old_labels[i] + 1) << i;
+  // Same files, new label map: a new identity, so no entry mixes the two.
+  EXPECT_NE((*after)->identity(), (*before)->identity());
+  EXPECT_EQ((*after)->uri(), r.uri + "?allow_empty=1");
+  SourceOptions o;
+  o.allow_empty_classes = true;
+  auto by_option = OpenSource(r.uri, o);
+  ASSERT_TRUE(by_option.ok());
+  EXPECT_EQ((*by_option)->identity(), (*after)->identity());
+  EXPECT_FALSE(OpenSource(r.uri + "?allow_empty=0").ok());
+  auto bad = OpenSource(r.uri + "?allow_empty=maybe");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("allow_empty must be 0 or 1"), std::string::npos);
+  EXPECT_FALSE(OpenSource(r.uri + "?colour=1").ok());
+}
+
+TEST(Folder, QuestionMarkInAPathIsNotAnOption) {
+  test::TempDir dir;
+  auto r = Make(dir.Sub("a?b=c/ds"), "folder", 4);
+  auto src = OpenSource(r.uri);
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  EXPECT_EQ((*src)->size(), 4u);
+}
+
+TEST(Folder, DotFoldersAreClassesAsInImageFolder) {
+  // torchvision's find_classes keeps every directory os.scandir lists,
+  // hidden ones included.
+  test::TempDir dir;
+  auto r = Make(dir.path(), "folder", 8);
+  auto before = OpenSource(r.uri);
+  ASSERT_TRUE(before.ok());
+  ASSERT_EQ(::mkdir(dir.Sub(".ipynb_checkpoints").c_str(), 0755), 0);
+  auto refused = OpenSource(r.uri);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find(".ipynb_checkpoints"), std::string::npos);
+  auto after = OpenSource(r.uri + "?allow_empty=1");
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(Labels(**after)[0], Labels(**before)[0] + 1);
+}
+
+// Rewrites path in place with the same bytes and sets its mtime back, as
+// `cp -p` does: size and mtime are what they were.
+void RewriteKeepingSizeAndMtime(const std::string& path) {
+  struct stat before;
+  ASSERT_EQ(::stat(path.c_str(), &before), 0);
+  std::string data = ReadAll(path);
+  // ctime follows the kernel's coarse clock: write again until it moved.
+  for (int i = 0; i < 2000; ++i) {
+    WriteAll(path, data);
+    struct timespec times[2] = {before.st_atim, before.st_mtim};
+    ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
+    struct stat after;
+    ASSERT_EQ(::stat(path.c_str(), &after), 0);
+    ASSERT_EQ(after.st_size, before.st_size);
+    ASSERT_EQ(after.st_mtim.tv_sec, before.st_mtim.tv_sec);
+    ASSERT_EQ(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
+    if (after.st_ctim.tv_sec != before.st_ctim.tv_sec ||
+        after.st_ctim.tv_nsec != before.st_ctim.tv_nsec)
+      return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  FAIL() << "ctime of " << path << " never changed";
+}
+
+class Rewrite : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Rewrite, SameSizeSameMtimeRewriteChangesIdentity) {
+  test::TempDir dir;
+  auto r = Make(dir.path(), GetParam(), 20);
+  auto a = OpenSource(r.uri);
+  ASSERT_TRUE(a.ok());
+  std::string path = (*a)->Describe(0);
+  path = path.substr(0, path.find(' '));
+  RewriteKeepingSizeAndMtime(path);
+  auto b = OpenSource(r.uri);
+  ASSERT_TRUE(b.ok());
+  EXPECT_NE((*a)->identity(), (*b)->identity());
+}
+
+TEST_P(Rewrite, ReplacedByRenameChangesIdentity) {
+  // rsync -t: a new file (new inode) renamed over the old one, mtime kept.
+  test::TempDir dir;
+  auto r = Make(dir.path(), GetParam(), 20);
+  auto a = OpenSource(r.uri);
+  ASSERT_TRUE(a.ok());
+  std::string path = (*a)->Describe(0);
+  path = path.substr(0, path.find(' '));
+  struct stat before;
+  ASSERT_EQ(::stat(path.c_str(), &before), 0);
+  WriteAll(path + ".tmp", ReadAll(path));
+  struct timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, (path + ".tmp").c_str(), times, 0), 0);
+  ASSERT_EQ(::rename((path + ".tmp").c_str(), path.c_str()), 0);
+  auto b = OpenSource(r.uri);
+  ASSERT_TRUE(b.ok());
+  EXPECT_NE((*a)->identity(), (*b)->identity());
+}
+
+INSTANTIATE_TEST_SUITE_P(Source, Rewrite, ::testing::Values("folder", "tfrecord", "tar"));
+
+TEST(Folder, SymlinkedImagesAndClassFoldersAreRead) {
+  test::TempDir dir;
+  auto r = Make(dir.Sub("all"), "folder", 16);
+  auto real = OpenSource(r.uri);
+  ASSERT_TRUE(real.ok());
+  // A split assembled from links: class 0 is a linked folder, the others
+  // real folders of linked images.
+  std::vector<std::string> classes;
+  ASSERT_TRUE(Env::Default()->GetChildren(dir.Sub("all"), &classes).ok());
+  std::sort(classes.begin(), classes.end());
+  ASSERT_EQ(::mkdir(dir.Sub("split").c_str(), 0755), 0);
+  ASSERT_EQ(::symlink(dir.Sub("all/" + classes[0]).c_str(), dir.Sub("split/" + classes[0]).c_str()),
+            0);
+  for (size_t c = 1; c < classes.size(); ++c) {
+    ASSERT_EQ(::mkdir(dir.Sub("split/" + classes[c]).c_str(), 0755), 0);
+    std::vector<std::string> files;
+    ASSERT_TRUE(Env::Default()->GetChildren(dir.Sub("all/" + classes[c]), &files).ok());
+    for (const auto& f : files)
+      ASSERT_EQ(::symlink(dir.Sub("all/" + classes[c] + "/" + f).c_str(),
+                          dir.Sub("split/" + classes[c] + "/" + f).c_str()),
+                0);
+  }
+  auto split = OpenSource("folder:" + dir.Sub("split"));
+  ASSERT_TRUE(split.ok()) << split.status().ToString();
+  ASSERT_EQ((*split)->size(), (*real)->size());
+  for (size_t i = 0; i < (*split)->size(); ++i) {
+    EncodedSample a, b;
+    Status s = (*split)->Read(i, &a);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ASSERT_TRUE((*real)->Read(i, &b).ok());
+    EXPECT_EQ(a.bytes, b.bytes) << i;
+    EXPECT_EQ(a.label, b.label) << i;
+  }
+}
+
+TEST(TFRecord, SymlinkedShardsAreRead) {
+  test::TempDir dir;
+  auto r = Make(dir.Sub("real"), "tfrecord", 10, 0, 5);
+  std::vector<std::string> shards;
+  ASSERT_TRUE(Env::Default()->GetChildren(dir.Sub("real"), &shards).ok());
+  ASSERT_EQ(::mkdir(dir.Sub("links").c_str(), 0755), 0);
+  for (const auto& s : shards)
+    ASSERT_EQ(::symlink(dir.Sub("real/" + s).c_str(), dir.Sub("links/" + s).c_str()), 0);
+  auto src = OpenSource("tfrecord:" + dir.Sub("links/*.tfrecord"));
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  EXPECT_EQ(Labels(**src).size(), 10u);
 }
 
 }  // namespace

@@ -46,7 +46,8 @@ class FaultInjectionEnv : public Env {
   int Count(Op op) const;
 
   // Env
-  Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path) override;
+  Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
+      const std::string& path, const RandomAccessFileOptions& o = {}) override;
   Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path,
                                                         const WritableFileOptions& o = {}) override;
   Status GetChildren(const std::string& d, std::vector<std::string>* n) override;

@@ -1,0 +1,102 @@
+// `cache verify --verify-source=content`: records against the origin.
+#include "pipeline/origin_check.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <iterator>
+
+#include "pipeline/entry_key.h"
+#include "pipeline/fetcher.h"
+#include "ssdfeed/dataset.h"
+#include "test_util.h"
+
+namespace ssdfeed {
+namespace {
+
+struct Filled {
+  std::unique_ptr<Source> source;
+  std::unique_ptr<CacheEntry> entry;
+  PrepareSpec spec;
+};
+
+// A folder dataset of n images, every sample prepared into a fresh entry.
+Filled MakeFilled(const test::TempDir& dir, size_t n) {
+  MakeDatasetOptions mo;
+  mo.dir = dir.Sub("ds");
+  mo.format = "folder";
+  mo.count = n;
+  mo.classes = 3;
+  mo.min_side = 40;
+  mo.max_side = 80;
+  MakeDatasetReport mr;
+  EXPECT_TRUE(MakeDataset(mo, &mr).ok());
+  Filled f;
+  f.source = std::move(OpenSource(mr.uri).value());
+  f.spec.resize_short = 16;
+  CacheOptions co;
+  co.root = dir.Sub("cache");
+  f.entry = std::move(CacheEntry::Open(co, MakeEntryKey(*f.source, {}, f.spec)).value());
+  SampleFetcher fetcher(f.source.get(), f.spec, f.entry.get(), 0);
+  FetchScratch scratch;
+  for (uint64_t id = 0; id < n; ++id) {
+    CachedSample s;
+    EXPECT_TRUE(fetcher.Fetch(id, &scratch, &s).ok());
+  }
+  return f;
+}
+
+std::string ReadAll(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+TEST(OriginCheck, IntactEntryMatches) {
+  test::TempDir dir;
+  Filled f = MakeFilled(dir, 12);
+  OriginCheckReport r;
+  ASSERT_TRUE(CompareWithOrigin(*f.source, f.spec, f.entry.get(), 3, &r).ok());
+  EXPECT_EQ(r.compared, 12u);
+  EXPECT_EQ(r.mismatched, 0u);
+  EXPECT_EQ(r.unreadable, 0u);
+  EXPECT_TRUE(r.problems.empty());
+}
+
+TEST(OriginCheck, RewrittenImageIsNamed) {
+  test::TempDir dir;
+  Filled f = MakeFilled(dir, 12);
+  // Another image's bytes where sample 5 was: what the origin serves now.
+  std::string victim = f.source->Describe(5);
+  std::ofstream(victim, std::ios::binary | std::ios::trunc) << ReadAll(f.source->Describe(6));
+  std::ofstream(f.source->Describe(9), std::ios::binary | std::ios::trunc) << "not an image";
+  OriginCheckReport r;
+  ASSERT_TRUE(CompareWithOrigin(*f.source, f.spec, f.entry.get(), 3, &r).ok());
+  EXPECT_EQ(r.compared, 11u);
+  EXPECT_EQ(r.mismatched, 1u);
+  EXPECT_EQ(r.unreadable, 1u);
+  ASSERT_EQ(r.problems.size(), 2u);
+  EXPECT_EQ(r.problems[0].rfind(victim + ": sample 5: ", 0), 0u) << r.problems[0];
+  EXPECT_EQ(r.problems[1].rfind(f.source->Describe(9) + ": sample 9: ", 0), 0u) << r.problems[1];
+}
+
+TEST(OriginCheck, OtherSampleCountIsRefused) {
+  test::TempDir dir;
+  Filled f = MakeFilled(dir, 6);
+  MakeDatasetOptions mo;
+  mo.dir = dir.Sub("other");
+  mo.format = "folder";
+  mo.count = 4;
+  mo.min_side = 40;
+  mo.max_side = 80;
+  MakeDatasetReport mr;
+  ASSERT_TRUE(MakeDataset(mo, &mr).ok());
+  auto other = OpenSource(mr.uri);
+  ASSERT_TRUE(other.ok());
+  OriginCheckReport r;
+  Status s = CompareWithOrigin(**other, f.spec, f.entry.get(), 2, &r);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("has 4 samples, the entry 6"), std::string::npos) << s.ToString();
+}
+
+}  // namespace
+}  // namespace ssdfeed
