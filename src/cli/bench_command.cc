@@ -89,10 +89,6 @@ int RunLoaderBench(const LoaderBenchArgs& a) {
   LoaderOptions& lo = o.loader;
   lo.source = a.source;
   if (Status s = a.prep.ToSpec(&lo.prepare); !s.ok()) return Fail(s.message(), kExitUsage);
-  if (!a.json && !a.prep.given())
-    std::fprintf(stderr,
-                 "bench loader: no prepare options given: caching full-size pixels (the default, "
-                 "as warm); pass --resize-short 256 for ImageNet-style training\n");
   lo.augment.enabled = a.crop > 0;
   lo.augment.height = lo.augment.width = a.crop;
   lo.shuffle = true;
@@ -123,6 +119,10 @@ int RunLoaderBench(const LoaderBenchArgs& a) {
       if (!s.ok() && !s.IsNotFound()) return Fail(s.message());
     }
   }
+  if (!a.json && !a.prep.given())
+    std::fprintf(stderr,
+                 "bench loader: no prepare options given: caching full-size pixels (the default, "
+                 "as warm); pass --resize-short 256 for ImageNet-style training\n");
   auto r = BenchLoader(o);
   if (!r.ok()) return Fail(r.status().message());
   if (a.json) {
