@@ -219,7 +219,8 @@ int RunGc(const CacheArgs& ca, const GcArgs& g) {
   }
   if (!blocked.empty())
     std::cout << "kept " << Plural(blocked.size(), "entry", "entries")
-              << " that would go but are in use (or another user's): " << Names(blocked) << "\n";
+              << " gc would remove, in use by a running job (or another user's): " << Names(blocked)
+              << "\n";
   return 0;
 }
 

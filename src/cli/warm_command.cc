@@ -188,6 +188,7 @@ int RunWarm(const WarmArgs& a) {
   so.on_error = a.on_error == "skip" ? OnError::kSkip : OnError::kRaise;
   if (Status s = a.prep.ToSpec(&spec); !s.ok()) return Fail(s.message(), kExitUsage);
   if (Status s = a.cache.ToOptions(&copts); !s.ok()) return Fail(s.message(), kExitUsage);
+  CatchSigint();  // before the plan line, so a Ctrl-C after it is always handled
   auto src = OpenSource(a.source, so);
   if (!src.ok()) return Fail(src.status().message());
   if (!a.quiet) PrintPlan(**src, spec, a.prep.given());
@@ -205,7 +206,6 @@ int RunWarm(const WarmArgs& a) {
   // Each warmer starts at a random point so concurrent ones rarely collide.
   r.start = r.n ? std::random_device{}() % r.n : 0;
   int workers = a.workers > 0 ? a.workers : DefaultWorkers();
-  CatchSigint();
   double t0 = Now();
   std::vector<std::thread> ts;
   for (int w = 0; w < workers; ++w) ts.emplace_back([&r] { r.Work(); });
