@@ -193,6 +193,14 @@ int RunWarm(const WarmArgs& a) {
   if (!src.ok()) return Fail(src.status().message());
   if (!a.quiet) PrintPlan(**src, spec, a.prep.given());
   auto entry = CacheEntry::Open(copts, MakeEntryKey(**src, so, spec));
+  if (!entry.ok() && entry.status().IsNoSpace()) {
+    // Not even room for a new entry: the same outcome as filling up at once.
+    std::string msg = "cache full: stored 0 of " + std::to_string((*src)->size()) +
+                      " samples: " + entry.status().message();
+    if (!a.allow_partial) return Fail(msg + "; --allow-partial accepts this", kExitPartial);
+    std::cerr << "ssdfeed: " << msg << "\n";
+    return 0;
+  }
   if (!entry.ok()) return Fail(entry.status().message());
   if ((*entry)->read_only()) return Fail((*entry)->dir() + ": owned by another user, read only");
   SampleFetcher fetcher(src->get(), spec, entry->get(), copts.claim_wait_seconds);

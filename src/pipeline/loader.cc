@@ -1,6 +1,8 @@
-// The Loader: a ring of batch slots filled by a worker pool, consumed in
-// order. Workers take sample positions from one counter; a worker that gets
-// ahead of the ring waits (backpressure). Errors travel with their batch.
+// The Loader: a ring of chunk slots (batch_size plan positions each) filled
+// by a worker pool, consumed in order. Workers take sample positions from one
+// counter; a worker that gets ahead of the ring waits (backpressure). The
+// consumer hands out a clean chunk as a batch without copying, and gathers
+// across chunks when samples were skipped. Errors travel with their chunk.
 #include "ssdfeed/loader.h"
 
 #include <algorithm>
@@ -33,7 +35,7 @@ struct Slot {
   size_t count = 0;    // samples it will hold
   size_t done = 0;
   std::shared_ptr<BatchBuffer> buffer;
-  std::vector<bool> bad;       // on_error=skip: positions to drop
+  std::vector<bool> bad;       // on_error=skip: positions skipped (replaced by later ones)
   std::vector<Image> staging;  // shape known only per sample
   Status error;                // first error (on_error=raise)
 };
@@ -362,7 +364,7 @@ class LoaderImpl final : public Loader {
     CachedSample cs;
     SSDFEED_RETURN_IF_ERROR(fetcher_.Fetch(id, scratch, &cs));
     slot->buffer->labels[pos] = cs.label;
-    if (!fixed_shape()) {  // served as prepared; shapes checked at Finish
+    if (!fixed_shape()) {  // served as prepared; shapes checked in RenderStaged
       Image& st = slot->staging[pos];
       st.Reset(cs.height, cs.width, cs.channels);
       std::memcpy(st.pixels.data(), cs.pixels, st.bytes());

@@ -20,6 +20,6 @@ struct EntryEstimate {
 
 // Decodes and prepares up to `probes` samples spread evenly over the source.
 // Samples that fail to read or decode are left out of the estimate.
-EntryEstimate EstimateEntry(const Source& source, const PrepareSpec& spec, int probes = 8);
+EntryEstimate EstimateEntry(const Source& source, const PrepareSpec& spec, int probes = 32);
 
 }  // namespace ssdfeed
