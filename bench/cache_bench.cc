@@ -1,7 +1,9 @@
 // Cache write and read throughput (buffered, buffered after the page cache is
 // dropped, O_DIRECT) next to the device's sequential O_DIRECT read bandwidth,
 // all measured in one run on the same directory.
-//   cache_bench [--dir DIR] [--samples N] [--side S] [--json]
+//   build/bench/cache_bench [--dir DIR] [--samples N] [--side S] [--json]
+// Built by `make build` (or `cmake --build build --target cache_bench`);
+// needs nothing else. DIR should be on the device the cache will use.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>

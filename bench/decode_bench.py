@@ -3,6 +3,11 @@
 vs Pillow (Image.draft + resize), on the same generated files, one run.
 
     python3 bench/decode_bench.py [--count 400] [--resize-short 256] [--build build]
+
+Needs: the ssdfeed Python package installed in this interpreter (`make build`
+then `pip install .`, or `make test`), Pillow, and the C++ bench program
+build/bench/decode_bench (`make build`, or `cmake --build build`; --build
+names another build directory).
 """
 
 import argparse
@@ -35,7 +40,8 @@ def pillow_rate(files, short, rounds):
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--count", type=int, default=400)
     ap.add_argument("--resize-short", type=int, default=256)
     ap.add_argument("--rounds", type=int, default=3)

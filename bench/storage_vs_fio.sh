@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # ssdfeed bench storage next to fio for the same patterns on the same
-# directory (O_DIRECT, io_uring). Needs fio (apt-get install fio).
+# directory (O_DIRECT, io_uring).
 #   bench/storage_vs_fio.sh DIR [SECONDS]
+# Needs: the `ssdfeed` command on PATH (`pip install .`, or `make build` and
+# PATH=build:$PATH) and fio (apt-get install fio).
 set -euo pipefail
 dir=$1
 secs=${2:-3}

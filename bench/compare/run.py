@@ -11,6 +11,11 @@ cache) and warm (second job on the filled cache); PyTorch DataLoader + PIL
 cache(filename) on the same disk, cold (first epoch writes the cache) and
 warm (a new job reading it); DALI's CPU pipeline when nvidia-dali imports
 (set SSDFEED_DALI_PYTHON to a python that has nvidia-dali-cuda130).
+
+Needs: the ssdfeed package installed in this interpreter (`pip install .`),
+torch and Pillow (PyTorch row), tensorflow (tf.data rows), numpy and
+matplotlib (the PNG).
+Nothing from the C++ build directory is used.
 """
 
 import argparse
@@ -166,7 +171,8 @@ def child(name, data, cache, epoch):
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--count", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--out", default=os.path.join(HERE, "results"))

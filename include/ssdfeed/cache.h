@@ -126,7 +126,9 @@ struct EntryInfo {
   int64_t created = 0;
   bool in_use = false;
   bool foreign = false;  // owned by another user: never deleted
-  std::string state;     // "complete" | "partial" | "broken: ..."
+  // Samples `warm --on-error skip` found bad (listed in skipped.json).
+  uint64_t skipped = 0;
+  std::string state;  // "complete" | "complete (N skipped)" | "partial" | "broken: ..."
 };
 
 Result<std::vector<EntryInfo>> ListEntries(const CacheOptions& opts);

@@ -40,20 +40,26 @@ struct OutputSpec {
 struct LoaderOptions {
   std::string source;  // Source URI. Required.
   SourceOptions source_options;
-  PrepareSpec prepare;  // The cached preparation. Default: none.
+  // The cached preparation. Default: DefaultPrepareSpec() (full size, RGB),
+  // the same default as `ssdfeed warm` and the Python Prepare().
+  PrepareSpec prepare;
   // Cache root; empty: no cache (prepare from the origin every epoch).
+  // Callers that want the shared default pass DefaultCacheRoot().
   CacheOptions cache;
   AugmentSpec augment;
   OutputSpec output;
   size_t batch_size = 1;         // Default 1.
   bool shuffle = false;          // Default false (canonical order).
   uint64_t seed = 0;             // Default 0.
-  int workers = 0;               // Threads; 0: one per core. Default 0.
-  int prefetch = 2;              // Batches prepared ahead of the consumer. Default 2.
+  int workers = 0;               // Threads, >= 0; 0: DefaultWorkers(). Default 0.
+  int prefetch = 2;              // Batches prepared ahead of the consumer, >= 1. Default 2.
   int rank = 0, world_size = 1;  // DistributedSampler semantics. Default 0 / 1.
   // Drop the tail that does not split evenly over ranks (else pad by
   // repeating from the start) and the last incomplete batch. Default false.
   bool drop_last = false;
+  // With source_options.on_error = kSkip, a bad sample is replaced by the
+  // next sample of the epoch's plan, so every batch but the epoch's last is
+  // full; which samples form a batch depends only on which are bad.
 };
 
 // Storage of one batch. Reused through a pool once nobody holds it.
@@ -89,6 +95,9 @@ struct LoaderStats {
 struct LoaderState {
   uint64_t epoch = 0;
   uint64_t batches_consumed = 0;  // within epoch
+  // Plan positions consumed within the epoch (more than batches_consumed *
+  // batch_size when samples were skipped). 0: batches_consumed * batch_size.
+  uint64_t position = 0;
   uint64_t seed = 0;
   int rank = 0, world_size = 1;
   uint64_t num_samples = 0;
@@ -100,14 +109,17 @@ class Loader {
   static Result<std::unique_ptr<Loader>> Open(const LoaderOptions& opts);
   virtual ~Loader() = default;
 
-  // Chooses the epoch of the next iteration (restarts from its first batch
-  // unless a loaded state says otherwise).
+  // Chooses the epoch of the next pass, from its first batch.
   virtual void SetEpoch(uint64_t epoch) = 0;
-  // Next batch of the current epoch; false at its end (then the next call
-  // starts the epoch again). A sample that failed under on_error=raise
-  // comes back as an error naming it.
+  // Next batch of the current epoch; false at its end. The next call then
+  // starts the following epoch (a fresh permutation and augmentation)
+  // unless SetEpoch or LoadState is called first: passes without SetEpoch
+  // go through epochs 0, 1, 2, ... A sample that failed under
+  // on_error=raise comes back as an error naming it; calling Next again
+  // retries from the start of that batch.
   virtual Result<bool> Next(Batch* out) = 0;
-  // Stops the workers mid-epoch (also done by the destructor).
+  // Stops the workers mid-epoch (also done by the destructor); the next
+  // Next continues after the last batch returned.
   virtual void Stop() = 0;
 
   virtual size_t num_batches() const = 0;  // per epoch, for this rank

@@ -1,6 +1,8 @@
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
 
 #include "python/src/bindings.h"
+#include "ssdfeed/defaults.h"
 
 namespace nb = nanobind;
 
@@ -60,6 +62,14 @@ void BindAll(nb::module_& m) {
       "Bytes in a source or cache are not what they claim (names the file).", PyExc_ValueError,
       nullptr));
   m.attr("CorruptionError") = corruption_error;
+  m.def("default_cache_root", &DefaultCacheRoot,
+        "$SSDFEED_CACHE, then ~/.cache/ssdfeed: the root the CLI uses too.");
+  m.def(
+      "default_prepare_canonical", [] { return DefaultPrepareSpec().Canonical(); },
+      "Canonical text of the default preparation (full size, RGB).");
+  m.def("describe_spec", &DescribeSpec, nb::arg("canonical"),
+        "Short human form of a canonical prepare spec.");
+  m.def("default_workers", &DefaultWorkers, "Worker threads used when workers is 0/None.");
   BindSource(m);
   BindImage(m);
   BindLoader(m);

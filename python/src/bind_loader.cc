@@ -206,6 +206,7 @@ void BindLoader(nb::module_& m) {
              nb::dict d;
              d["epoch"] = s.epoch;
              d["batches_consumed"] = s.batches_consumed;
+             d["position"] = s.position;
              d["seed"] = s.seed;
              d["rank"] = s.rank;
              d["world_size"] = s.world_size;
@@ -217,6 +218,7 @@ void BindLoader(nb::module_& m) {
         LoaderState s;
         s.epoch = nb::cast<uint64_t>(d["epoch"]);
         s.batches_consumed = nb::cast<uint64_t>(d["batches_consumed"]);
+        if (d.contains("position")) s.position = nb::cast<uint64_t>(d["position"]);
         s.seed = nb::cast<uint64_t>(d["seed"]);
         s.rank = nb::cast<int>(d["rank"]);
         s.world_size = nb::cast<int>(d["world_size"]);

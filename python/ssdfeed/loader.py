@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 import os
 from dataclasses import dataclass
 from typing import Iterator, Optional, Sequence, Tuple, Union
@@ -9,37 +10,131 @@ from typing import Iterator, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ssdfeed import _ssdfeed
-from ssdfeed.prepare import Prepare, _pair
+from ssdfeed.prepare import Prepare, _pair, _positive_pair
 
 
 def default_cache_dir() -> str:
-    """$SSDFEED_CACHE, then ~/.cache/ssdfeed (as the CLI)."""
-    return os.environ.get("SSDFEED_CACHE") or os.path.join(
-        os.path.expanduser("~"), ".cache", "ssdfeed")
+    """The cache root used when ``cache=True``: ``$SSDFEED_CACHE`` if set,
+    else ``~/.cache/ssdfeed``. The CLI uses the same root (one C++ helper
+    decides it for both)."""
+    return _ssdfeed.default_cache_root()
+
+
+def _int(name: str, value, lo: int, hint: str = "") -> int:
+    """value as an int >= lo, or a ValueError naming the argument."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < lo:
+        raise ValueError(f"{name} must be an int >= {lo}{hint}, not {value!r}")
+    return int(value)
+
+
+def _float(name: str, value, lo: float, hi: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not lo < value <= hi:
+        raise ValueError(f"{name} values must be numbers in ({lo}, {hi}], not {value!r}")
+    return float(value)
 
 
 @dataclass(frozen=True)
 class RandomResizedCrop:
-    """torchvision's RandomResizedCrop (same size/scale/ratio meaning), plus
-    a horizontal flip with probability 1/2 when flip is true. Applied after
-    the cache, with randomness keyed by (seed, epoch, sample id)."""
+    """Per-epoch augmentation, applied after the cache.
+
+    torchvision's ``RandomResizedCrop`` (same meaning of size, scale and
+    ratio), then a horizontal flip with probability 1/2 when ``flip``.
+    Randomness is keyed by (seed, epoch, sample id): the same whatever the
+    worker count or timing.
+
+    Args:
+        size: output side (int) or (H, W), each >= 1. Required.
+        scale: (min, max) fraction of the image area kept,
+            0 < min <= max <= 1. Default (0.08, 1.0).
+        ratio: (min, max) aspect ratio w/h of the crop, 0 < min <= max.
+            Default (3/4, 4/3).
+        flip: random horizontal flip. Default True.
+    """
 
     size: Union[int, Tuple[int, int]]
     scale: Tuple[float, float] = (0.08, 1.0)
     ratio: Tuple[float, float] = (3 / 4, 4 / 3)
     flip: bool = True
 
+    def __post_init__(self):
+        _positive_pair("RandomResizedCrop size", self.size)
+        lo, hi = (_float("RandomResizedCrop scale", x, 0.0, 1.0) for x in self.scale)
+        if lo > hi:
+            raise ValueError(f"RandomResizedCrop scale needs min <= max, not {self.scale!r}")
+        lo, hi = (_float("RandomResizedCrop ratio", x, 0.0, float("inf")) for x in self.ratio)
+        if lo > hi:
+            raise ValueError(f"RandomResizedCrop ratio needs min <= max, not {self.ratio!r}")
+
+
+def _channel_values(name: str, values, channels: int) -> Tuple[float, float, float]:
+    vals = [float(x) for x in values]
+    if len(vals) == 1 or (channels == 1 and len(vals) >= 1):
+        vals = vals[:1] * 3
+    if len(vals) != 3:
+        raise ValueError(f"{name} needs 1 or {channels} values (one per channel), not {values!r}")
+    if name == "std" and any(v == 0 for v in vals):
+        raise ValueError(f"std values must be non-zero, not {values!r}")
+    return tuple(vals)
+
 
 class Loader:
-    """Iterates (images, labels) numpy batches; see DESIGN.md "Python".
+    """Iterates ``(images, labels)`` numpy batches of a dataset, preparing
+    each sample once into a cache on local SSD shared by every job.
 
-    cache: a directory (the cache root), True for the default root, or None
-    to prepare from the origin every epoch. Arrays are views of a pooled
-    buffer (no copy); holding on to them is safe: the buffer is recycled only
-    once nothing refers to it.
+    Args:
+        source: ``folder:DIR`` (ImageFolder: DIR/<class>/<image>),
+            ``tfrecord:GLOB`` or ``tar:GLOB`` (WebDataset shards; brace
+            ranges such as ``{000..099}`` allowed). A bare directory means
+            ``folder:DIR``.
+        cache: where prepared samples are kept. ``True`` (default): the
+            default root, ``$SSDFEED_CACHE`` then ``~/.cache/ssdfeed``, as the
+            CLI; a path: that root; ``False`` (or ``None``): no cache, every
+            epoch prepares from the origin.
+        prepare: the cached, deterministic preparation. Default
+            ``Prepare()``: full-size RGB (the default of every tool; pass
+            ``Prepare(resize_short=256)`` to cache ImageNet-sized images).
+        augment: a ``RandomResizedCrop`` applied every epoch after the cache,
+            or None (default): samples served as prepared.
+        batch_size: samples per batch, int >= 1. Default 1.
+        shuffle: a fresh permutation per epoch from (seed, epoch). Default
+            False (canonical order).
+        seed: int >= 0. Default 0.
+        workers: worker threads, int >= 1, or None/0 (default): one per core.
+        prefetch: batches prepared ahead of the consumer, int >= 1. Default 2.
+        rank, world_size: this process's share, with PyTorch
+            DistributedSampler semantics (0 <= rank < world_size). Default 0, 1.
+        drop_last: drop the tail that does not split evenly over ranks
+            (else pad by repeating from the start) and a short last batch.
+            Default False.
+        on_error: ``"raise"`` (default): a bad sample raises, naming its
+            file; ``"skip"``: it is counted in ``stats()["skipped"]`` and
+            replaced by the next sample of the epoch, so only an epoch's last
+            batch can be short.
+        dtype: ``"uint8"`` (default, pixels as stored), ``"float32"`` or
+            ``"float16"`` (``(pixel / 255 - mean) / std``).
+        layout: ``"NHWC"`` (default) or ``"NCHW"``.
+        mean, std: per-channel normalisation for float dtypes (1 value or one
+            per channel; std non-zero). Default 0 and 1. An error with uint8.
+        image_key, label_key: tfrecord feature / tar member extension of the
+            image and label; None: the defaults tried in order
+            (``image/encoded`` + ``image/class/label``; ``jpg``/``png`` +
+            ``cls``).
+        cache_capacity: most bytes the cache root may hold, int >= 1, or
+            None (default): the bytes it holds now plus 80% of free space.
+
+    Iteration: each pass (``for batch in loader``) is one epoch. A pass
+    without a ``set_epoch()`` call before it takes the next epoch (0, 1,
+    2, ...), so ``shuffle=True`` reshuffles every pass; calling
+    ``set_epoch(e)`` before each pass, as with DistributedSampler, uses
+    exactly epoch e. Either way the order is a pure function of (seed,
+    epoch).
+
+    Arrays are views of a pooled buffer (no copy); holding on to them is
+    safe: a buffer is recycled only once nothing refers to it.
     """
 
-    def __init__(self, source: str, *, cache: Union[str, os.PathLike, bool, None] = None,
+    def __init__(self, source: Union[str, os.PathLike], *,
+                 cache: Union[str, os.PathLike, bool, None] = True,
                  prepare: Prepare = Prepare(), augment: Optional[RandomResizedCrop] = None,
                  batch_size: int = 1, shuffle: bool = False, seed: int = 0,
                  workers: Optional[int] = None, prefetch: int = 2, rank: int = 0,
@@ -49,67 +144,123 @@ class Loader:
                  image_key: Optional[str] = None, label_key: Optional[str] = None,
                  cache_capacity: Optional[int] = None):
         a = _ssdfeed.LoaderArgs()
-        a.source = str(source)
-        if cache is True:
-            cache = default_cache_dir()
-        a.cache = "" if cache in (None, False) else os.fspath(cache)
-        a.cache_capacity = int(cache_capacity or 0)
+        a.source = os.fspath(source)
+        a.cache = self._cache_root(cache)
+        a.cache_capacity = 0 if cache_capacity is None else _int("cache_capacity",
+                                                                  cache_capacity, 1)
+        if not isinstance(prepare, Prepare):
+            raise ValueError(f"prepare must be an ssdfeed.Prepare, not {prepare!r}")
         kw = prepare._kwargs()
         a.resize_short, a.max_long = kw["resize_short"], kw["max_long"]
         a.resize, a.center_crop, a.gray = kw["resize"], kw["center_crop"], kw["gray"]
         if augment is not None:
+            if not isinstance(augment, RandomResizedCrop):
+                raise ValueError(f"augment must be an ssdfeed.RandomResizedCrop or None, "
+                                 f"not {augment!r}")
             a.augment = True
             a.size = _pair(augment.size)
             a.scale = tuple(float(x) for x in augment.scale)
             a.ratio = tuple(float(x) for x in augment.ratio)
             a.flip = bool(augment.flip)
-        a.batch_size = int(batch_size)
+        a.batch_size = _int("batch_size", batch_size, 1)
         a.shuffle = bool(shuffle)
-        a.seed = int(seed)
-        a.workers = int(workers or 0)
-        a.prefetch = int(prefetch)
-        a.rank, a.world_size = int(rank), int(world_size)
+        a.seed = _int("seed", seed, 0)
+        a.workers = 0 if workers is None else _int("workers", workers, 0,
+                                                   " (0 or None: one per core)")
+        a.prefetch = _int("prefetch", prefetch, 1)
+        a.world_size = _int("world_size", world_size, 1)
+        a.rank = _int("rank", rank, 0)
+        if a.rank >= a.world_size:
+            raise ValueError(f"rank must be in [0, world_size={a.world_size}), not {rank!r}")
         a.drop_last = bool(drop_last)
+        if on_error not in ("raise", "skip"):
+            raise ValueError(f"on_error must be 'raise' or 'skip', not {on_error!r}")
         a.on_error = on_error
+        if dtype not in ("uint8", "float32", "float16"):
+            raise ValueError(f"dtype must be 'uint8', 'float32' or 'float16', not {dtype!r}")
+        if layout not in ("NHWC", "NCHW"):
+            raise ValueError(f"layout must be 'NHWC' or 'NCHW', not {layout!r}")
         a.dtype, a.layout = dtype, layout
         channels = 1 if prepare.color == "gray" else 3
-        if mean is not None:
-            a.mean = tuple(float(x) for x in (list(mean) * 3)[:3]) if channels == 1 else tuple(mean)
-        if std is not None:
-            a.std = tuple(float(x) for x in (list(std) * 3)[:3]) if channels == 1 else tuple(std)
+        for name, values in (("mean", mean), ("std", std)):
+            if values is None:
+                continue
+            if dtype == "uint8":
+                raise ValueError(f"{name} applies only to float output: pass "
+                                 f"dtype='float32' or 'float16' (dtype is 'uint8')")
+            setattr(a, name, _channel_values(name, values, channels))
         a.image_key = image_key or ""
         a.label_key = label_key or ""
         self._args = a
         self._prepare, self._augment = prepare, augment
+        self._source = a.source
         self._impl = _ssdfeed.NativeLoader.open(a)
-        self._epoch = 0
-        self._resume = False
+        self._epoch_chosen = False  # set_epoch / load_state_dict since the last pass began
+        self._unfinished = False    # a pass was left before its end
+
+    @staticmethod
+    def _cache_root(cache) -> str:
+        if cache is True:
+            return default_cache_dir()
+        if cache is False or cache is None:
+            return ""
+        if isinstance(cache, (str, os.PathLike)):
+            root = os.fspath(cache)
+            if root:
+                return root
+        raise ValueError(f"cache must be True (the default root), False (no cache) or a "
+                         f"directory path, not {cache!r}")
 
     # -- iteration --------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
-        """Chooses the epoch (permutation and augmentation) of the next pass."""
-        self._epoch = int(epoch)
-        self._resume = False
-        self._impl.set_epoch(self._epoch)
+        """Chooses the epoch (permutation and augmentation) of the next
+        pass, which starts at its first batch. int >= 0."""
+        self._impl.set_epoch(_int("epoch", epoch, 0))
+        self._epoch_chosen = True
 
     def __iter__(self) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
-        if not self._resume:
-            self._impl.set_epoch(self._epoch)  # a fresh pass over the epoch
-        self._resume = False
+        """One pass: the chosen epoch, else the one after the last pass."""
         impl = self._impl
+        if self._unfinished and not self._epoch_chosen:
+            # The last pass was left early: a new pass is the next epoch.
+            impl.set_epoch(impl.state()["epoch"] + 1)
+        self._epoch_chosen = False
+        self._unfinished = True
         while True:
             batch = impl.next()
             if batch is None:
+                # The native loader has moved on to the next epoch by itself.
+                self._unfinished = False
                 return
             yield batch
 
     def __len__(self) -> int:
-        """Batches per epoch for this rank."""
+        """Batches per epoch for this rank (with on_error="skip", an upper
+        bound: skipped samples can make the epoch shorter)."""
         return self._impl.num_batches()
 
     @property
     def num_samples(self) -> int:
+        """Samples per epoch for this rank."""
         return self._impl.num_samples()
+
+    @property
+    def batch_size(self) -> int:
+        return self._args.batch_size
+
+    @property
+    def drop_last(self) -> bool:
+        return self._args.drop_last
+
+    @property
+    def source(self) -> str:
+        """The source URI."""
+        return self._source
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next (or current) pass uses."""
+        return int(self._impl.state()["epoch"])
 
     @property
     def sample_shape(self) -> Tuple[Optional[int], Optional[int], int]:
@@ -145,17 +296,19 @@ class Loader:
 
     # -- numbers and state ---------------------------------------------------
     def stats(self) -> dict:
-        """cache_hits, cache_misses, cache_bytes, origin_bytes, decode_errors,
-        corrupt_records, wait_seconds and more (cumulative)."""
+        """Cumulative counters: cache_hits, cache_misses, cache_bytes,
+        origin_bytes, decode_errors, corrupt_records, skipped, prepared,
+        batches, samples, wait_seconds (consumer time spent waiting), a wait
+        histogram, cache_dir, cache_warning and cache_admitting."""
         return self._impl.stats()
 
     def state_dict(self) -> dict:
-        """Where iteration stands (epoch, batches consumed) for exact resume."""
+        """Where iteration stands (epoch, batches consumed, plan position)
+        for exact resume with load_state_dict()."""
         return dict(self._impl.state())
 
     def load_state_dict(self, state: dict) -> None:
-        """The next iteration continues exactly after the saved batch."""
+        """The next pass continues exactly after the saved batch. The loader
+        must have the same seed, rank, world_size, batch_size and dataset."""
         self._impl.load_state(dict(state))
-        self._epoch = int(state["epoch"])
-        self._resume = True
-
+        self._epoch_chosen = True

@@ -1,9 +1,10 @@
-"""The cached, deterministic preparation step (DESIGN.md "Prepare spec")."""
+"""The cached, deterministic preparation step."""
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Optional, Tuple, Union
 
 from ssdfeed import _ssdfeed
 
@@ -11,31 +12,72 @@ from ssdfeed import _ssdfeed
 def _pair(v) -> Tuple[int, int]:
     if v is None:
         return (0, 0)
-    if isinstance(v, int):
-        return (v, v)
+    if isinstance(v, numbers.Integral):
+        return (int(v), int(v))
     h, w = v
     return (int(h), int(w))
 
 
+def _is_int(v) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def _positive(name: str, v) -> None:
+    if v is not None and (not _is_int(v) or v < 1):
+        raise ValueError(f"{name} must be an int >= 1 or None (off), not {v!r}")
+
+
+def _positive_pair(name: str, v) -> None:
+    """v is an int >= 1 or a pair (H, W) of them."""
+    ok = _is_int(v) and v >= 1
+    if not ok and isinstance(v, (tuple, list)) and len(v) == 2:
+        ok = all(_is_int(x) and x >= 1 for x in v)
+    if not ok:
+        raise ValueError(f"{name} must be an int >= 1 or a pair (H, W) of them, not {v!r}")
+
+
 @dataclass(frozen=True)
 class Prepare:
-    """Decode, then resize (shorter side, or exact (H, W)), then centre crop.
+    """The preparation done once per sample and cached: decode, then resize
+    (shorter side, or exact (H, W)), then centre crop.
 
-    resize_short: shorter side in pixels (aspect kept); None: no resize.
-    resize: exact (H, W); None: off. max_long: cap on the longer side.
-    center_crop: int or (H, W); None: off. color: "rgb" or "gray".
+    The default, ``Prepare()``, keeps full-size RGB pixels: it loses nothing,
+    so it suits any model, but it is large (a 500x375 JPEG of ~110 KB becomes
+    550 KiB). ``ssdfeed warm`` and ``ssdfeed bench loader`` use the same
+    default, so the same call keys the same cache entry everywhere.
+
+    Args:
+        resize_short: shorter side in pixels, aspect kept (int >= 1), or None
+            (default): no resize. Resizing down antialiases.
+        resize: exact (H, W) (ints >= 1), aspect not kept, or None (default).
+            Not together with resize_short.
+        max_long: with resize_short, cap on the longer side (int >=
+            resize_short), or None (default): no cap.
+        center_crop: int or (H, W) cut from the centre after resizing, or None
+            (default). An image smaller than the crop is an error naming both
+            sizes.
+        color: ``"rgb"`` (default) or ``"gray"`` (one channel).
+
+    Samples of one batch must have one shape: use resize or center_crop, or
+    an augment, unless batch_size is 1.
     """
 
     resize_short: Optional[int] = None
     resize: Optional[Tuple[int, int]] = None
     max_long: Optional[int] = None
-    center_crop: Optional[Tuple[int, int]] = None
+    center_crop: Optional[Union[int, Tuple[int, int]]] = None
     color: str = "rgb"
 
     def __post_init__(self):
         if self.color not in ("rgb", "gray"):
             raise ValueError(f"color must be 'rgb' or 'gray', not {self.color!r}")
-        _ssdfeed.prepare_canonical(**self._kwargs())  # validates
+        _positive("resize_short", self.resize_short)
+        _positive("max_long", self.max_long)
+        if self.resize is not None:
+            _positive_pair("resize", self.resize)
+        if self.center_crop is not None:
+            _positive_pair("center_crop", self.center_crop)
+        _ssdfeed.prepare_canonical(**self._kwargs())  # the C++ checks (combinations)
 
     def _kwargs(self) -> dict:
         return dict(
@@ -49,6 +91,10 @@ class Prepare:
     def canonical(self) -> str:
         """The text that goes into cache fingerprints."""
         return _ssdfeed.prepare_canonical(**self._kwargs())
+
+    def describe(self) -> str:
+        """A short human form, as ``ssdfeed cache ls`` shows it."""
+        return _ssdfeed.describe_spec(self.canonical())
 
     def apply(self, data: bytes):
         """Decodes and prepares encoded image bytes: uint8 HWC numpy array."""

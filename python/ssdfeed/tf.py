@@ -14,9 +14,18 @@ _DTYPES = {"uint8": tf.uint8, "float32": tf.float32, "float16": tf.float16}
 
 
 def dataset(source=None, *, loader: Loader = None, **kwargs) -> tf.data.Dataset:
-    """A tf.data.Dataset of (images, labels) batches.
+    """A tf.data.Dataset of (images, labels) batches over an ssdfeed.Loader.
 
-    Pass the same arguments as ssdfeed.Loader, or an existing loader.
+    Args:
+        source: as ssdfeed.Loader (with any of its keyword arguments, which
+            are checked the same way), or None when ``loader`` is given.
+        loader: an existing ssdfeed.Loader to wrap instead.
+
+    Each pass over the dataset is the next epoch (0, 1, 2, ...), so
+    ``model.fit(ds, epochs=E)`` reshuffles and re-augments every epoch. The
+    element spec has a fixed H, W when the loader's samples have one shape
+    (resize, center_crop or an augment). ``ds.ssdfeed_loader`` is the loader,
+    for ``stats()`` and state.
     """
     if loader is None:
         loader = Loader(source, **kwargs)

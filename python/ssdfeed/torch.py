@@ -9,22 +9,93 @@ from __future__ import annotations
 
 import torch
 
+from ssdfeed import _ssdfeed
 from ssdfeed.loader import Loader as _Loader
+
+# torch.utils.data.DataLoader arguments that have no meaning here, and why.
+_NOT_SUPPORTED = {
+    "sampler": "the order comes from shuffle/seed/set_epoch, and rank/world_size "
+               "(DistributedSampler semantics)",
+    "batch_sampler": "batches are cut from the epoch plan; use batch_size and drop_last",
+    "collate_fn": "batches are already (images, labels) tensors; transform them in your loop",
+    "worker_init_fn": "workers are C++ threads, not Python processes",
+    "multiprocessing_context": "workers are C++ threads, not Python processes",
+    "generator": "randomness comes from seed (and the epoch)",
+    "prefetch_factor": "use prefetch=N (batches prepared ahead, in total)",
+    "timeout": "there is no worker timeout; a stuck read shows in stats()['wait_seconds']",
+    "pin_memory_device": "pinned memory is registered for the current CUDA device",
+    "in_order": "batches always come in plan order",
+}
 
 
 class Loader(_Loader):
-    """ssdfeed.Loader yielding (images, labels) as torch tensors.
+    """``ssdfeed.Loader`` yielding ``(images, labels)`` as torch tensors.
 
-    rank/world_size default to torch.distributed's when it is initialised.
+    Takes every ``ssdfeed.Loader`` argument, plus the familiar
+    ``torch.utils.data.DataLoader`` names:
+
+    Args:
+        num_workers: worker threads (``workers``); 0 means one per core,
+            since no loading happens in the calling thread either way. Give
+            ``workers`` or ``num_workers``, not both.
+        pin_memory: page-lock batch buffers for asynchronous ``.cuda()``
+            copies. Default: True when CUDA is available.
+        drop_last: as ``ssdfeed.Loader`` (and DataLoader): drop a short last
+            batch.
+        persistent_workers: accepted for compatibility, either value: the
+            cache, buffers and open files persist across epochs anyway, and
+            worker threads start in microseconds.
+
+    ``sampler``, ``batch_sampler``, ``collate_fn``, ``worker_init_fn``,
+    ``generator``, ``prefetch_factor``, ``timeout`` and
+    ``multiprocessing_context`` raise a ValueError saying what to use
+    instead. rank/world_size default to ``torch.distributed``'s when it is
+    initialised. ``.batch_size``, ``.drop_last`` and ``.dataset`` (the source,
+    with ``len()``) are there as on a DataLoader.
     """
 
-    def __init__(self, source, *, pin_memory=None, **kwargs):
+    def __init__(self, source, *, pin_memory=None, num_workers=None,
+                 persistent_workers=False, **kwargs):
+        for name in _NOT_SUPPORTED:
+            if name in kwargs:
+                raise ValueError(f"ssdfeed.torch.Loader does not take {name}: "
+                                 f"{_NOT_SUPPORTED[name]}")
+        if num_workers is not None:
+            if kwargs.get("workers") is not None:
+                raise ValueError("give workers or num_workers, not both")
+            if isinstance(num_workers, bool) or not isinstance(num_workers, int) \
+                    or num_workers < 0:
+                raise ValueError(f"num_workers must be an int >= 0 (0: one thread per core), "
+                                 f"not {num_workers!r}")
+            kwargs["workers"] = num_workers
+        if not isinstance(persistent_workers, bool):
+            raise ValueError(f"persistent_workers must be True or False, "
+                             f"not {persistent_workers!r}")
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             kwargs.setdefault("rank", torch.distributed.get_rank())
             kwargs.setdefault("world_size", torch.distributed.get_world_size())
         super().__init__(source, **kwargs)
         self._pin = torch.cuda.is_available() if pin_memory is None else bool(pin_memory)
         self._pinned = set()
+        self._dataset = None
+
+    @property
+    def pin_memory(self) -> bool:
+        return self._pin
+
+    @property
+    def num_workers(self) -> int:
+        """Worker threads actually used."""
+        return self._args.workers or _ssdfeed.default_workers()
+
+    @property
+    def dataset(self):
+        """The source (an ``ssdfeed.Source``: ``len()`` is its sample count,
+        ``read(i)`` gives sample i's encoded bytes and label)."""
+        if self._dataset is None:
+            a = self._args
+            self._dataset = _ssdfeed.open_source(a.source, a.image_key, a.label_key, a.on_error)
+        return self._dataset
 
     def _pin_buffer(self, array) -> None:
         ptr = array.__array_interface__["data"][0]

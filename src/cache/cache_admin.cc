@@ -16,6 +16,24 @@ CacheOptions WithEnv(const CacheOptions& in) {
   return o;
 }
 
+// skipped.json, written by `ssdfeed warm --on-error skip` after a full
+// pass: the samples that cannot be prepared, so the entry counts as complete.
+uint64_t SkippedCount(Env* env, const std::string& dir) {
+  std::string path = JoinPath(dir, "skipped.json");
+  if (!env->FileExists(path)) return 0;
+  auto f = env->NewRandomAccessFile(path);
+  if (!f.ok()) return 0;
+  auto size = (*f)->Size();
+  if (!size.ok() || *size > (64u << 20)) return 0;
+  std::string text(*size, '\0');
+  size_t got = 0;
+  if (!(*f)->Read(0, text.size(), text.data(), &got).ok()) return 0;
+  text.resize(got);
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object() || !j.contains("skipped") || !j["skipped"].is_array()) return 0;
+  return j["skipped"].size();
+}
+
 }  // namespace
 
 Result<std::vector<EntryInfo>> ListEntries(const CacheOptions& in) {
@@ -47,7 +65,11 @@ Result<std::vector<EntryInfo>> ListEntries(const CacheOptions& in) {
     e.created =
         j.contains("created") && j["created"].is_number_integer() ? j["created"].get<int64_t>() : 0;
     e.samples_present = CountIndexed(opts.env, d.dir, e.samples_total);
-    e.state = e.samples_present == e.samples_total ? "complete" : "partial";
+    e.skipped = SkippedCount(opts.env, d.dir);
+    e.state = e.samples_present == e.samples_total ? "complete"
+              : e.samples_present + e.skipped >= e.samples_total
+                  ? "complete (" + std::to_string(e.skipped) + " skipped)"
+                  : "partial";
     e.in_use = !opts.env->LockFile(JoinPath(d.dir, "use.lock"), true, false).ok();
     out.push_back(std::move(e));
   }

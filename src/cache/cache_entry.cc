@@ -156,8 +156,8 @@ Status CreateEntryDir(const CacheOptions& opts, const EntryKey& key, const std::
   if (!r.ok()) return r.status().WithContext("cannot create cache entry " + dir);
   static std::atomic<uint64_t> n{0};
   std::string staging =
-      JoinPath(paths.trash, std::string(kStagingPrefix) + fp + "." + std::to_string(::getpid()) +
-                                "." + std::to_string(n++));
+      JoinPath(paths.trash, std::string(kStagingPrefix) + std::to_string(capacity->slot()) + "." +
+                                fp + "." + std::to_string(::getpid()) + "." + std::to_string(n++));
   SSDFEED_RETURN_IF_ERROR(env->CreateDir(staging, DirMode(opts)));
   Status s = EnsureManifest(env, staging, key, fp, false, FileMode(opts));
   if (s.ok()) s = env->RenameFile(staging, dir);

@@ -127,13 +127,14 @@ uint64_t TrashBytes(Env* env, const RootPaths& p) {
 void EmptyTrash(Env* env, const RootPaths& p) {
   std::vector<std::string> names;
   if (!env->GetChildren(p.trash, &names).ok()) return;
-  int64_t now_ns = env->NowMicros() * 1000;
   for (const auto& n : names) {
     std::string dir = JoinPath(p.trash, n);
     auto fi = env->Lstat(dir);
     if (!fi.ok() || fi->is_symlink) continue;
-    bool staging = n.rfind(kStagingPrefix, 0) == 0;
-    if (staging && now_ns - fi->mtime_ns < 60ll * 1000000000) continue;  // being made
+    unsigned slot = 0;
+    if (n.rfind(kStagingPrefix, 0) == 0 && std::sscanf(n.c_str() + 4, "%u.", &slot) == 1 &&
+        SlotAlive(env, p.writers, kRootSlotPrefix, slot))
+      continue;  // an entry being made
     if (fi->is_dir) {
       (void)env->RemoveDirAndFiles(dir);  // another process may be at it too
     } else {

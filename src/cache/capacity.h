@@ -19,8 +19,9 @@
 
 namespace ssdfeed {
 
-// New entries are made under trash/ with this prefix, then renamed into
-// entries/; EmptyTrash leaves young ones alone (their maker is at work).
+// New entries are made under trash/ as "new.<root slot>.<...>", then renamed
+// into entries/; EmptyTrash leaves those of a live slot alone (their maker
+// is at work) and deletes those a killed maker left.
 constexpr char kStagingPrefix[] = "new.";
 
 struct RootPaths {
@@ -37,6 +38,8 @@ class Capacity {
   Result<uint64_t> Reserve(uint64_t need);
   void Release();
   void SetCounters(CacheCounters* c) { counters_ = c; }
+  // Our root writer slot (valid after a successful Reserve).
+  uint32_t slot() const { return slot_ ? slot_->id() : 0; }
 
  private:
   enum class Outcome { kGranted, kEvicted, kFull };

@@ -23,7 +23,7 @@ int RunStorage(const std::vector<std::string>& paths, const std::string& size, d
   o.force_threads = threads;
   if (!size.empty()) {
     auto r = ParseSize(size);
-    if (!r.ok()) return Fail(r.status().message(), 2);
+    if (!r.ok()) return Fail(r.status().message(), kExitUsage);
     o.file_bytes = *r;
   }
   std::vector<StorageResult> results;
@@ -76,8 +76,9 @@ int RunStorage(const std::vector<std::string>& paths, const std::string& size, d
 struct LoaderBenchArgs {
   std::string source, model, gpu;
   CacheArgs cache;
+  PrepareArgs prep;  // the same flags and defaults as warm: same spec, same entry
   bool no_cache = false, fresh = false, json = false;
-  int epochs = 2, workers = 0, resize_short = 256, crop = 224;
+  int epochs = 2, workers = 0, crop = 224;
   size_t batch = 0;
   double compute = 0;
 };
@@ -87,7 +88,7 @@ int RunLoaderBench(const LoaderBenchArgs& a) {
   o.epochs = a.epochs;
   LoaderOptions& lo = o.loader;
   lo.source = a.source;
-  lo.prepare.resize_short = a.resize_short;
+  if (Status s = a.prep.ToSpec(&lo.prepare); !s.ok()) return Fail(s.message(), kExitUsage);
   lo.augment.enabled = a.crop > 0;
   lo.augment.height = lo.augment.width = a.crop;
   lo.shuffle = true;
@@ -102,7 +103,7 @@ int RunLoaderBench(const LoaderBenchArgs& a) {
       for (const auto& p : ModelPresets()) have += std::string(" ") + p.model + "/" + p.gpu;
       return Fail("no MLPerf Storage preset for " + a.model + " on " + a.gpu +
                       " (published:" + have + "); give --compute-time SECONDS and --batch B",
-                  2);
+                  kExitUsage);
     }
     if (preset != nullptr) {
       if (a.batch == 0) lo.batch_size = preset->batch;
@@ -110,7 +111,7 @@ int RunLoaderBench(const LoaderBenchArgs& a) {
     }
   }
   if (!a.no_cache) {
-    if (Status s = a.cache.ToOptions(&lo.cache); !s.ok()) return Fail(s.message(), 2);
+    if (Status s = a.cache.ToOptions(&lo.cache); !s.ok()) return Fail(s.message(), kExitUsage);
     if (a.fresh) {
       auto src = OpenSource(a.source);
       if (!src.ok()) return Fail(src.status().message());
@@ -118,6 +119,10 @@ int RunLoaderBench(const LoaderBenchArgs& a) {
       if (!s.ok() && !s.IsNotFound()) return Fail(s.message());
     }
   }
+  if (!a.json && !a.prep.given())
+    std::fprintf(stderr,
+                 "bench loader: no prepare options given: caching full-size pixels (the default, "
+                 "as warm); pass --resize-short 256 for ImageNet-style training\n");
   auto r = BenchLoader(o);
   if (!r.ok()) return Fail(r.status().message());
   if (a.json) {
@@ -173,7 +178,7 @@ void AddBench(CLI::App& app, RunState* st) {
   auto json = std::make_shared<bool>(false);
   s->add_option("paths", *paths, "Directories, each on the device to measure")->required();
   s->add_option("--size", *size, "Test file size per path (default 256M)");
-  s->add_option("--duration", *seconds, "Seconds per row (default 1)");
+  s->add_option("--duration", *seconds, "Seconds per row (default 1)")->check(CLI::PositiveNumber);
   s->add_flag("--threads", *threads, "Use the thread-pool engine instead of io_uring");
   s->add_flag("--json", *json, "JSON output");
   s->callback([=] { st->rc = RunStorage(*paths, *size, *seconds, *threads, *json); });
@@ -184,11 +189,14 @@ void AddBench(CLI::App& app, RunState* st) {
   a->cache.Add(l, true);
   l->add_flag("--no-cache", a->no_cache, "Prepare from the origin every epoch");
   l->add_flag("--fresh", a->fresh, "Remove this source's cache entry first (cold start)");
-  l->add_option("--epochs", a->epochs, "Epochs (default 2)");
-  l->add_option("--batch", a->batch, "Batch size (default: the preset's, else 256)");
-  l->add_option("--workers", a->workers, "Worker threads (default: one per core)");
-  l->add_option("--resize-short", a->resize_short, "Prepare: shorter side (default 256)");
-  l->add_option("--crop", a->crop, "RandomResizedCrop size (default 224; 0: none)");
+  l->add_option("--epochs", a->epochs, "Epochs (default 2)")->check(AtLeast(1));
+  l->add_option("--batch", a->batch, "Batch size (default: the preset's, else 256)")
+      ->check(AtLeast(1));
+  l->add_option("--workers", a->workers, "Worker threads (default 0: one per core)")
+      ->check(AtLeast(0, " (0: one per core)"));
+  a->prep.Add(l);
+  l->add_option("--crop", a->crop, "RandomResizedCrop size (default 224; 0: none)")
+      ->check(AtLeast(0, " (0: no crop)"));
   l->add_option("--model", a->model, "resnet50 or unet3d (MLPerf Storage preset)");
   l->add_option("--gpu", a->gpu, "a100, h100 or h200");
   l->add_option("--compute-time", a->compute, "Emulated compute seconds per batch");

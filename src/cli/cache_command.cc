@@ -10,6 +10,7 @@
 #include "pipeline/entry_key.h"
 #include "pipeline/fetcher.h"
 #include "pipeline/origin_check.h"
+#include "ssdfeed/defaults.h"
 #include "util/units.h"
 
 namespace ssdfeed::cli {
@@ -27,7 +28,7 @@ std::string Ago(int64_t t) {
 
 int RunLs(const CacheArgs& ca, bool json) {
   CacheOptions o;
-  if (Status s = ca.ToOptions(&o); !s.ok()) return Fail(s.message(), 2);
+  if (Status s = ca.ToExistingRoot(&o); !s.ok()) return Fail(s.message(), kExitUsage);
   auto list = ListEntries(o);
   if (!list.ok()) return Fail(list.status().message());
   if (json) {
@@ -36,6 +37,8 @@ int RunLs(const CacheArgs& ca, bool json) {
       j.push_back({{"entry", e.name},
                    {"source", e.source_uri},
                    {"spec", e.spec},
+                   {"spec_summary", DescribeSpec(e.spec)},
+                   {"skipped", e.skipped},
                    {"samples_total", e.samples_total},
                    {"samples_present", e.samples_present},
                    {"bytes", e.bytes},
@@ -46,14 +49,15 @@ int RunLs(const CacheArgs& ca, bool json) {
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  std::printf("%-14s %-10s %-19s %-11s %-9s %s\n", "ENTRY", "STATE", "PRESENT/TOTAL", "BYTES",
-              "USED", "SOURCE");
+  std::printf("%-14s %-22s %-19s %-11s %-9s %-24s %s\n", "ENTRY", "STATE", "PRESENT/TOTAL", "BYTES",
+              "USED", "SPEC", "SOURCE");
   for (const auto& e : *list) {
     std::string pt = std::to_string(e.samples_present) + "/" + std::to_string(e.samples_total);
-    std::printf("%-14s %-10s %-19s %-11s %-9s %s%s\n", e.name.substr(0, 12).c_str(),
+    std::printf("%-14s %-22s %-19s %-11s %-9s %-24s %s%s\n", e.name.substr(0, 12).c_str(),
                 e.state.c_str(), pt.c_str(), FormatBytes(e.bytes).c_str(), Ago(e.last_used).c_str(),
-                e.source_uri.c_str(), e.in_use ? "  (in use)" : "");
+                DescribeSpec(e.spec).c_str(), e.source_uri.c_str(), e.in_use ? "  (in use)" : "");
   }
+  if (list->empty()) std::fprintf(stderr, "ssdfeed: no entries under %s\n", o.root.c_str());
   return 0;
 }
 
@@ -141,7 +145,7 @@ void PrintVerify(const std::string& name, const nlohmann::json& r) {
 int RunVerify(const CacheArgs& ca, const std::string& name, bool repair,
               const std::string& verify_source, bool json) {
   CacheOptions o;
-  if (Status s = ca.ToOptions(&o); !s.ok()) return Fail(s.message(), 2);
+  if (Status s = ca.ToExistingRoot(&o); !s.ok()) return Fail(s.message(), kExitUsage);
   auto list = ListEntries(o);
   if (!list.ok()) return Fail(list.status().message());
   nlohmann::json all = nlohmann::json::array();
@@ -170,28 +174,126 @@ int RunVerify(const CacheArgs& ca, const std::string& name, bool repair,
   return rc;
 }
 
-int RunGc(const CacheArgs& ca, const std::string& max_bytes, const std::string& older) {
+struct GcArgs {
+  std::string max_bytes, older;
+  bool dry_run = false;
+};
+
+// The entries gc picks, in the order CollectGarbage visits them (least
+// recently used first); entries in use (or another user's) are never
+// removed, so they land in *blocked and do not count towards the target.
+std::vector<EntryInfo> GcPlan(const std::vector<EntryInfo>& all, uint64_t max_bytes, int64_t age,
+                              std::vector<EntryInfo>* blocked) {
+  std::vector<EntryInfo> sorted = all, out;
+  std::sort(sorted.begin(), sorted.end(),
+            [](const EntryInfo& a, const EntryInfo& b) { return a.last_used < b.last_used; });
+  uint64_t total = 0;
+  for (const auto& e : sorted) total += e.bytes;
+  int64_t now = std::time(nullptr);
+  for (const auto& e : sorted) {
+    bool too_old = age > 0 && now - e.last_used > age;
+    bool too_big = max_bytes > 0 && total > max_bytes;
+    if (!too_old && !too_big) continue;
+    if (e.in_use || e.foreign) {
+      blocked->push_back(e);
+      continue;
+    }
+    total -= e.bytes;
+    out.push_back(e);
+  }
+  return out;
+}
+
+Status ParseGcTargets(const GcArgs& g, uint64_t* mb, int64_t* age) {
+  if (!g.max_bytes.empty()) {
+    auto r = ParseSize(g.max_bytes);
+    if (!r.ok() || *r == 0)
+      return Status::InvalidArgument("--max-bytes: expected a size > 0 such as 500G, got '" +
+                                     g.max_bytes + "'");
+    *mb = *r;
+  }
+  if (!g.older.empty()) {
+    auto r = ParseDurationSeconds(g.older);
+    if (!r.ok() || *r <= 0)
+      return Status::InvalidArgument(
+          "--older-than: expected a duration > 0 such as 14d or 12h, "
+          "got '" +
+          g.older + "'");
+    *age = *r;
+  }
+  if (*mb == 0 && *age == 0)
+    return Status::InvalidArgument("gc needs --max-bytes SIZE and/or --older-than DURATION");
+  return Status::OK();
+}
+
+std::string Names(const std::vector<EntryInfo>& v) {
+  std::string s;
+  for (const auto& e : v) s += (s.empty() ? "" : ", ") + e.name.substr(0, 12);
+  return s;
+}
+
+int RunGc(const CacheArgs& ca, const GcArgs& g) {
   CacheOptions o;
-  if (Status s = ca.ToOptions(&o); !s.ok()) return Fail(s.message(), 2);
   uint64_t mb = 0;
   int64_t age = 0;
-  if (!max_bytes.empty()) {
-    auto r = ParseSize(max_bytes);
-    if (!r.ok()) return Fail(r.status().message(), 2);
-    mb = *r;
+  if (Status s = ParseGcTargets(g, &mb, &age); !s.ok()) return Fail(s.message(), kExitUsage);
+  if (Status s = ca.ToExistingRoot(&o); !s.ok()) return Fail(s.message(), kExitUsage);
+  auto list = ListEntries(o);
+  if (!list.ok()) return Fail(list.status().message());
+  std::vector<EntryInfo> blocked;
+  std::vector<EntryInfo> plan = GcPlan(*list, mb, age, &blocked);
+  if (g.dry_run) {
+    uint64_t bytes = 0;
+    for (const auto& e : plan) {
+      std::cout << "would remove " << e.name << " (" << FormatBytes(e.bytes) << ", " << e.source_uri
+                << ")\n";
+      bytes += e.bytes;
+    }
+    std::cout << Plural(plan.size(), "entry", "entries") << " would be removed, freeing "
+              << FormatBytes(bytes) << "\n";
+  } else {
+    auto removed = CollectGarbage(o, mb, age);
+    if (!removed.ok()) return Fail(removed.status().message());
+    for (const auto& n : *removed) std::cout << "removed " << n << "\n";
+    // Planned but still there: it came into use since the listing.
+    for (const auto& e : plan)
+      if (std::find(removed->begin(), removed->end(), e.name) == removed->end())
+        blocked.push_back(e);
+    auto total = RootBytes(o);
+    std::cout << Plural(removed->size(), "entry", "entries") << " removed; cache holds "
+              << FormatBytes(total.ok() ? *total : 0) << "\n";
   }
-  if (!older.empty()) {
-    auto r = ParseDurationSeconds(older);
-    if (!r.ok()) return Fail(r.status().message(), 2);
-    age = *r;
+  if (!blocked.empty())
+    std::cout << "kept " << Plural(blocked.size(), "entry", "entries")
+              << " gc would remove, in use by a running job (or another user's): " << Names(blocked)
+              << "\n";
+  return 0;
+}
+
+// An entry by full name or unique prefix of 8+ characters.
+Result<std::string> ResolveEntry(const CacheOptions& o, const std::string& name) {
+  SSDFEED_ASSIGN_OR_RETURN(auto list, ListEntries(o));
+  std::vector<EntryInfo> matches;
+  for (const auto& e : list) {
+    if (e.name == name) return e.name;
+    if (name.size() >= 8 && e.name.rfind(name, 0) == 0) matches.push_back(e);
   }
-  if (mb == 0 && age == 0) return Fail("gc needs --max-bytes and/or --older-than", 2);
-  auto removed = CollectGarbage(o, mb, age);
-  if (!removed.ok()) return Fail(removed.status().message());
-  for (const auto& n : *removed) std::cout << "removed " << n << "\n";
-  auto total = RootBytes(o);
-  std::cout << removed->size() << " entries removed; cache holds "
-            << FormatBytes(total.ok() ? *total : 0) << "\n";
+  if (matches.size() == 1) return matches[0].name;
+  if (matches.empty()) return Status::NotFound("no cache entry '" + name + "' under " + o.root);
+  std::string all;
+  for (const auto& e : matches) all += " " + e.name;
+  return Status::InvalidArgument("entry prefix '" + name + "' is ambiguous; it matches:" + all);
+}
+
+int RunRm(const CacheArgs& ca, const std::string& name) {
+  CacheOptions o;
+  if (Status s = ca.ToExistingRoot(&o); !s.ok()) return Fail(s.message(), kExitUsage);
+  auto full = ResolveEntry(o, name);
+  if (!full.ok())
+    return Fail(full.status().message(), full.status().IsNotFound() ? kExitFailure : kExitUsage);
+  Status s = RemoveEntry(o, *full);
+  if (!s.ok()) return Fail(s.message());
+  std::cout << "removed " << *full << "\n";
   return 0;
 }
 
@@ -226,27 +328,18 @@ void AddCache(CLI::App& app, RunState* st) {
   });
 
   auto* gc = c->add_subcommand("gc", "Evict unused entries, least recently used first");
-  auto max_bytes = std::make_shared<std::string>();
-  auto older = std::make_shared<std::string>();
-  gc->add_option("--max-bytes", *max_bytes, "Shrink the root to at most SIZE");
-  gc->add_option("--older-than", *older, "Remove entries unused for DURATION (e.g. 7d)");
+  auto g = std::make_shared<GcArgs>();
+  gc->add_option("--max-bytes", g->max_bytes, "Shrink the root to at most SIZE (e.g. 500G)");
+  gc->add_option("--older-than", g->older, "Remove entries unused for DURATION (e.g. 7d, 12h)");
+  gc->add_flag("--dry-run", g->dry_run, "List what would be removed; remove nothing");
   ca->Add(gc, false);
-  gc->callback([st, ca, max_bytes, older] { st->rc = RunGc(*ca, *max_bytes, *older); });
+  gc->callback([st, ca, g] { st->rc = RunGc(*ca, *g); });
 
   auto* rm = c->add_subcommand("rm", "Remove one entry (refused while in use)");
   auto rm_name = std::make_shared<std::string>();
   rm->add_option("entry", *rm_name, "Entry name (or unique prefix of 8+ characters)")->required();
   ca->Add(rm, false);
-  rm->callback([st, ca, rm_name] {
-    CacheOptions o;
-    if (Status s = ca->ToOptions(&o); !s.ok()) {
-      st->rc = Fail(s.message(), 2);
-      return;
-    }
-    Status s = RemoveEntry(o, *rm_name);
-    st->rc = s.ok() ? 0 : Fail(s.message());
-    if (s.ok()) std::cout << "removed " << *rm_name << "\n";
-  });
+  rm->callback([st, ca, rm_name] { st->rc = RunRm(*ca, *rm_name); });
 }
 
 }  // namespace ssdfeed::cli

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
 
 namespace ssdfeed::cli {
 
@@ -22,7 +24,13 @@ int Fail(const std::string& msg, int code = 1);
 // For commands whose issue has not landed yet.
 int NotImplemented(const std::string& what);
 
-// $SSDFEED_CACHE, then ~/.cache/ssdfeed.
-std::string DefaultCacheDir();
+// Exit codes, documented in docs/cli.md.
+inline constexpr int kExitFailure = 1;        // an error (bad sample, I/O, corrupt records)
+inline constexpr int kExitUsage = 2;          // bad arguments
+inline constexpr int kExitPartial = 3;        // warm: the cache filled before the entry did
+inline constexpr int kExitInterrupted = 130;  // Ctrl-C (128 + SIGINT)
+
+// "1 entry", "2 entries".
+std::string Plural(uint64_t n, const std::string& one, const std::string& many);
 
 }  // namespace ssdfeed::cli

@@ -13,10 +13,8 @@ int Fail(const std::string& msg, int code) {
 
 int NotImplemented(const std::string& what) { return Fail(what + ": not yet implemented", 2); }
 
-std::string DefaultCacheDir() {
-  if (const char* c = std::getenv("SSDFEED_CACHE"); c != nullptr && *c != '\0') return c;
-  const char* home = std::getenv("HOME");
-  return std::string(home != nullptr ? home : ".") + "/.cache/ssdfeed";
+std::string Plural(uint64_t n, const std::string& one, const std::string& many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
 }  // namespace ssdfeed::cli
@@ -25,7 +23,7 @@ int main(int argc, char** argv) {
   using namespace ssdfeed::cli;
   CLI::App app{"ssdfeed: prepare once, cache on local SSD, serve batches at memory speed"};
   app.name("ssdfeed");
-  app.set_version_flag("--version", std::string("ssdfeed ") + SSDFEED_VERSION);
+  app.set_version_flag("-V,--version", std::string("ssdfeed ") + SSDFEED_VERSION);
   app.require_subcommand(1);
   RunState st;
   AddMakeDataset(app, &st);
@@ -44,7 +42,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::string what = e.what();
     if (what.empty()) what = "bad arguments";
-    return Fail(what + " (see --help)", 2);
+    return Fail(what + " (see --help)", kExitUsage);
   }
   return st.rc;
 }

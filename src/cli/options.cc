@@ -1,7 +1,9 @@
 #include "cli/options.h"
 
 #include <cstdio>
+#include <cstdlib>
 
+#include "ssdfeed/defaults.h"
 #include "util/units.h"
 
 namespace ssdfeed::cli {
@@ -10,25 +12,50 @@ Status ParseHxW(const std::string& t, int* h, int* w) {
   char x = 0;
   if (std::sscanf(t.c_str(), "%d%c%d", h, &x, w) != 3 || (x != 'x' && x != 'X') || *h <= 0 ||
       *w <= 0)
-    return Status::InvalidArgument("expected HxW (e.g. 224x224), got '" + t + "'");
+    return Status::InvalidArgument("expected HxW with H, W >= 1 (e.g. 224x224), got '" + t + "'");
   return Status::OK();
 }
 
+CLI::Validator AtLeast(long long min, const std::string& note) {
+  std::string range = "must be an integer >= " + std::to_string(min) + note;
+  return CLI::Validator(
+      [min, range](std::string& v) -> std::string {
+        char* end = nullptr;
+        long long x = std::strtoll(v.c_str(), &end, 10);
+        if (v.empty() || *end != '\0' || x < min) return range + ", got '" + v + "'";
+        return "";
+      },
+      ">=" + std::to_string(min));
+}
+
 void PrepareArgs::Add(CLI::App* c) {
-  c->add_option("--resize-short", resize_short, "Resize so the shorter side is S pixels");
-  c->add_option("--resize", resize, "Resize to exactly HxW");
-  c->add_option("--max-long", max_long, "Cap the longer side (with --resize-short)");
-  c->add_option("--center-crop", center_crop, "Centre crop HxW after resizing");
-  c->add_flag("--gray", gray, "Decode to one gray channel");
+  c->add_option("--resize-short", resize_short,
+                "Resize so the shorter side is S pixels (default: no resize, full size)")
+      ->check(AtLeast(1));
+  c->add_option("--resize", resize, "Resize to exactly HxW (default: off)");
+  c->add_option("--max-long", max_long, "Cap the longer side (with --resize-short; default: off)")
+      ->check(AtLeast(1));
+  c->add_option("--center-crop", center_crop, "Centre crop HxW after resizing (default: off)");
+  c->add_flag("--gray", gray, "Decode to one gray channel (default: RGB)");
+}
+
+bool PrepareArgs::given() const {
+  return resize_short > 0 || !resize.empty() || max_long > 0 || !center_crop.empty() || gray;
 }
 
 Status PrepareArgs::ToSpec(PrepareSpec* s) const {
-  *s = PrepareSpec{};
+  *s = DefaultPrepareSpec();
   s->resize_short = resize_short;
   s->max_long = max_long;
   s->gray = gray;
-  if (!resize.empty()) SSDFEED_RETURN_IF_ERROR(ParseHxW(resize, &s->resize_h, &s->resize_w));
-  if (!center_crop.empty()) SSDFEED_RETURN_IF_ERROR(ParseHxW(center_crop, &s->crop_h, &s->crop_w));
+  if (!resize.empty()) {
+    Status st = ParseHxW(resize, &s->resize_h, &s->resize_w);
+    if (!st.ok()) return Status::InvalidArgument("--resize: " + st.message());
+  }
+  if (!center_crop.empty()) {
+    Status st = ParseHxW(center_crop, &s->crop_h, &s->crop_w);
+    if (!st.ok()) return Status::InvalidArgument("--center-crop: " + st.message());
+  }
   return s->Validate();
 }
 
@@ -36,17 +63,35 @@ void CacheArgs::Add(CLI::App* c, bool with_capacity) {
   c->add_option("--cache", cache, "Cache root (default $SSDFEED_CACHE, then ~/.cache/ssdfeed)");
   if (with_capacity)
     c->add_option("--capacity", capacity,
-                  "Most bytes the cache root may hold (default: now + 80% of free space)");
+                  "Most bytes the cache root may hold, e.g. 500G (default: now + 80% of free "
+                  "space)");
   c->add_flag("--group-shared", group_shared, "Create files for group sharing (0660/02770)");
 }
 
 Status CacheArgs::ToOptions(CacheOptions* o) const {
-  o->root = cache.empty() ? DefaultCacheDir() : cache;
+  o->root = cache.empty() ? DefaultCacheRoot() : cache;
   o->group_shared = group_shared;
   if (!capacity.empty()) {
-    SSDFEED_ASSIGN_OR_RETURN(o->capacity_bytes, ParseSize(capacity));
+    auto r = ParseSize(capacity);
+    if (!r.ok() || *r == 0)
+      return Status::InvalidArgument("--capacity: expected a size > 0 such as 500G or 2T, got '" +
+                                     capacity + "'");
+    o->capacity_bytes = *r;
   }
   return Status::OK();
+}
+
+Status CacheArgs::ToExistingRoot(CacheOptions* o) const {
+  SSDFEED_RETURN_IF_ERROR(ToOptions(o));
+  auto st = Env::Default()->Stat(o->root);
+  if (st.ok() && st->is_dir) return Status::OK();
+  const char* env = std::getenv("SSDFEED_CACHE");
+  std::string from = !cache.empty()                     ? "given by --cache"
+                     : (env != nullptr && *env != '\0') ? "from $SSDFEED_CACHE"
+                                                        : "the default; nothing warmed yet?";
+  return Status::InvalidArgument("cache root " + o->root + " " +
+                                 (st.ok() ? "is not a directory" : "does not exist") + " (" + from +
+                                 ")");
 }
 
 }  // namespace ssdfeed::cli

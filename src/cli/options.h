@@ -12,6 +12,7 @@
 
 namespace ssdfeed::cli {
 
+// Every flag starts "off", as ssdfeed::DefaultPrepareSpec().
 struct PrepareArgs {
   int resize_short = 0;
   std::string resize;  // HxW
@@ -20,6 +21,8 @@ struct PrepareArgs {
   bool gray = false;
   void Add(CLI::App* c);
   Status ToSpec(PrepareSpec* spec) const;
+  // True when any prepare flag was given (else the default spec applies).
+  bool given() const;
 };
 
 struct CacheArgs {
@@ -27,9 +30,19 @@ struct CacheArgs {
   std::string capacity;  // SIZE
   bool group_shared = false;
   void Add(CLI::App* c, bool with_capacity);
+  // The root from --cache, else ssdfeed::DefaultCacheRoot().
   Status ToOptions(CacheOptions* o) const;
+  // As ToOptions, for commands that only read an existing cache (ls, verify,
+  // gc, rm): a root that does not exist is an error naming it and where it
+  // came from, so a mistyped --cache is not an empty listing.
+  Status ToExistingRoot(CacheOptions* o) const;
 };
 
 Status ParseHxW(const std::string& text, int* h, int* w);
+
+// A CLI11 check that an integer option is >= min; the message names the
+// accepted range and what the boundary means, e.g. "must be >= 0 (0: one
+// per core)".
+CLI::Validator AtLeast(long long min, const std::string& note = "");
 
 }  // namespace ssdfeed::cli

@@ -1,6 +1,8 @@
-// The Loader: a ring of batch slots filled by a worker pool, consumed in
-// order. Workers take sample positions from one counter; a worker that gets
-// ahead of the ring waits (backpressure). Errors travel with their batch.
+// The Loader: a ring of chunk slots (batch_size plan positions each) filled
+// by a worker pool, consumed in order. Workers take sample positions from one
+// counter; a worker that gets ahead of the ring waits (backpressure). The
+// consumer hands out a clean chunk as a batch without copying, and gathers
+// across chunks when samples were skipped. Errors travel with their chunk.
 #include "ssdfeed/loader.h"
 
 #include <algorithm>
@@ -15,6 +17,7 @@
 #include "pipeline/batch_pool.h"
 #include "pipeline/entry_key.h"
 #include "pipeline/fetcher.h"
+#include "ssdfeed/defaults.h"
 
 namespace ssdfeed {
 
@@ -32,7 +35,7 @@ struct Slot {
   size_t count = 0;    // samples it will hold
   size_t done = 0;
   std::shared_ptr<BatchBuffer> buffer;
-  std::vector<bool> bad;       // on_error=skip: positions to drop
+  std::vector<bool> bad;       // on_error=skip: positions skipped (replaced by later ones)
   std::vector<Image> staging;  // shape known only per sample
   Status error;                // first error (on_error=raise)
 };
@@ -46,8 +49,7 @@ class LoaderImpl final : public Loader {
         fetcher_(source_.get(), opts_.prepare, cache_.get(), opts_.cache.claim_wait_seconds),
         pool_(BatchPool::Create()),
         wait_hist_(kWaitBounds.size() + 1) {
-    int hw = static_cast<int>(std::thread::hardware_concurrency());
-    workers_ = opts_.workers > 0 ? opts_.workers : std::max(1, hw);
+    workers_ = opts_.workers > 0 ? opts_.workers : DefaultWorkers();
     nslots_ = static_cast<size_t>(std::max(1, opts_.prefetch)) + 1;
     order_ = EpochOrder(source_->size(), opts_.shuffle, opts_.seed, 0, opts_.rank, opts_.world_size,
                         opts_.drop_last);
@@ -60,44 +62,33 @@ class LoaderImpl final : public Loader {
   void SetEpoch(uint64_t epoch) override {
     Stop();
     epoch_ = epoch;
-    start_batch_ = 0;
+    start_pos_ = start_batch_ = 0;
   }
 
   Result<bool> Next(Batch* out) override {
     if (!running_) StartEpoch();
-    if (next_batch_ >= end_batch_) {
-      Stop();
-      start_batch_ = 0;
-      return false;
-    }
-    Slot& slot = slots_[next_batch_ % nslots_];
-    double t0 = Now();
-    {
-      std::unique_lock<std::mutex> l(mu_);
-      ready_cv_.wait(l, [&] { return slot.done == slot.count && slot.batch == next_batch_; });
-    }
-    RecordWait(Now() - t0);
-    if (!slot.error.ok()) {
-      Status e = slot.error;
-      Stop();
-      start_batch_ = consumed_;  // a retry resumes at the failed batch
-      return e;
-    }
-    Status s = Finish(slot, out);
+    uint64_t batch_start = cursor_;
+    bool got = false;
+    waited_ = 0;
+    Status s = NextBatch(out, &got);
+    RecordWait(waited_);
     if (!s.ok()) {
       Stop();
+      start_pos_ = batch_start;  // a retry resumes at the failed batch
       start_batch_ = consumed_;
       return s;
+    }
+    if (!got) {
+      // The pass is over: the next one is the following epoch (reshuffled)
+      // unless SetEpoch or LoadState says otherwise.
+      Stop();
+      epoch_++;
+      start_pos_ = start_batch_ = 0;
+      return false;
     }
     ++consumed_;
     batches_++;
     samples_ += out->size;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      ++next_batch_;
-      Reset(slot, next_batch_ - 1 + nslots_);
-    }
-    space_cv_.notify_all();
     return true;
   }
 
@@ -109,6 +100,11 @@ class LoaderImpl final : public Loader {
     space_cv_.notify_all();
     for (auto& t : threads_) t.join();
     threads_.clear();
+    if (running_) {
+      // Where a restart picks up: the next unconsumed batch.
+      start_pos_ = cursor_;
+      start_batch_ = consumed_;
+    }
     running_ = false;
     if (cache_) cache_->Sync();
   }
@@ -151,10 +147,16 @@ class LoaderImpl final : public Loader {
   }
 
   LoaderState state() const override {
-    return {epoch_,           running_ ? consumed_ : start_batch_,
-            opts_.seed,       opts_.rank,
-            opts_.world_size, source_->size(),
-            opts_.batch_size};
+    LoaderState s;
+    s.epoch = epoch_;
+    s.batches_consumed = running_ ? consumed_ : start_batch_;
+    s.position = running_ ? cursor_ : start_pos_;
+    s.seed = opts_.seed;
+    s.rank = opts_.rank;
+    s.world_size = opts_.world_size;
+    s.num_samples = source_->size();
+    s.batch_size = opts_.batch_size;
+    return s;
   }
 
   Status LoadState(const LoaderState& s) override {
@@ -166,6 +168,9 @@ class LoaderImpl final : public Loader {
     Stop();
     epoch_ = s.epoch;
     start_batch_ = std::min<uint64_t>(s.batches_consumed, num_batches());
+    // A state without a position (older ones) had no skips: batches * size.
+    start_pos_ = std::min<uint64_t>(std::max<uint64_t>(s.position, start_batch_ * opts_.batch_size),
+                                    order_.size());
     return Status::OK();
   }
 
@@ -187,26 +192,125 @@ class LoaderImpl final : public Loader {
     fixed_ = out_h_ > 0;
   }
   bool fixed_shape() const { return fixed_; }
+  bool skipping() const { return opts_.source_options.on_error == OnError::kSkip; }
   size_t sample_bytes(int h, int w) const {
     return static_cast<size_t>(h) * w * channels_ * DTypeSize(opts_.output.dtype);
   }
   size_t sample_bytes() const { return sample_bytes(out_h_, out_w_); }
 
+  // Chunk c holds plan positions [c * batch_size, (c + 1) * batch_size);
+  // workers fill chunks, the consumer cuts batches out of them in plan order.
   void StartEpoch() {
     Stop();
+    size_t bs = opts_.batch_size;
     order_ = EpochOrder(source_->size(), opts_.shuffle, opts_.seed, epoch_, opts_.rank,
                         opts_.world_size, opts_.drop_last);
-    end_batch_ = num_batches();
-    next_batch_ = start_batch_;
+    // Skipped samples are replaced by the ones after them, so with skips
+    // the whole plan may be needed even when drop_last trims the tail.
+    end_sample_ = skipping() ? order_.size() : std::min(order_.size(), num_batches() * bs);
+    cursor_ = std::min<uint64_t>(start_pos_, end_sample_);
     consumed_ = start_batch_;
-    next_sample_ = start_batch_ * opts_.batch_size;
-    end_sample_ = std::min(order_.size(), end_batch_ * opts_.batch_size);
+    uint64_t first = cursor_ / bs;
+    next_chunk_ = first;
+    next_sample_ = cursor_;
     slots_.assign(nslots_, Slot{});
-    for (size_t i = 0; i < nslots_; ++i)
-      Reset(slots_[(start_batch_ + i) % nslots_], start_batch_ + i);
+    for (size_t i = 0; i < nslots_; ++i) Reset(slots_[(first + i) % nslots_], first + i);
+    Slot& head = slots_[first % nslots_];
+    if (head.count > 0) head.done = cursor_ - first * bs;  // consumed before a stop: not redone
     stop_ = false;
     running_ = true;
     for (int w = 0; w < workers_; ++w) threads_.emplace_back([this] { Work(); });
+  }
+
+  // Waits until chunk c is filled; its first error under on_error=raise.
+  Status WaitChunk(uint64_t c, Slot** out) {
+    Slot& slot = slots_[c % nslots_];
+    double t0 = Now();
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      ready_cv_.wait(l, [&] { return slot.batch == c && slot.done == slot.count; });
+    }
+    waited_ += Now() - t0;
+    *out = &slot;
+    return slot.error;
+  }
+
+  // Hands chunk c (the oldest) back to the workers.
+  void Release(uint64_t c) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      ++next_chunk_;
+      Reset(slots_[c % nslots_], c + nslots_);
+    }
+    space_cv_.notify_all();
+  }
+
+  // The next batch: a whole chunk without copying when it starts at the
+  // cursor and nothing in it was skipped, else gathered sample by sample.
+  Status NextBatch(Batch* out, bool* got) {
+    *got = false;
+    if (cursor_ >= end_sample_) return Status::OK();
+    size_t bs = opts_.batch_size;
+    uint64_t c = cursor_ / bs;
+    Slot* slot = nullptr;
+    SSDFEED_RETURN_IF_ERROR(WaitChunk(c, &slot));
+    bool clean = std::find(slot->bad.begin(), slot->bad.end(), true) == slot->bad.end();
+    if (cursor_ % bs != 0 || !clean) return Gather(out, got);
+    int h = out_h_, w = out_w_;
+    if (!fixed_shape()) {
+      std::vector<const Image*> ims;
+      for (size_t i = 0; i < slot->count; ++i) ims.push_back(&slot->staging[i]);
+      SSDFEED_RETURN_IF_ERROR(RenderStaged(ims, slot->buffer.get(), &h, &w));
+    }
+    Fill(slot->buffer, slot->count, h, w, out);
+    cursor_ += slot->count;
+    Release(c);
+    *got = !(opts_.drop_last && out->size < bs);
+    return Status::OK();
+  }
+
+  // Takes the next batch_size good samples of the plan, across chunks, so
+  // a skipped sample is replaced by the next one: which samples form a
+  // batch depends only on which ones are bad, never on timing.
+  Status Gather(Batch* out, bool* got) {
+    size_t bs = opts_.batch_size, sb = sample_bytes(), n = 0;
+    auto buf = pool_->Acquire(fixed_shape() ? sb * bs : 0, bs);
+    std::vector<Image> staged;
+    while (n < bs && cursor_ < end_sample_) {
+      uint64_t c = cursor_ / bs;
+      Slot* slot = nullptr;
+      SSDFEED_RETURN_IF_ERROR(WaitChunk(c, &slot));
+      size_t i = cursor_ % bs;
+      if (!slot->bad[i]) {
+        buf->labels[n] = slot->buffer->labels[i];
+        if (fixed_shape())
+          std::memcpy(buf->images.data() + n * sb, slot->buffer->images.data() + i * sb, sb);
+        else
+          staged.push_back(std::move(slot->staging[i]));
+        ++n;
+      }
+      ++cursor_;
+      if (cursor_ % bs == 0 || cursor_ >= end_sample_) Release(c);
+    }
+    int h = out_h_, w = out_w_;
+    if (!fixed_shape()) {
+      std::vector<const Image*> ims;
+      for (const auto& im : staged) ims.push_back(&im);
+      SSDFEED_RETURN_IF_ERROR(RenderStaged(ims, buf.get(), &h, &w));
+    }
+    Fill(buf, n, h, w, out);
+    *got = n > 0 && !(opts_.drop_last && n < bs);
+    return Status::OK();
+  }
+
+  void Fill(std::shared_ptr<BatchBuffer> buf, size_t n, int h, int w, Batch* out) const {
+    out->buffer = std::move(buf);
+    out->size = n;
+    out->dtype = opts_.output.dtype;
+    bool nchw = opts_.output.layout == Layout::kNCHW;
+    size_t H = static_cast<size_t>(h), W = static_cast<size_t>(w),
+           C = static_cast<size_t>(channels_);
+    out->shape = nchw ? std::array<size_t, 4>{n, C, H, W} : std::array<size_t, 4>{n, H, W, C};
   }
 
   // Caller holds mu_ (or no worker runs).
@@ -238,7 +342,7 @@ class LoaderImpl final : public Loader {
         if (stop_ || next_sample_ >= end_sample_) return;
         k = next_sample_++;
         uint64_t b = k / opts_.batch_size;
-        space_cv_.wait(l, [&] { return stop_ || b < next_batch_ + nslots_; });
+        space_cv_.wait(l, [&] { return stop_ || b < next_chunk_ + nslots_; });
         if (stop_) return;
         slot = &slots_[b % nslots_];
       }
@@ -263,7 +367,7 @@ class LoaderImpl final : public Loader {
     CachedSample cs;
     SSDFEED_RETURN_IF_ERROR(fetcher_.Fetch(id, scratch, &cs));
     slot->buffer->labels[pos] = cs.label;
-    if (!fixed_shape()) {  // served as prepared; shapes checked at Finish
+    if (!fixed_shape()) {  // served as prepared; shapes checked in RenderStaged
       Image& st = slot->staging[pos];
       st.Reset(cs.height, cs.width, cs.channels);
       std::memcpy(st.pixels.data(), cs.pixels, st.bytes());
@@ -282,58 +386,27 @@ class LoaderImpl final : public Loader {
     return Status::OK();
   }
 
-  // Compacts skipped samples away and fills out.
-  Status Finish(Slot& slot, Batch* out) {
-    size_t n = 0;
-    int h = out_h_, w = out_w_;
-    if (!fixed_shape()) SSDFEED_RETURN_IF_ERROR(Assemble(slot, &h, &w));
-    size_t sb = sample_bytes(h, w);
-    for (size_t i = 0; i < slot.count; ++i) {
-      if (slot.bad[i]) continue;
-      if (n != i) {
-        std::memmove(slot.buffer->images.data() + n * sb, slot.buffer->images.data() + i * sb, sb);
-        slot.buffer->labels[n] = slot.buffer->labels[i];
-      }
-      ++n;
-    }
-    out->buffer = slot.buffer;
-    out->size = n;
-    out->dtype = opts_.output.dtype;
-    bool nchw = opts_.output.layout == Layout::kNCHW;
-    size_t H = static_cast<size_t>(h), W = static_cast<size_t>(w),
-           C = static_cast<size_t>(channels_);
-    out->shape = nchw ? std::array<size_t, 4>{n, C, H, W} : std::array<size_t, 4>{n, H, W, C};
-    return Status::OK();
-  }
-
-  // Without a fixed output shape, samples of one batch must agree.
-  Status Assemble(Slot& slot, int* out_h, int* out_w) {
-    int h = -1, w = -1;
-    for (size_t i = 0; i < slot.count; ++i) {
-      if (slot.bad[i]) continue;
-      const Image& im = slot.staging[i];
-      if (h < 0) {
-        h = im.height;
-        w = im.width;
-      } else if (im.height != h || im.width != w) {
+  // Without a fixed output shape, samples of one batch must agree; renders
+  // them (dtype, layout) into buf.
+  Status RenderStaged(const std::vector<const Image*>& ims, BatchBuffer* buf, int* out_h,
+                      int* out_w) {
+    int h = ims.empty() ? 0 : ims[0]->height, w = ims.empty() ? 0 : ims[0]->width;
+    for (const Image* im : ims) {
+      if (im->height != h || im->width != w)
         return Status::InvalidArgument(
             "samples of unequal shape in one batch (" + std::to_string(h) + "x" +
-            std::to_string(w) + " and " + std::to_string(im.height) + "x" +
-            std::to_string(im.width) +
+            std::to_string(w) + " and " + std::to_string(im->height) + "x" +
+            std::to_string(im->width) +
             "): set Prepare(resize=...) or center_crop, or an augment, or batch_size=1");
-      }
     }
-    if (h < 0) h = w = 0;
     *out_h = h;
     *out_w = w;
     size_t sb = sample_bytes(h, w);
-    slot.buffer->images.resize(sb * slot.count);
+    buf->images.resize(sb * ims.size());
     std::vector<uint8_t> render;
-    for (size_t i = 0; i < slot.count; ++i) {
-      if (slot.bad[i]) continue;
-      const Image& im = slot.staging[i];
-      CachedSample cs{im.pixels.data(), im.height, im.width, im.channels, 0};
-      RenderSample(cs, {0, 0, h, w, false}, h, w, opts_.output, slot.buffer->images.data() + i * sb,
+    for (size_t i = 0; i < ims.size(); ++i) {
+      CachedSample cs{ims[i]->pixels.data(), ims[i]->height, ims[i]->width, ims[i]->channels, 0};
+      RenderSample(cs, {0, 0, h, w, false}, h, w, opts_.output, buf->images.data() + i * sb,
                    &render);
     }
     return Status::OK();
@@ -357,14 +430,18 @@ class LoaderImpl final : public Loader {
   int out_h_ = 0, out_w_ = 0, channels_ = 3;
   bool fixed_ = false;
 
-  uint64_t epoch_ = 0, start_batch_ = 0;
+  uint64_t epoch_ = 0;
+  uint64_t start_pos_ = 0, start_batch_ = 0;  // where the next StartEpoch begins
   std::vector<uint64_t> order_;
   std::mutex mu_;
   std::condition_variable ready_cv_, space_cv_;
   std::vector<Slot> slots_;
   std::vector<std::thread> threads_;
   bool stop_ = false, running_ = false;
-  uint64_t next_sample_ = 0, end_sample_ = 0, next_batch_ = 0, end_batch_ = 0, consumed_ = 0;
+  uint64_t next_sample_ = 0, end_sample_ = 0;  // plan positions (workers)
+  uint64_t next_chunk_ = 0;                    // oldest chunk not yet released
+  uint64_t cursor_ = 0, consumed_ = 0;         // consumer: next position, batches taken
+  double waited_ = 0;                          // consumer wait within one Next
 
   std::atomic<uint64_t> batches_{0}, samples_{0}, skipped_{0};
   mutable std::mutex stats_mu_;
@@ -376,6 +453,8 @@ class LoaderImpl final : public Loader {
 
 Result<std::unique_ptr<Loader>> Loader::Open(const LoaderOptions& o) {
   if (o.batch_size == 0) return Status::InvalidArgument("batch_size must be >= 1");
+  if (o.workers < 0) return Status::InvalidArgument("workers must be >= 0 (0: one per core)");
+  if (o.prefetch < 1) return Status::InvalidArgument("prefetch must be >= 1 (batches ahead)");
   if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size)
     return Status::InvalidArgument("need 0 <= rank < world_size");
   SSDFEED_RETURN_IF_ERROR(o.prepare.Validate());

@@ -179,7 +179,9 @@ uint64_t DiskBytes(const std::string& dir) {
   for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
        !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
     std::error_code e2;
-    if (it->is_regular_file(e2)) total += it->file_size(e2);
+    if (!it->is_regular_file(e2)) continue;
+    uint64_t size = it->file_size(e2);
+    if (!e2) total += size;  // a file removed since it was listed has no size
   }
   return total;
 }

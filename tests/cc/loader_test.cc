@@ -174,6 +174,103 @@ TEST(Loader, CorruptSampleRaisesNamingItOrIsSkipped) {
   EXPECT_EQ(st.decode_errors, st.skipped);
 }
 
+TEST(Loader, ANewPassWithoutSetEpochTakesTheNextEpoch) {
+  Data d;
+  LoaderOptions o = d.Opts();
+  auto l = Loader::Open(o);
+  auto p0 = Epoch(l->get());
+  auto p1 = Epoch(l->get());  // no SetEpoch: epoch 1, reshuffled
+  auto p2 = Epoch(l->get());
+  EXPECT_NE(p0, p1);
+  EXPECT_NE(p1, p2);
+  EXPECT_EQ((*l)->state().epoch, 3u);
+  // Deterministic: the same as asking for those epochs explicitly.
+  auto ref = Loader::Open(o);
+  for (uint64_t e : {0u, 1u, 2u}) {
+    (*ref)->SetEpoch(e);
+    EXPECT_EQ(Epoch(ref->get()), e == 0 ? p0 : e == 1 ? p1 : p2) << "epoch " << e;
+  }
+  // SetEpoch between passes wins over the automatic advance.
+  (*l)->SetEpoch(1);
+  EXPECT_EQ(Epoch(l->get()), p1);
+}
+
+// Labels of every batch of one epoch, and the batch sizes.
+std::vector<std::vector<int64_t>> EpochLabels(Loader* l) {
+  std::vector<std::vector<int64_t>> out;
+  Batch b;
+  while (true) {
+    auto r = l->Next(&b);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok() || !*r) break;
+    out.emplace_back(b.labels(), b.labels() + b.size);
+  }
+  return out;
+}
+
+TEST(Loader, SkippedSamplesAreReplacedSoBatchesStayFull) {
+  Data d(60, 0.15);
+  LoaderOptions o = d.Opts();
+  o.source_options.on_error = OnError::kSkip;
+  for (size_t bs : {1u, 8u}) {
+    o.batch_size = bs;
+    std::vector<std::string> ref;
+    for (int workers : {1, 3}) {
+      o.workers = workers;
+      auto l = Loader::Open(o);
+      ASSERT_TRUE(l.ok()) << l.status().ToString();
+      (*l)->SetEpoch(2);
+      auto batches = EpochLabels(l->get());
+      size_t skipped = (*l)->stats().skipped, n = 0;
+      ASSERT_GT(skipped, 0u);
+      for (size_t i = 0; i < batches.size(); ++i) {
+        n += batches[i].size();
+        if (i + 1 < batches.size()) {
+          EXPECT_EQ(batches[i].size(), bs) << "batch " << i;
+        }
+      }
+      EXPECT_FALSE(batches.back().empty());
+      EXPECT_EQ(n + skipped, 60u);
+      // Pixels and labels, not only sizes, are the same whatever the workers.
+      (*l)->SetEpoch(2);
+      auto bytes = Epoch(l->get());
+      if (ref.empty()) ref = bytes;
+      EXPECT_EQ(bytes, ref) << workers << " workers, batch " << bs;
+    }
+  }
+}
+
+TEST(Loader, ResumeAfterSkipsContinuesAtThePlanPosition) {
+  Data d(60, 0.15);
+  LoaderOptions o = d.Opts();
+  o.source_options.on_error = OnError::kSkip;
+  auto full = Loader::Open(o);
+  (*full)->SetEpoch(1);
+  auto all = Epoch(full->get());
+  auto l = Loader::Open(o);
+  (*l)->SetEpoch(1);
+  Batch b;
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(*(*l)->Next(&b));
+  LoaderState st = (*l)->state();
+  EXPECT_GE(st.position, 4u * o.batch_size);
+  auto r = Loader::Open(o);
+  ASSERT_TRUE((*r)->LoadState(st).ok());
+  EXPECT_EQ(Epoch(r->get()), std::vector<std::string>(all.begin() + 4, all.end()));
+}
+
+TEST(Loader, BadOptionsAreRefusedNamingThem) {
+  Data d;
+  LoaderOptions o = d.Opts();
+  o.workers = -1;
+  EXPECT_NE(Loader::Open(o).status().message().find("workers must be >= 0"), std::string::npos);
+  o = d.Opts();
+  o.prefetch = 0;
+  EXPECT_NE(Loader::Open(o).status().message().find("prefetch must be >= 1"), std::string::npos);
+  o = d.Opts();
+  o.batch_size = 0;
+  EXPECT_NE(Loader::Open(o).status().message().find("batch_size must be >= 1"), std::string::npos);
+}
+
 TEST(Loader, UnequalShapesAreAClearError) {
   Data d;
   LoaderOptions o = d.Opts();

@@ -1,6 +1,21 @@
+import os
+
 import pytest
 
 import ssdfeed
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _cache_root_per_session(tmp_path_factory):
+    """Loader(cache=True) is the default: keep test caches out of ~/.cache."""
+    root = str(tmp_path_factory.mktemp("default-cache"))
+    old = os.environ.get("SSDFEED_CACHE")
+    os.environ["SSDFEED_CACHE"] = root
+    yield root
+    if old is None:
+        os.environ.pop("SSDFEED_CACHE", None)
+    else:
+        os.environ["SSDFEED_CACHE"] = old
 
 
 @pytest.fixture(scope="session")

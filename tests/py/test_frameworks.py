@@ -51,6 +51,28 @@ def test_torch_tensors_share_the_batch_memory(small_datasets):
     assert not t.numpy().flags.owndata
 
 
+def test_torch_loader_takes_the_dataloader_names(small_datasets):
+    pytest.importorskip("torch")
+    import ssdfeed.torch as sft
+    uri = _uri(small_datasets)
+    kw = {k: v for k, v in KW.items() if k != "workers"}
+    loader = sft.Loader(uri, num_workers=3, pin_memory=False, drop_last=True,
+                        persistent_workers=True, **kw)
+    assert loader.num_workers == 3 and loader.batch_size == 8 and loader.drop_last
+    assert not loader.pin_memory
+    assert len(loader.dataset) == 48 and loader.dataset.uri == uri
+    assert [len(l) for _, l in loader] == [8] * 6
+    assert sft.Loader(uri, num_workers=0, **kw).num_workers >= 1  # 0: one per core
+    for bad, words in ((dict(num_workers=-1), "num_workers must be an int >= 0"),
+                       (dict(num_workers=2, workers=2), "workers or num_workers, not both"),
+                       (dict(sampler=object()), "does not take sampler"),
+                       (dict(collate_fn=list), "does not take collate_fn"),
+                       (dict(prefetch_factor=2), "use prefetch=N"),
+                       (dict(persistent_workers="yes"), "persistent_workers must be")):
+        with pytest.raises(ValueError, match=words):
+            sft.Loader(uri, **{**kw, **bad})
+
+
 DIST_SCRIPT = textwrap.dedent("""
     import json, sys
     import torch.distributed as dist

@@ -1,4 +1,4 @@
-"""The Loader as training scripts use it (DESIGN.md "Serving", "Python")."""
+"""The Loader as training scripts use it (serving: order, epochs, resume, errors)."""
 
 import io
 import os
