@@ -142,6 +142,15 @@ Result<std::vector<std::string>> CollectGarbage(const CacheOptions& opts, uint64
 // Bytes the cache root holds (every file under entries/).
 Result<uint64_t> RootBytes(const CacheOptions& opts);
 
+// Rewrites an entry nobody uses into few segment files (its current, intact
+// records only) and deletes the old ones; Busy while the entry is in use.
+// Writer slots keep an entry's files bounded by how many writers ran at
+// once; this folds what many concurrent writers left behind.
+struct CompactReport {
+  uint64_t files_before = 0, files_after = 0, records = 0, bytes_before = 0, bytes_after = 0;
+};
+Status CompactEntry(const CacheOptions& opts, const std::string& name, CompactReport* report);
+
 // Checks every record of an entry; counts good, corrupt (dropped) and absent.
 struct VerifyReport {
   uint64_t good = 0, corrupt = 0, missing = 0;

@@ -297,6 +297,32 @@ int RunRm(const CacheArgs& ca, const std::string& name) {
   return 0;
 }
 
+int RunCompact(const CacheArgs& ca, const std::string& name) {
+  CacheOptions o;
+  if (Status s = ca.ToExistingRoot(&o); !s.ok()) return Fail(s.message(), kExitUsage);
+  std::vector<std::string> names;
+  if (!name.empty()) {
+    auto full = ResolveEntry(o, name);
+    if (!full.ok())
+      return Fail(full.status().message(), full.status().IsNotFound() ? kExitFailure : kExitUsage);
+    names.push_back(*full);
+  } else {
+    auto list = ListEntries(o);
+    if (!list.ok()) return Fail(list.status().message());
+    for (const auto& e : *list)
+      if (!e.in_use && !e.foreign) names.push_back(e.name);
+  }
+  for (const auto& n : names) {
+    CompactReport r;
+    Status s = CompactEntry(o, n, &r);
+    if (!s.ok()) return Fail(s.message());
+    std::cout << n.substr(0, 12) << ": " << r.files_before << " files -> " << r.files_after << ", "
+              << r.records << " records, " << FormatBytes(r.bytes_before) << " -> "
+              << FormatBytes(r.bytes_after) << "\n";
+  }
+  return 0;
+}
+
 }  // namespace
 
 void AddCache(CLI::App& app, RunState* st) {
@@ -340,6 +366,12 @@ void AddCache(CLI::App& app, RunState* st) {
   rm->add_option("entry", *rm_name, "Entry name (or unique prefix of 8+ characters)")->required();
   ca->Add(rm, false);
   rm->callback([st, ca, rm_name] { st->rc = RunRm(*ca, *rm_name); });
+
+  auto* compact = c->add_subcommand("compact", "Rewrite unused entries into few segment files");
+  auto compact_name = std::make_shared<std::string>();
+  compact->add_option("entry", *compact_name, "Entry name or prefix (default: every unused one)");
+  ca->Add(compact, false);
+  compact->callback([st, ca, compact_name] { st->rc = RunCompact(*ca, *compact_name); });
 }
 
 }  // namespace ssdfeed::cli

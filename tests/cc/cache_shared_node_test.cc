@@ -327,5 +327,34 @@ TEST(SharedNode, FaultsOnNamespaceCallsNeverBreakTheEntry) {
   }
 }
 
+// Many writers at once leave one segment each; compaction folds them into
+// one, keeps every record intact, and is refused while the entry is in use.
+TEST(SharedNode, CompactFoldsManyWritersSegments) {
+  test::TempDir root(test::FastTmp());
+  CacheOptions o = Opts(root.Sub("c"));
+  std::string dir;
+  {
+    std::vector<std::unique_ptr<CacheEntry>> writers;
+    for (uint64_t w = 0; w < 12; ++w) {
+      auto e = CacheEntry::Open(o, FakeKey(120));
+      ASSERT_TRUE(e.ok());
+      for (uint64_t id = w * 10u; id < w * 10u + 10; ++id) ASSERT_TRUE(PutFake(e->get(), id).ok());
+      dir = (*e)->dir();
+      writers.push_back(std::move(*e));
+    }
+    CompactReport busy;
+    EXPECT_TRUE(CompactEntry(o, Basename(dir), &busy).IsBusy());
+  }
+  size_t before = CountFiles(dir);
+  CompactReport r;
+  ASSERT_TRUE(CompactEntry(o, Basename(dir), &r).ok());
+  EXPECT_EQ(r.records, 120u);
+  EXPECT_LT(CountFiles(dir), before);
+  EXPECT_EQ(r.files_after, 2u);
+  auto e = CacheEntry::Open(o, FakeKey(120));
+  EXPECT_EQ((*e)->samples_present(), 120u);
+  for (uint64_t id = 0; id < 120; ++id) ASSERT_TRUE(ReadsBackFake(e->get(), id)) << id;
+}
+
 }  // namespace
 }  // namespace ssdfeed
