@@ -54,6 +54,15 @@ struct LoaderOptions {
   // Drop the tail that does not split evenly over ranks (else pad by
   // repeating from the start) and the last incomplete batch. Default false.
   bool drop_last = false;
+  // Publish counters and stage-time histograms in a stats file under the
+  // cache root (read by `ssdfeed serve-metrics`). false: counters stay in
+  // memory (stats() still works) and stages are not timed. Default true.
+  bool metrics = true;
+  // > 0: also serve this process's metrics over HTTP on
+  // metrics_host:metrics_port (for users without the node exporter).
+  // Default 0 (off), host 127.0.0.1.
+  int metrics_port = 0;
+  std::string metrics_host = "127.0.0.1";
 };
 
 // Storage of one batch. Reused through a pool once nobody holds it.
@@ -76,11 +85,14 @@ struct LoaderStats {
   uint64_t decode_errors = 0, corrupt_records = 0, skipped = 0, prepared = 0;
   uint64_t cache_write_errors = 0, cache_capacity_denied = 0, evictions = 0;
   uint64_t batches = 0, samples = 0;
+  uint64_t cache_miss_bytes = 0, corrupt_repaired = 0, claim_waits = 0;
+  uint64_t cache_puts = 0, cache_put_bytes = 0;
   double wait_seconds = 0;                    // consumer time spent waiting for batches
   std::vector<double> wait_histogram_bounds;  // seconds (upper bounds)
   std::vector<uint64_t> wait_histogram;       // one more than bounds (+Inf)
   std::string cache_dir, cache_warning;
   bool cache_admitting = false;
+  std::string stats_file;  // this process's stats file under the root; empty: in memory
 };
 
 struct LoaderState {

@@ -51,7 +51,12 @@ int RunWarm(const WarmArgs& a) {
   auto entry = CacheEntry::Open(copts, MakeEntryKey(**src, so, spec));
   if (!entry.ok()) return Fail(entry.status().message());
   if ((*entry)->read_only()) return Fail((*entry)->dir() + ": owned by another user, read only");
-  SampleFetcher fetcher(src->get(), spec, entry->get(), copts.claim_wait_seconds);
+  // Published like a Loader's, so serve-metrics counts warm-up jobs too.
+  std::string stats_warning;
+  auto stats = StatsPublisher::Create(copts.env, copts, Basename((*entry)->dir()), &stats_warning);
+  if (!stats_warning.empty() && !a.quiet)
+    std::cerr << "ssdfeed: warning: " << stats_warning << "\n";
+  SampleFetcher fetcher(src->get(), spec, entry->get(), copts.claim_wait_seconds, stats.get());
   uint64_t n = (*src)->size();
   // Each warmer starts at a random point so concurrent ones rarely collide.
   uint64_t start = std::random_device{}() % n;
@@ -92,16 +97,16 @@ int RunWarm(const WarmArgs& a) {
   Status synced = (*entry)->Sync();
   double secs = Now() - t0;
   if (!a.quiet && !a.json) Progress(done, n, secs, true);
-  auto& fc = fetcher.counters();
+  StatsSnapshot fc = fetcher.stats().Snapshot();
   uint64_t present = (*entry)->samples_present();
   if (a.json) {
     std::cout << nlohmann::json{{"entry", Basename((*entry)->dir())},
                                 {"dir", (*entry)->dir()},
                                 {"samples_total", n},
                                 {"samples_present", present},
-                                {"prepared", fc.prepared.load()},
-                                {"cache_hits", fc.cache_hits.load()},
-                                {"claim_waits", fc.claim_waits.load()},
+                                {"prepared", fc[Ctr::kPrepared]},
+                                {"cache_hits", fc[Ctr::kCacheHits]},
+                                {"claim_waits", fc[Ctr::kClaimWaits]},
                                 {"errors", errors.load()},
                                 {"seconds", secs},
                                 {"warning", (*entry)->warning()}}
@@ -109,7 +114,7 @@ int RunWarm(const WarmArgs& a) {
               << "\n";
   } else {
     std::cout << "entry " << Basename((*entry)->dir()) << ": " << present << "/" << n
-              << " samples present, " << fc.prepared << " prepared in " << secs << " s\n";
+              << " samples present, " << fc[Ctr::kPrepared] << " prepared in " << secs << " s\n";
   }
   if (!(*entry)->warning().empty() && !a.json)
     std::cerr << "ssdfeed: warning: " << (*entry)->warning() << "\n";
