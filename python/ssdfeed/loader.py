@@ -47,13 +47,19 @@ class Loader:
                  dtype: str = "uint8", layout: str = "NHWC",
                  mean: Optional[Sequence[float]] = None, std: Optional[Sequence[float]] = None,
                  image_key: Optional[str] = None, label_key: Optional[str] = None,
-                 cache_capacity: Optional[int] = None):
+                 cache_capacity: Optional[int] = None, metrics: bool = True,
+                 metrics_port: Optional[int] = None, metrics_host: str = "127.0.0.1"):
         a = _ssdfeed.LoaderArgs()
         a.source = str(source)
         if cache is True:
             cache = default_cache_dir()
         a.cache = "" if cache in (None, False) else os.fspath(cache)
         a.cache_capacity = int(cache_capacity or 0)
+        # metrics: publish counters for `ssdfeed serve-metrics`; metrics_port:
+        # also serve this process's own /metrics on metrics_host:metrics_port.
+        a.metrics = bool(metrics)
+        a.metrics_port = int(metrics_port or 0)
+        a.metrics_host = str(metrics_host)
         kw = prepare._kwargs()
         a.resize_short, a.max_long = kw["resize_short"], kw["max_long"]
         a.resize, a.center_crop, a.gray = kw["resize"], kw["center_crop"], kw["gray"]

@@ -161,12 +161,22 @@ bool MountSourceDevice(unsigned maj, unsigned min, dev_t* out) {
     size_t sep = line.find(" - ");
     if (sep == std::string::npos) continue;
     std::istringstream tail(line.substr(sep + 3));
-    std::string fstype, source;
-    tail >> fstype >> source;
+    std::string fstype, source, options;
+    tail >> fstype >> source >> options;
     struct stat st;
     if (::stat(source.c_str(), &st) == 0 && S_ISBLK(st.st_mode)) {
       *out = st.st_rdev;
       return true;
+    }
+    // A container's overlay root: its writes (and our cache) land on the
+    // filesystem of upperdir.
+    size_t up = options.find("upperdir=");
+    if (fstype == "overlay" && up != std::string::npos) {
+      std::string dir = options.substr(up + 9, options.find(',', up) - up - 9);
+      if (::stat(dir.c_str(), &st) == 0 && major(st.st_dev) != 0) {
+        *out = st.st_dev;
+        return true;
+      }
     }
   }
   return false;
