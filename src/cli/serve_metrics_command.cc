@@ -39,7 +39,9 @@ int RunServeMetrics(const ServeMetricsArgs& a) {
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   auto server = MetricsServer::ServeRoot(c, a.listen);
-  if (!server.ok()) return Fail(server.status().message());
+  if (!server.ok())
+    return Fail(server.status().message(),
+                server.status().code() == Status::Code::kInvalidArgument ? 2 : 1);
   std::string host = a.listen.substr(0, a.listen.rfind(':'));
   std::cout << "serving metrics of " << c.root << " on http://" << host << ":" << (*server)->port()
             << "/metrics" << std::endl;

@@ -199,6 +199,10 @@ Result<RootStats> CollectRootStats(Env* env, const CacheOptions& c) {
         out.warnings.push_back(s.message() + " (skipped)");
         continue;
       }
+      if (!metrics::IsHexId(v.header().entry)) {
+        out.warnings.push_back(dir + "/" + n + ": bad entry id (skipped)");
+        continue;
+      }
       auto& e = sums[v.header().entry];
       e.stats.Add(v.Read());
       if (v.Live()) e.live_processes++;
