@@ -82,33 +82,17 @@ Status ReadEnded(Env* env, const std::string& path, Ended* out) {
   const auto* b = reinterpret_cast<const uint8_t*>(data.data());
   if (Status s = ValidateBlock(b, data.size(), nullptr); !s.ok())
     return Status::Corruption(path + ": " + s.message());
-  std::string block(data.data(), kBlockBytes);  // aligned copy for ReadBlock
-  std::vector<uint64_t> aligned(kBlockBytes / 8);
-  std::memcpy(aligned.data(), block.data(), kBlockBytes);
+  std::vector<uint64_t> aligned(kBlockBytes / 8);  // ReadBlock loads 8-byte words
+  std::memcpy(aligned.data(), data.data(), kBlockBytes);
   out->totals = ReadBlock(reinterpret_cast<const uint8_t*>(aligned.data()));
   out->totals.admission = Admission::kAdmitting;
   uint32_t n = 0;
   if (data.size() >= kBlockBytes + 4) std::memcpy(&n, data.data() + kBlockBytes, 4);
   if (data.size() < kBlockBytes + 4 + size_t{n} * 16)
     return Status::Corruption(path + ": truncated list of folded ids");
-  for (uint32_t i = 0; i < n; ++i) {
-    std::string raw(data.data() + kBlockBytes + 4 + i * 16, 16);
-    static const char* d = "0123456789abcdef";
-    std::string hex;
-    for (unsigned char c : raw) {
-      hex += d[c >> 4];
-      hex += d[c & 15];
-    }
-    out->last_folded.insert(hex);
-  }
+  for (uint32_t i = 0; i < n; ++i)
+    out->last_folded.insert(HexId(std::string(data.data() + kBlockBytes + 4 + i * 16, 16)));
   return Status::OK();
-}
-
-std::string RawId(const std::string& hex) {
-  std::string raw;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2)
-    raw += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
-  return raw;
 }
 
 Status WriteEnded(Env* env, const CacheOptions& c, const std::string& entry, const Ended& e) {

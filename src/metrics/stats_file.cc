@@ -21,16 +21,6 @@ namespace {
 uint32_t DirModeOf(const CacheOptions& c) { return c.group_shared ? 02770 : 0700; }
 uint32_t FileModeOf(const CacheOptions& c) { return c.group_shared ? 0660 : 0600; }
 
-std::string Hex(const std::string& raw) {
-  static const char* d = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : raw) {
-    out += d[c >> 4];
-    out += d[c & 15];
-  }
-  return out;
-}
-
 template <typename T>
 T LoadAt(const uint8_t* p, size_t off) {
   T v;
@@ -89,7 +79,7 @@ Result<std::unique_ptr<StatsPublisher>> FilePublisher::Make(Env* env, const Cach
   std::string raw(16, '\0');
   if (::getrandom(raw.data(), raw.size(), 0) != static_cast<ssize_t>(raw.size()))
     return Status::FromErrno(errno, "getrandom");
-  std::string id = Hex(raw);
+  std::string id = metrics::HexId(raw);
   // Created under a hidden name and renamed once locked, so no exporter ever
   // sees an unlocked new file and folds it as ended.
   std::string tmp = dir + "/.new-" + id, path = dir + "/p-" + id + ".stats";
@@ -210,6 +200,24 @@ std::unique_ptr<StatsPublisher> StatsPublisher::Create(Env* env, const CacheOpti
 
 namespace metrics {
 
+std::string HexId(const std::string& raw) {
+  static const char* d = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : raw) {
+    out += d[c >> 4];
+    out += d[c & 15];
+  }
+  return out;
+}
+
+std::string RawId(const std::string& hex) {
+  auto nibble = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+  std::string raw;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2)
+    raw += static_cast<char>(nibble(hex[i]) << 4 | nibble(hex[i + 1]));
+  return raw;
+}
+
 void InitBlock(uint8_t* b, const std::string& id_raw16, const std::string& entry,
                int64_t start_us) {
   std::memset(b, 0, kBlockBytes);
@@ -238,7 +246,7 @@ Status ValidateBlock(const uint8_t* b, size_t size, BlockHeader* h) {
       LoadAt<uint32_t>(b, 72) != kHistBounds)
     return Status::NotSupported("stats file with another slot layout");
   if (h != nullptr) {
-    h->id = Hex(std::string(reinterpret_cast<const char*>(b + 16), 16));
+    h->id = HexId(std::string(reinterpret_cast<const char*>(b + 16), 16));
     h->start_us = LoadAt<int64_t>(b, 32);
     const char* e = reinterpret_cast<const char*>(b + 40);
     h->entry.assign(e, strnlen(e, 16));

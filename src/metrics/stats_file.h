@@ -50,6 +50,10 @@ StatsSnapshot ReadBlock(const uint8_t* block);
 // Writes a snapshot's totals into a block (for ended-<entry>.stats).
 void WriteBlock(const StatsSnapshot& s, uint8_t* block);
 
+// 16 raw bytes <-> 32 lowercase hex digits (stats file ids).
+std::string HexId(const std::string& raw);
+std::string RawId(const std::string& hex);
+
 inline std::string StatsDir(const std::string& root) { return root + "/stats"; }
 
 // Folds ended processes' files into their entries' ended-<entry>.stats.
