@@ -152,7 +152,9 @@ class Loader:
     # -- numbers and state ---------------------------------------------------
     def stats(self) -> dict:
         """cache_hits, cache_misses, cache_bytes, origin_bytes, decode_errors,
-        corrupt_records, wait_seconds and more (cumulative)."""
+        corrupt_records, wait_seconds and more (cumulative): the numbers this
+        job publishes to `ssdfeed serve-metrics` (docs/metrics.md maps each
+        key to its Prometheus metric)."""
         return self._impl.stats()
 
     def state_dict(self) -> dict:
