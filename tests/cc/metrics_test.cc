@@ -265,3 +265,46 @@ TEST(Metrics, LoaderStatsAndTheStatsFileAgree) {
 
 }  // namespace
 }  // namespace ssdfeed
+
+namespace ssdfeed {
+namespace {
+
+TEST(Metrics, AdmissionStoppedByCapacityIsExportedWithItsReason) {
+  test::TempDir d;
+  MakeDatasetOptions mo;
+  mo.dir = d.Sub("data");
+  mo.format = "tfrecord";
+  mo.count = 40;
+  mo.min_side = 40;
+  mo.max_side = 60;
+  MakeDatasetReport r;
+  ASSERT_TRUE(MakeDataset(mo, &r).ok());
+  LoaderOptions o;
+  o.source = r.uri;
+  o.prepare.resize_h = o.prepare.resize_w = 32;
+  o.batch_size = 8;
+  o.workers = 1;
+  o.cache.root = d.Sub("root");
+  o.cache.capacity_bytes = 64 << 10;  // room for the entry and a few samples
+  o.cache.reserve_chunk = 4096;
+  auto l = Loader::Open(o);
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  Batch b;
+  while (true) {
+    auto more = (*l)->Next(&b);
+    ASSERT_TRUE(more.ok());
+    if (!*more) break;
+  }
+  LoaderStats s = (*l)->stats();
+  ASSERT_FALSE(s.cache_admitting);
+  EXPECT_GT(s.cache_capacity_denied, 0u);
+  auto text = RenderRootMetrics(o.cache);
+  ASSERT_TRUE(text.ok());
+  EXPECT_NE(text->find("ssdfeed_admission_stopped{entry=\"" + EntryShortId(Basename(s.cache_dir)) +
+                       "\",reason=\"capacity\"} 1"),
+            std::string::npos)
+      << *text;
+}
+
+}  // namespace
+}  // namespace ssdfeed
