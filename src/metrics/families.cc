@@ -235,7 +235,8 @@ void AddStatsFamilies(const std::vector<std::pair<std::string, StatsSnapshot>>& 
   out->push_back(std::move(adm));
 }
 
-Status AddRootFamilies(Env* env, const CacheOptions& c, const RootStats& stats, Families* out) {
+Status AddRootFamilies(Env* env, const CacheOptions& c, const RootStats& stats,
+                       const std::vector<EntryInfo>& entries, Families* out) {
   auto procs = Family("ssdfeed_processes", "Live processes using the entry.", MetricType::Gauge);
   for (const auto& [entry, e] : stats.entries)
     AddGauge(&procs, {L("entry", entry)}, e.live_processes);
@@ -270,7 +271,6 @@ Status AddRootFamilies(Env* env, const CacheOptions& c, const RootStats& stats, 
     out->push_back(std::move(f));
   }
 
-  SSDFEED_ASSIGN_OR_RETURN(auto entries, ListEntries(c));
   auto bytes = Family("ssdfeed_entry_bytes", "Bytes an entry holds.", MetricType::Gauge);
   auto present =
       Family("ssdfeed_entry_samples_present", "Samples an entry holds.", MetricType::Gauge);

@@ -18,7 +18,8 @@ void AddStatsFamilies(const std::vector<std::pair<std::string, StatsSnapshot>>& 
                       Families* out);
 // Capacity, used and free bytes of the root; per-entry size and use; live
 // processes per entry; the block device's counters.
-Status AddRootFamilies(Env* env, const CacheOptions& cache, const RootStats& stats, Families* out);
+Status AddRootFamilies(Env* env, const CacheOptions& cache, const RootStats& stats,
+                       const std::vector<EntryInfo>& entries, Families* out);
 
 // The /proc/diskstats row of the block device that holds path.
 struct DiskStats {

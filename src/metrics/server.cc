@@ -32,7 +32,8 @@ class RootCollectable final : public prometheus::Collectable {
     std::vector<std::pair<std::string, StatsSnapshot>> per_entry;
     for (const auto& [entry, e] : stats.entries) per_entry.emplace_back(entry, e.stats);
     metrics::AddStatsFamilies(per_entry, out);
-    return metrics::AddRootFamilies(cache_.env, cache_, stats, out);
+    SSDFEED_ASSIGN_OR_RETURN(auto entries, Entries());
+    return metrics::AddRootFamilies(cache_.env, cache_, stats, entries, out);
   }
 
  private:
@@ -41,7 +42,23 @@ class RootCollectable final : public prometheus::Collectable {
     std::lock_guard<std::mutex> l(mu_);
     if (warned_.insert(w).second) std::fprintf(stderr, "ssdfeed: warning: %s\n", w.c_str());
   }
+  // Listing entries reads every index file (samples present): at most once
+  // per kListSeconds, however often Prometheus scrapes.
+  Result<std::vector<EntryInfo>> Entries() const {
+    static constexpr int64_t kListSeconds = 10;
+    std::lock_guard<std::mutex> l(list_mu_);
+    int64_t now = cache_.env->NowMicros();
+    if (listed_at_us_ == 0 || now - listed_at_us_ > kListSeconds * 1000000) {
+      SSDFEED_ASSIGN_OR_RETURN(entries_, ListEntries(cache_));
+      listed_at_us_ = now;
+    }
+    return entries_;
+  }
+
   CacheOptions cache_;
+  mutable std::mutex list_mu_;
+  mutable int64_t listed_at_us_ = 0;
+  mutable std::vector<EntryInfo> entries_;
   mutable std::mutex mu_;
   mutable std::set<std::string> warned_;
 };
