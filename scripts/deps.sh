@@ -9,6 +9,7 @@ APT_PACKAGES=(
   libarchive-dev libcli11-dev nlohmann-json3-dev
   prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev clang-format
+  prometheus  # promtool and the server, for the alert-rule and dashboard tests
 )
 PIP_PACKAGES=(
   "scikit-build-core>=0.10" "nanobind>=2.0" numpy pillow pytest

@@ -63,6 +63,8 @@ struct LoaderBenchEpoch {
   double seconds = 0, images_per_s = 0, mb_per_s = 0, hit_rate = 0;
   double p50_wait_ms = 0, p99_wait_ms = 0;
   double utilization = 0;  // compute / wall, with emulated compute; else 0
+  // This epoch's Loader.stats() counters (deltas), under Loader.stats()'s names.
+  std::vector<std::pair<std::string, double>> stats;
 };
 
 struct LoaderBenchResult {
@@ -74,5 +76,14 @@ struct LoaderBenchResult {
 };
 
 Result<LoaderBenchResult> BenchLoader(const LoaderBenchOptions& o);
+
+// The cost of metrics on the warm path: one loader publishing a stats file
+// and timing every stage, one with metrics off, over the same warm cache
+// entry, alternating warm epochs so drift hits both alike.
+struct MetricsCostResult {
+  std::vector<double> with_metrics, without_metrics;  // images/s per warm epoch
+  double median_with = 0, median_without = 0;
+};
+Result<MetricsCostResult> BenchMetricsCost(const LoaderOptions& o, int rounds);
 
 }  // namespace ssdfeed

@@ -56,9 +56,10 @@ struct EntryKey {
   std::string fingerprint() const;  // hex; the entry's directory name
 };
 
-// Counters of one open entry (also exported as metrics).
+// Counters of one open entry's store side (copied into the job's metrics).
+// Hits and misses are counted once, by the fetcher, in the job's stats
+// (ssdfeed/metrics.h), not here.
 struct CacheCounters {
-  std::atomic<uint64_t> hits{0}, misses{0}, hit_bytes{0};
   std::atomic<uint64_t> puts{0}, put_bytes{0};
   std::atomic<uint64_t> corrupt_records{0};
   std::atomic<uint64_t> write_errors{0};     // ENOSPC / EIO while filling

@@ -60,6 +60,16 @@ struct LoaderOptions {
   // With source_options.on_error = kSkip, a bad sample is replaced by the
   // next sample of the epoch's plan, so every batch but the epoch's last is
   // full; which samples form a batch depends only on which are bad.
+
+  // Publish counters and stage-time histograms in a stats file under the
+  // cache root (read by `ssdfeed serve-metrics`). false: counters stay in
+  // memory (stats() still works) and stages are not timed. Default true.
+  bool metrics = true;
+  // > 0: also serve this process's metrics over HTTP on
+  // metrics_host:metrics_port (for users without the node exporter).
+  // Default 0 (off), host 127.0.0.1.
+  int metrics_port = 0;
+  std::string metrics_host = "127.0.0.1";
 };
 
 // Storage of one batch. Reused through a pool once nobody holds it.
@@ -85,11 +95,14 @@ struct LoaderStats {
   // 1 when the cache entry could not be opened (I/O error, no space, no file
   // descriptors): the loader then serves everything from the origin.
   uint64_t cache_open_errors = 0;
+  uint64_t cache_miss_bytes = 0, corrupt_repaired = 0, claim_waits = 0;
+  uint64_t cache_puts = 0, cache_put_bytes = 0;
   double wait_seconds = 0;                    // consumer time spent waiting for batches
   std::vector<double> wait_histogram_bounds;  // seconds (upper bounds)
   std::vector<uint64_t> wait_histogram;       // one more than bounds (+Inf)
   std::string cache_dir, cache_warning;
   bool cache_admitting = false;
+  std::string stats_file;  // this process's stats file under the root; empty: in memory
 };
 
 struct LoaderState {

@@ -7,6 +7,7 @@
 
 #include "python/src/bindings.h"
 #include "ssdfeed/loader.h"
+#include "ssdfeed/metrics.h"
 
 namespace nb = nanobind;
 
@@ -31,6 +32,9 @@ struct LoaderArgs {
   bool drop_last = false;
   std::string dtype = "uint8", layout = "NHWC";
   std::array<float, 3> mean{0, 0, 0}, std{1, 1, 1};
+  bool metrics = true;
+  int metrics_port = 0;
+  std::string metrics_host = "127.0.0.1";
 };
 
 LoaderOptions ToOptions(const LoaderArgs& a) {
@@ -67,6 +71,9 @@ LoaderOptions ToOptions(const LoaderArgs& a) {
   o.output.layout = a.layout == "NCHW" ? Layout::kNCHW : Layout::kNHWC;
   o.output.mean = a.mean;
   o.output.std = a.std;
+  o.metrics = a.metrics;
+  o.metrics_port = a.metrics_port;
+  o.metrics_host = a.metrics_host;
   return o;
 }
 
@@ -99,20 +106,13 @@ nb::tuple BatchToArrays(const Batch& b) {
 
 nb::dict StatsDict(const LoaderStats& s) {
   nb::dict d;
-  d["cache_hits"] = s.cache_hits;
-  d["cache_misses"] = s.cache_misses;
-  d["cache_bytes"] = s.cache_bytes;
-  d["origin_bytes"] = s.origin_bytes;
-  d["decode_errors"] = s.decode_errors;
-  d["corrupt_records"] = s.corrupt_records;
-  d["skipped"] = s.skipped;
-  d["prepared"] = s.prepared;
-  d["cache_write_errors"] = s.cache_write_errors;
-  d["cache_capacity_denied"] = s.cache_capacity_denied;
-  d["evictions"] = s.evictions;
-  d["batches"] = s.batches;
-  d["samples"] = s.samples;
-  d["wait_seconds"] = s.wait_seconds;
+  // The same names and numbers as `ssdfeed bench loader --json` (one list).
+  for (const auto& [name, v] : LoaderStatsFields(s)) {
+    if (name == "wait_seconds")
+      d[name.c_str()] = v;
+    else
+      d[name.c_str()] = static_cast<uint64_t>(v);
+  }
   nb::list bounds, counts;
   for (double b : s.wait_histogram_bounds) bounds.append(b);
   for (uint64_t c : s.wait_histogram) counts.append(c);
@@ -122,6 +122,7 @@ nb::dict StatsDict(const LoaderStats& s) {
   d["cache_warning"] = s.cache_warning;
   d["cache_open_errors"] = s.cache_open_errors;
   d["cache_admitting"] = s.cache_admitting;
+  d["stats_file"] = s.stats_file;
   return d;
 }
 
@@ -157,7 +158,10 @@ void BindLoader(nb::module_& m) {
       .def_rw("dtype", &LoaderArgs::dtype)
       .def_rw("layout", &LoaderArgs::layout)
       .def_rw("mean", &LoaderArgs::mean)
-      .def_rw("std", &LoaderArgs::std);
+      .def_rw("std", &LoaderArgs::std)
+      .def_rw("metrics", &LoaderArgs::metrics)
+      .def_rw("metrics_port", &LoaderArgs::metrics_port)
+      .def_rw("metrics_host", &LoaderArgs::metrics_host);
 
   nb::class_<Loader>(m, "NativeLoader", "The native loader; use ssdfeed.Loader.")
       .def_static(

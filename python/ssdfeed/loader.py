@@ -142,7 +142,8 @@ class Loader:
                  dtype: str = "uint8", layout: str = "NHWC",
                  mean: Optional[Sequence[float]] = None, std: Optional[Sequence[float]] = None,
                  image_key: Optional[str] = None, label_key: Optional[str] = None,
-                 cache_capacity: Optional[int] = None):
+                 cache_capacity: Optional[int] = None, metrics: bool = True,
+                 metrics_port: Optional[int] = None, metrics_host: str = "127.0.0.1"):
         a = _ssdfeed.LoaderArgs()
         a.source = os.fspath(source)
         a.cache = self._cache_root(cache)
@@ -150,6 +151,11 @@ class Loader:
                                                                   cache_capacity, 1)
         if not isinstance(prepare, Prepare):
             raise ValueError(f"prepare must be an ssdfeed.Prepare, not {prepare!r}")
+        # metrics: publish counters for `ssdfeed serve-metrics`; metrics_port:
+        # also serve this process's own /metrics on metrics_host:metrics_port.
+        a.metrics = bool(metrics)
+        a.metrics_port = _int("metrics_port", metrics_port or 0, 0)
+        a.metrics_host = str(metrics_host)
         kw = prepare._kwargs()
         a.resize_short, a.max_long = kw["resize_short"], kw["max_long"]
         a.resize, a.center_crop, a.gray = kw["resize"], kw["center_crop"], kw["gray"]
@@ -296,10 +302,10 @@ class Loader:
 
     # -- numbers and state ---------------------------------------------------
     def stats(self) -> dict:
-        """Cumulative counters: cache_hits, cache_misses, cache_bytes,
-        origin_bytes, decode_errors, corrupt_records, skipped, prepared,
-        batches, samples, wait_seconds (consumer time spent waiting), a wait
-        histogram, cache_dir, cache_warning and cache_admitting."""
+        """cache_hits, cache_misses, cache_bytes, origin_bytes, decode_errors,
+        corrupt_records, wait_seconds and more (cumulative): the numbers this
+        job publishes to `ssdfeed serve-metrics` (docs/metrics.md maps each
+        key to its Prometheus metric)."""
         return self._impl.stats()
 
     def state_dict(self) -> dict:

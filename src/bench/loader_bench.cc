@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "ssdfeed/bench.h"
+#include "ssdfeed/metrics.h"
 
 namespace ssdfeed {
 
@@ -72,6 +73,8 @@ Result<LoaderBenchEpoch> RunEpoch(Loader* l, int epoch, double compute_s) {
   e.p50_wait_ms = Percentile(waits, 0.5) * 1e3;
   e.p99_wait_ms = Percentile(waits, 0.99) * 1e3;
   e.utilization = compute_s > 0 ? busy / secs : 0;
+  auto b = LoaderStatsFields(before), a = LoaderStatsFields(after);
+  for (size_t i = 0; i < a.size(); ++i) e.stats.emplace_back(a[i].first, a[i].second - b[i].second);
   return e;
 }
 
@@ -93,6 +96,27 @@ Result<LoaderBenchResult> BenchLoader(const LoaderBenchOptions& o) {
   } else if (!r.epochs.empty()) {
     r.capacity_images_per_s = r.epochs.back().images_per_s;
   }
+  return r;
+}
+
+Result<MetricsCostResult> BenchMetricsCost(const LoaderOptions& o, int rounds) {
+  LoaderOptions on = o, off = o;
+  on.metrics = true;
+  off.metrics = false;
+  SSDFEED_ASSIGN_OR_RETURN(auto with, Loader::Open(on));
+  SSDFEED_ASSIGN_OR_RETURN(auto without, Loader::Open(off));
+  // Fills the cache (cold), then one warm epoch each to settle.
+  SSDFEED_RETURN_IF_ERROR(RunEpoch(with.get(), 0, 0).status());
+  SSDFEED_RETURN_IF_ERROR(RunEpoch(without.get(), 0, 0).status());
+  MetricsCostResult r;
+  for (int i = 0; i < rounds; ++i) {
+    SSDFEED_ASSIGN_OR_RETURN(LoaderBenchEpoch a, RunEpoch(with.get(), i + 1, 0));
+    SSDFEED_ASSIGN_OR_RETURN(LoaderBenchEpoch b, RunEpoch(without.get(), i + 1, 0));
+    r.with_metrics.push_back(a.images_per_s);
+    r.without_metrics.push_back(b.images_per_s);
+  }
+  r.median_with = Percentile(r.with_metrics, 0.5);
+  r.median_without = Percentile(r.without_metrics, 0.5);
   return r;
 }
 

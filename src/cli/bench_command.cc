@@ -1,6 +1,7 @@
 // ssdfeed bench storage PATH... | bench loader --source URI ...
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "cli/options.h"
@@ -78,10 +79,31 @@ struct LoaderBenchArgs {
   CacheArgs cache;
   PrepareArgs prep;  // the same flags and defaults as warm: same spec, same entry
   bool no_cache = false, fresh = false, json = false;
+  int metrics_cost = 0;  // rounds of warm epochs with vs without metrics
   int epochs = 2, workers = 0, crop = 224;
   size_t batch = 0;
   double compute = 0;
 };
+
+int RunMetricsCost(const LoaderOptions& lo, int rounds, bool json) {
+  auto r = BenchMetricsCost(lo, rounds);
+  if (!r.ok()) return Fail(r.status().message());
+  if (json) {
+    std::cout << nlohmann::json{{"with_metrics", r->with_metrics},
+                                {"without_metrics", r->without_metrics},
+                                {"median_with", r->median_with},
+                                {"median_without", r->median_without}}
+                     .dump(2)
+              << "\n";
+    return 0;
+  }
+  std::printf("%5s %22s %22s\n", "round", "metrics on images/s", "metrics off images/s");
+  for (size_t i = 0; i < r->with_metrics.size(); ++i)
+    std::printf("%5zu %22.0f %22.0f\n", i + 1, r->with_metrics[i], r->without_metrics[i]);
+  std::printf("%5s %22.0f %22.0f  (%+.1f%%)\n", "median", r->median_with, r->median_without,
+              (r->median_with / r->median_without - 1) * 100);
+  return 0;
+}
 
 int RunLoaderBench(const LoaderBenchArgs& a) {
   LoaderBenchOptions o;
@@ -123,6 +145,7 @@ int RunLoaderBench(const LoaderBenchArgs& a) {
     std::fprintf(stderr,
                  "bench loader: no prepare options given: caching full-size pixels (the default, "
                  "as warm); pass --resize-short 256 for ImageNet-style training\n");
+  if (a.metrics_cost > 0) return RunMetricsCost(lo, a.metrics_cost, a.json);
   auto r = BenchLoader(o);
   if (!r.ok()) return Fail(r.status().message());
   if (a.json) {
@@ -135,7 +158,9 @@ int RunLoaderBench(const LoaderBenchArgs& a) {
                      {"hit_rate", e.hit_rate},
                      {"p50_wait_ms", e.p50_wait_ms},
                      {"p99_wait_ms", e.p99_wait_ms},
-                     {"utilization", e.utilization}});
+                     {"utilization", e.utilization},
+                     {"stats", nlohmann::json(std::map<std::string, double>(e.stats.begin(),
+                                                                            e.stats.end()))}});
     nlohmann::json j = {{"epochs", eps},
                         {"batch", lo.batch_size},
                         {"compute_seconds", o.compute_seconds},
@@ -201,6 +226,8 @@ void AddBench(CLI::App& app, RunState* st) {
   l->add_option("--gpu", a->gpu, "a100, h100 or h200");
   l->add_option("--compute-time", a->compute, "Emulated compute seconds per batch");
   l->add_flag("--json", a->json, "JSON output");
+  l->add_option("--metrics-cost", a->metrics_cost,
+                "Instead: N rounds of warm epochs with metrics on and off, side by side");
   l->callback([st, a] { st->rc = RunLoaderBench(*a); });
 }
 

@@ -154,7 +154,7 @@ int ReportSkipped(const WarmArgs& a, WarmRun& r, bool pass_complete, mode_t mode
 }
 
 void PrintReport(const WarmArgs& a, WarmRun& r, double secs) {
-  auto& fc = r.fetcher->counters();
+  StatsSnapshot fc = r.fetcher->stats().Snapshot();
   uint64_t present = r.entry->samples_present();
   if (a.json) {
     std::cout << nlohmann::json{{"entry", Basename(r.entry->dir())},
@@ -162,9 +162,9 @@ void PrintReport(const WarmArgs& a, WarmRun& r, double secs) {
                                 {"spec", r.spec},
                                 {"samples_total", r.n},
                                 {"samples_present", present},
-                                {"prepared", fc.prepared.load()},
-                                {"cache_hits", fc.cache_hits.load()},
-                                {"claim_waits", fc.claim_waits.load()},
+                                {"prepared", fc[Ctr::kPrepared]},
+                                {"cache_hits", fc[Ctr::kCacheHits]},
+                                {"claim_waits", fc[Ctr::kClaimWaits]},
                                 {"errors", r.errors.load()},
                                 {"skipped", r.skipped.size()},
                                 {"cache_full", r.cache_full.load()},
@@ -178,7 +178,7 @@ void PrintReport(const WarmArgs& a, WarmRun& r, double secs) {
   char t[32];
   std::snprintf(t, sizeof t, "%.1f", secs);
   std::cout << "entry " << Basename(r.entry->dir()) << ": " << present << "/" << r.n
-            << " samples present, " << fc.prepared << " prepared in " << t << " s\n";
+            << " samples present, " << fc[Ctr::kPrepared] << " prepared in " << t << " s\n";
 }
 
 int RunWarm(const WarmArgs& a) {
@@ -203,7 +203,12 @@ int RunWarm(const WarmArgs& a) {
   }
   if (!entry.ok()) return Fail(entry.status().message());
   if ((*entry)->read_only()) return Fail((*entry)->dir() + ": owned by another user, read only");
-  SampleFetcher fetcher(src->get(), spec, entry->get(), copts.claim_wait_seconds);
+  // Published like a Loader's, so serve-metrics counts warm-up jobs too.
+  std::string stats_warning;
+  auto stats = StatsPublisher::Create(copts.env, copts, Basename((*entry)->dir()), &stats_warning);
+  if (!stats_warning.empty() && !a.quiet)
+    std::cerr << "ssdfeed: warning: " << stats_warning << "\n";
+  SampleFetcher fetcher(src->get(), spec, entry->get(), copts.claim_wait_seconds, stats.get());
   WarmRun r;
   r.src = src->get();
   r.entry = entry->get();

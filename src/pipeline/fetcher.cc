@@ -12,11 +12,47 @@ int64_t NowUs() {
   return duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
 }
 
+double Seconds() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
 }  // namespace
 
 SampleFetcher::SampleFetcher(const Source* source, PrepareSpec spec, CacheEntry* cache,
-                             double claim_wait_s)
-    : source_(source), spec_(spec), cache_(cache), claim_wait_s_(claim_wait_s) {}
+                             double claim_wait_s, StatsPublisher* stats, bool time_stages)
+    : source_(source),
+      spec_(spec),
+      cache_(cache),
+      claim_wait_s_(claim_wait_s),
+      own_stats_(stats == nullptr ? StatsPublisher::InMemory() : nullptr),
+      stats_(stats == nullptr ? own_stats_.get() : stats),
+      time_stages_(time_stages) {
+  if (cache_ != nullptr) SyncCacheCounters();
+}
+
+void SampleFetcher::SyncCacheCounters() {
+  CacheCounters& c = cache_->counters();
+  stats_->Set(Ctr::kCachePuts, c.puts.load(std::memory_order_relaxed));
+  stats_->Set(Ctr::kCachePutBytes, c.put_bytes.load(std::memory_order_relaxed));
+  stats_->Set(Ctr::kCacheWriteErrors, c.write_errors.load(std::memory_order_relaxed));
+  stats_->Set(Ctr::kCacheCapacityDenied, c.capacity_denied.load(std::memory_order_relaxed));
+  stats_->Set(Ctr::kEvictions, c.evictions.load(std::memory_order_relaxed));
+  Admission a = Admission::kAdmitting;
+  if (cache_->read_only()) {
+    a = Admission::kReadOnly;
+  } else if (!cache_->admitting()) {
+    const std::string& w = cache_->warning();
+    if (c.write_errors.load() == 0)
+      a = Admission::kCapacity;
+    else if (w.find("No space") != std::string::npos || w.find("ENOSPC") != std::string::npos ||
+             w.find("no space") != std::string::npos)
+      a = Admission::kDiskFull;
+    else
+      a = Admission::kIOError;
+  }
+  stats_->SetAdmission(a);
+}
 
 void SampleFetcher::MaybeRefresh() {
   // Other processes' new records are picked up at most every 20 ms.
@@ -25,33 +61,45 @@ void SampleFetcher::MaybeRefresh() {
   cache_->Refresh();
 }
 
+Status SampleFetcher::TimedGet(uint64_t id, FetchScratch* s, CachedSample* out) {
+  if (!time_stages_) return cache_->Get(id, &s->cache_buf, out);
+  double t0 = Seconds();
+  Status st = cache_->Get(id, &s->cache_buf, out);
+  stats_->Observe(Hist::kReadCache, Seconds() - t0);
+  return st;
+}
+
+void SampleFetcher::CountHit(const CachedSample& out) {
+  stats_->Add(Ctr::kCacheHits);
+  stats_->Add(Ctr::kCacheHitBytes, out.bytes());
+}
+
 bool SampleFetcher::GetCached(uint64_t id, FetchScratch* s, CachedSample* out) {
-  if (!cache_->Get(id, &s->cache_buf, out).ok()) return false;
-  counters_.cache_bytes += out->bytes();
+  if (!TimedGet(id, s, out).ok()) return false;
+  CountHit(*out);
   return true;
 }
 
 Status SampleFetcher::Fetch(uint64_t id, FetchScratch* s, CachedSample* out) {
   if (cache_ == nullptr) return FromOrigin(id, s, out);
-  Status st = cache_->Get(id, &s->cache_buf, out);
+  // Each sample counts once: a hit when it is served from the cache (at
+  // once, after a refresh, or after another process prepared it), a miss
+  // when it comes from the origin.
+  Status st = TimedGet(id, s, out);
   if (st.ok()) {
-    counters_.cache_hits++;
-    counters_.cache_bytes += out->bytes();
+    CountHit(*out);
     return st;
   }
-  if (st.IsCorruption()) {
-    // Counted and dropped from the index by Get; re-prepared below (repair).
-    counters_.corrupt_records++;
+  bool corrupt = st.IsCorruption();
+  if (corrupt) {
+    // Dropped from the index by Get; re-prepared below (repair).
+    stats_->Add(Ctr::kCorruptRecords);
     std::fprintf(stderr, "ssdfeed: warning: %s; repairing from the origin\n", st.message().c_str());
   }
   if (st.IsNotFound()) {
     MaybeRefresh();
-    if (GetCached(id, s, out)) {
-      counters_.cache_hits++;
-      return Status::OK();
-    }
+    if (GetCached(id, s, out)) return Status::OK();
   }
-  counters_.cache_misses++;
   bool admit = cache_->admitting();
   if (admit && !cache_->TryClaim(id)) {
     if (WaitForOther(id, s, out)) return Status::OK();
@@ -64,17 +112,21 @@ Status SampleFetcher::Fetch(uint64_t id, FetchScratch* s, CachedSample* out) {
       return Status::OK();
     }
   }
+  stats_->Add(Ctr::kCacheMisses);
   st = FromOrigin(id, s, out);
+  if (st.ok()) stats_->Add(Ctr::kCacheMissBytes, out->bytes());
   if (st.ok() && admit) {
     // A full disk or capacity only stops admission; training goes on.
-    (void)cache_->Put(id, out->label, out->pixels, out->height, out->width, out->channels);
+    Status put = cache_->Put(id, out->label, out->pixels, out->height, out->width, out->channels);
+    if (put.ok() && corrupt) stats_->Add(Ctr::kCorruptRepaired);
+    SyncCacheCounters();
   }
   if (admit) cache_->ReleaseClaim(id);
   return st;
 }
 
 bool SampleFetcher::WaitForOther(uint64_t id, FetchScratch* s, CachedSample* out) {
-  counters_.claim_waits++;
+  stats_->Add(Ctr::kClaimWaits);
   int64_t deadline = NowUs() + static_cast<int64_t>(claim_wait_s_ * 1e6);
   while (NowUs() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -86,14 +138,18 @@ bool SampleFetcher::WaitForOther(uint64_t id, FetchScratch* s, CachedSample* out
 }
 
 Status SampleFetcher::FromOrigin(uint64_t id, FetchScratch* s, CachedSample* out) {
+  double t0 = time_stages_ ? Seconds() : 0;
   SSDFEED_RETURN_IF_ERROR(source_->Read(id, &s->encoded));
-  counters_.origin_bytes += s->encoded.bytes.size();
+  double t1 = time_stages_ ? Seconds() : 0;
+  if (time_stages_) stats_->Observe(Hist::kReadOrigin, t1 - t0);
+  stats_->Add(Ctr::kOriginBytes, s->encoded.bytes.size());
   Status st = s->decoder.DecodeAndPrepare(s->encoded.bytes, spec_, &s->image);
+  if (time_stages_) stats_->Observe(Hist::kPrepare, Seconds() - t1);
   if (!st.ok()) {
-    counters_.decode_errors++;
+    stats_->Add(Ctr::kDecodeErrors);
     return st.WithContext(source_->Describe(id));
   }
-  counters_.prepared++;
+  stats_->Add(Ctr::kPrepared);
   out->pixels = s->image.pixels.data();
   out->height = s->image.height;
   out->width = s->image.width;

@@ -8,6 +8,7 @@
 
 #include "ssdfeed/cache.h"
 #include "ssdfeed/image.h"
+#include "ssdfeed/metrics.h"
 #include "ssdfeed/source.h"
 
 namespace ssdfeed {
@@ -20,32 +21,34 @@ struct FetchScratch {
   Decoder decoder;
 };
 
-struct FetchCounters {
-  std::atomic<uint64_t> cache_hits{0}, cache_misses{0};
-  std::atomic<uint64_t> cache_bytes{0};   // prepared bytes served from the cache
-  std::atomic<uint64_t> origin_bytes{0};  // encoded bytes read from the origin
-  std::atomic<uint64_t> prepared{0};      // samples decoded + prepared here
-  std::atomic<uint64_t> decode_errors{0};
-  std::atomic<uint64_t> corrupt_records{0};  // cache records that failed checks
-  std::atomic<uint64_t> claim_waits{0};      // times we waited for another process
-};
-
 class SampleFetcher {
  public:
   // cache may be null (origin every time). Neither pointer is owned.
-  SampleFetcher(const Source* source, PrepareSpec spec, CacheEntry* cache, double claim_wait_s);
+  // Counts into stats (not owned; null: a private in-memory block). With
+  // time_stages, each cache read, origin read and prepare is timed into its
+  // histogram (two clock reads each).
+  SampleFetcher(const Source* source, PrepareSpec spec, CacheEntry* cache, double claim_wait_s,
+                StatsPublisher* stats = nullptr, bool time_stages = true);
 
   // Prepared sample id into *out (pixels point into scratch). Errors name
   // the origin file (and record) and what is wrong.
   Status Fetch(uint64_t id, FetchScratch* scratch, CachedSample* out);
 
-  FetchCounters& counters() { return counters_; }
+  // The one place these counters live: Loader::stats(), `ssdfeed warm` and
+  // the exporter all read them from here.
+  StatsPublisher& stats() { return *stats_; }
+  const StatsPublisher& stats() const { return *stats_; }
+  // Copies the cache's own per-process counters (puts, write errors,
+  // capacity refusals, evictions) and its admission state into the stats.
+  void SyncCacheCounters();
   const Source* source() const { return source_; }
   CacheEntry* cache() const { return cache_; }
 
  private:
   // Get from the cache, counting the bytes served; true on success.
   bool GetCached(uint64_t id, FetchScratch* s, CachedSample* out);
+  Status TimedGet(uint64_t id, FetchScratch* s, CachedSample* out);
+  void CountHit(const CachedSample& out);
   bool WaitForOther(uint64_t id, FetchScratch* s, CachedSample* out);
   Status FromOrigin(uint64_t id, FetchScratch* s, CachedSample* out);
   void MaybeRefresh();
@@ -54,7 +57,9 @@ class SampleFetcher {
   PrepareSpec spec_;
   CacheEntry* cache_;
   double claim_wait_s_;
-  FetchCounters counters_;
+  std::unique_ptr<StatsPublisher> own_stats_;
+  StatsPublisher* stats_;
+  bool time_stages_;
   std::atomic<int64_t> last_refresh_us_{0};
 };
 

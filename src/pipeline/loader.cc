@@ -18,6 +18,7 @@
 #include "pipeline/entry_key.h"
 #include "pipeline/fetcher.h"
 #include "ssdfeed/defaults.h"
+#include "ssdfeed/metrics.h"
 
 namespace ssdfeed {
 
@@ -26,9 +27,6 @@ namespace {
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
-
-const std::vector<double> kWaitBounds = {0.0001, 0.0005, 0.001, 0.005, 0.01,
-                                         0.05,   0.1,    0.5,   1.0,   5.0};
 
 struct Slot {
   uint64_t batch = 0;  // which batch of the epoch it holds
@@ -42,13 +40,15 @@ struct Slot {
 
 class LoaderImpl final : public Loader {
  public:
-  LoaderImpl(LoaderOptions o, std::unique_ptr<Source> src, std::unique_ptr<CacheEntry> cache)
+  LoaderImpl(LoaderOptions o, std::unique_ptr<Source> src, std::unique_ptr<CacheEntry> cache,
+             std::unique_ptr<StatsPublisher> stats)
       : opts_(std::move(o)),
         source_(std::move(src)),
         cache_(std::move(cache)),
-        fetcher_(source_.get(), opts_.prepare, cache_.get(), opts_.cache.claim_wait_seconds),
-        pool_(BatchPool::Create()),
-        wait_hist_(kWaitBounds.size() + 1) {
+        stats_(std::move(stats)),
+        fetcher_(source_.get(), opts_.prepare, cache_.get(), opts_.cache.claim_wait_seconds,
+                 stats_.get(), opts_.metrics),
+        pool_(BatchPool::Create()) {
     workers_ = opts_.workers > 0 ? opts_.workers : DefaultWorkers();
     nslots_ = static_cast<size_t>(std::max(1, opts_.prefetch)) + 1;
     order_ = EpochOrder(source_->size(), opts_.shuffle, opts_.seed, 0, opts_.rank, opts_.world_size,
@@ -71,7 +71,6 @@ class LoaderImpl final : public Loader {
     bool got = false;
     waited_ = 0;
     Status s = NextBatch(out, &got);
-    RecordWait(waited_);
     if (!s.ok()) {
       Stop();
       start_pos_ = batch_start;  // a retry resumes at the failed batch
@@ -87,8 +86,9 @@ class LoaderImpl final : public Loader {
       return false;
     }
     ++consumed_;
-    batches_++;
-    samples_ += out->size;
+    RecordWait(waited_);  // per batch served, as the histogram's count promises
+    stats_->Add(Ctr::kBatchesServed);
+    stats_->Add(Ctr::kSamplesServed, out->size);
     return true;
   }
 
@@ -116,29 +116,36 @@ class LoaderImpl final : public Loader {
   }
   size_t source_size() const override { return source_->size(); }
 
+  // The same numbers the stats file publishes (one source of truth).
   LoaderStats stats() const override {
+    if (cache_) fetcher_.SyncCacheCounters();
+    StatsSnapshot c = stats_->Snapshot();
     LoaderStats s;
-    auto& c = fetcher_.counters();
-    s.cache_hits = c.cache_hits;
-    s.cache_misses = c.cache_misses;
-    s.cache_bytes = c.cache_bytes;
-    s.origin_bytes = c.origin_bytes;
-    s.decode_errors = c.decode_errors;
-    s.corrupt_records = c.corrupt_records;
-    s.prepared = c.prepared;
-    s.skipped = skipped_;
-    s.batches = batches_;
-    s.samples = samples_;
+    s.cache_hits = c[Ctr::kCacheHits];
+    s.cache_misses = c[Ctr::kCacheMisses];
+    s.cache_bytes = c[Ctr::kCacheHitBytes];
+    s.cache_miss_bytes = c[Ctr::kCacheMissBytes];
+    s.origin_bytes = c[Ctr::kOriginBytes];
+    s.decode_errors = c[Ctr::kDecodeErrors];
+    s.corrupt_records = c[Ctr::kCorruptRecords];
+    s.corrupt_repaired = c[Ctr::kCorruptRepaired];
+    s.prepared = c[Ctr::kPrepared];
+    s.claim_waits = c[Ctr::kClaimWaits];
+    s.skipped = c[Ctr::kSkipped];
+    s.batches = c[Ctr::kBatchesServed];
+    s.samples = c[Ctr::kSamplesServed];
+    s.cache_puts = c[Ctr::kCachePuts];
+    s.cache_put_bytes = c[Ctr::kCachePutBytes];
+    s.cache_write_errors = c[Ctr::kCacheWriteErrors];
+    s.cache_capacity_denied = c[Ctr::kCacheCapacityDenied];
+    s.evictions = c[Ctr::kEvictions];
+    const HistSnapshot& w = c.hist(Hist::kBatchWait);
+    s.wait_seconds = w.sum_seconds();
+    s.wait_histogram_bounds = HistogramBounds();
+    s.wait_histogram.assign(w.buckets.begin(), w.buckets.end());
+    s.stats_file = stats_->path();
     s.cache_open_errors = cache_open_errors_;
-    std::lock_guard<std::mutex> l(stats_mu_);
-    s.wait_seconds = wait_seconds_;
-    s.wait_histogram_bounds = kWaitBounds;
-    s.wait_histogram = wait_hist_;
     if (cache_) {
-      auto& cc = cache_->counters();
-      s.cache_write_errors = cc.write_errors;
-      s.cache_capacity_denied = cc.capacity_denied;
-      s.evictions = cc.evictions;
       s.cache_dir = cache_->dir();
       s.cache_warning = cache_->warning();
       s.cache_admitting = cache_->admitting();
@@ -353,7 +360,7 @@ class LoaderImpl final : public Loader {
       if (!s.ok()) {
         if (opts_.source_options.on_error == OnError::kSkip) {
           slot->bad[pos] = true;
-          skipped_++;
+          stats_->Add(Ctr::kSkipped);
         } else if (slot->error.ok()) {
           slot->error = s;
         }
@@ -412,18 +419,23 @@ class LoaderImpl final : public Loader {
     return Status::OK();
   }
 
-  void RecordWait(double s) {
-    std::lock_guard<std::mutex> l(stats_mu_);
-    wait_seconds_ += s;
-    size_t b = 0;
-    while (b < kWaitBounds.size() && s > kWaitBounds[b]) ++b;
-    wait_hist_[b]++;
+  void RecordWait(double s) { stats_->Observe(Hist::kBatchWait, s); }
+
+ public:
+  // Serves this process's counters on metrics_host:metrics_port.
+  Status StartMetricsServer() {
+    std::string listen = opts_.metrics_host + ":" + std::to_string(opts_.metrics_port);
+    SSDFEED_ASSIGN_OR_RETURN(server_, MetricsServer::ServeProcess(stats_.get(), listen));
+    return Status::OK();
   }
 
+ private:
   LoaderOptions opts_;
   std::unique_ptr<Source> source_;
   std::unique_ptr<CacheEntry> cache_;
+  std::unique_ptr<StatsPublisher> stats_;
   mutable SampleFetcher fetcher_;
+  std::unique_ptr<MetricsServer> server_;  // stops before stats_ goes
   std::shared_ptr<BatchPool> pool_;
   int workers_ = 1;
   size_t nslots_ = 3;
@@ -442,12 +454,16 @@ class LoaderImpl final : public Loader {
   uint64_t next_chunk_ = 0;                    // oldest chunk not yet released
   uint64_t cursor_ = 0, consumed_ = 0;         // consumer: next position, batches taken
   double waited_ = 0;                          // consumer wait within one Next
-
-  std::atomic<uint64_t> batches_{0}, samples_{0}, skipped_{0};
-  mutable std::mutex stats_mu_;
-  double wait_seconds_ = 0;
-  std::vector<uint64_t> wait_hist_;
 };
+
+// The stats file under the cache root; in memory without a cache or metrics.
+std::unique_ptr<StatsPublisher> OpenStats(const LoaderOptions& o, CacheEntry* cache) {
+  if (cache == nullptr || !o.metrics) return StatsPublisher::InMemory();
+  std::string warning;
+  auto p = StatsPublisher::Create(o.cache.env, o.cache, Basename(cache->dir()), &warning);
+  if (!warning.empty()) std::fprintf(stderr, "ssdfeed: warning: %s\n", warning.c_str());
+  return p;
+}
 
 }  // namespace
 
@@ -481,9 +497,11 @@ Result<std::unique_ptr<Loader>> Loader::Open(const LoaderOptions& o) {
       cache_open_errors = 1;
     }
   }
-  auto loader = std::make_unique<LoaderImpl>(o, std::move(src), std::move(cache));
-  loader->cache_open_errors_ = cache_open_errors;
-  return std::unique_ptr<Loader>(std::move(loader));
+  auto stats = OpenStats(o, cache.get());
+  auto impl = std::make_unique<LoaderImpl>(o, std::move(src), std::move(cache), std::move(stats));
+  impl->cache_open_errors_ = cache_open_errors;
+  if (o.metrics_port > 0) SSDFEED_RETURN_IF_ERROR(impl->StartMetricsServer());
+  return std::unique_ptr<Loader>(std::move(impl));
 }
 
 }  // namespace ssdfeed

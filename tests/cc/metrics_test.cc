@@ -1,0 +1,310 @@
+// Stats files and the exporter: processes publish, the exporter sums; an
+// ended (even killed) process's totals survive folding, exactly once; bad
+// files are skipped with a warning; the HTTP endpoint and port conflicts.
+#include "ssdfeed/metrics.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "ssdfeed/dataset.h"
+#include "ssdfeed/loader.h"
+#include "test_util.h"
+
+namespace ssdfeed {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kEntry = "0123456789abcdef0123";  // a fingerprint; label 0123456789ab
+
+CacheOptions Root(const test::TempDir& d) {
+  CacheOptions c;
+  c.root = d.Sub("root");
+  fs::create_directories(c.root);
+  return c;
+}
+
+// A child that publishes `hits` and then waits for the parent to close
+// `go` (or to kill it). Returns its pid once its counters are in place.
+pid_t SpawnPublisher(const CacheOptions& c, uint64_t hits, int* go_write) {
+  int ready[2], go[2];
+  EXPECT_EQ(::pipe(ready), 0);
+  EXPECT_EQ(::pipe(go), 0);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(ready[0]);
+    ::close(go[1]);
+    std::string warning;
+    auto p = StatsPublisher::Create(Env::Default(), c, kEntry, &warning);
+    p->Add(Ctr::kCacheHits, hits);
+    p->Observe(Hist::kBatchWait, 0.003);
+    char b = p->path().empty() ? 'm' : 'f';
+    (void)!::write(ready[1], &b, 1);
+    (void)!::read(go[0], &b, 1);
+    ::_exit(0);  // no destructor: the file is left as a crash would leave it
+  }
+  ::close(ready[1]);
+  ::close(go[0]);
+  char b = 0;
+  EXPECT_EQ(::read(ready[0], &b, 1), 1);
+  EXPECT_EQ(b, 'f') << "the child fell back to in-memory stats";
+  ::close(ready[0]);
+  *go_write = go[1];
+  return pid;
+}
+
+const RootStats::PerEntry* Find(const RootStats& s, const std::string& entry) {
+  for (const auto& [e, v] : s.entries)
+    if (e == entry) return &v;
+  return nullptr;
+}
+
+int CountFiles(const std::string& dir, const std::string& prefix) {
+  int n = 0;
+  for (const auto& f : fs::directory_iterator(dir))
+    if (f.path().filename().string().rfind(prefix, 0) == 0) ++n;
+  return n;
+}
+
+TEST(Metrics, TwoProcessesSumAndAKilledOnesTotalsSurviveFolding) {
+  test::TempDir d;
+  CacheOptions c = Root(d);
+  int go1, go2;
+  pid_t a = SpawnPublisher(c, 100, &go1);
+  pid_t b = SpawnPublisher(c, 50, &go2);
+
+  auto s = CollectRootStats(nullptr, c);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto* e = Find(*s, "0123456789ab");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->stats[Ctr::kCacheHits], 150u);
+  EXPECT_EQ(e->stats.hist(Hist::kBatchWait).count, 2u);
+  EXPECT_EQ(e->live_processes, 2);
+
+  ASSERT_EQ(::kill(b, SIGKILL), 0);
+  ASSERT_EQ(::waitpid(b, nullptr, 0), b);
+  for (int round = 0; round < 2; ++round) {  // folding twice must not count twice
+    s = CollectRootStats(nullptr, c);
+    ASSERT_TRUE(s.ok());
+    e = Find(*s, "0123456789ab");
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(e->stats[Ctr::kCacheHits], 150u);
+    EXPECT_EQ(e->live_processes, 1);
+    EXPECT_EQ(CountFiles(c.root + "/stats", "p-"), 1);
+    EXPECT_EQ(CountFiles(c.root + "/stats", "ended-"), 1);
+  }
+
+  ::close(go1);
+  ASSERT_EQ(::waitpid(a, nullptr, 0), a);
+  s = CollectRootStats(nullptr, c);
+  ASSERT_TRUE(s.ok());
+  e = Find(*s, "0123456789ab");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->stats[Ctr::kCacheHits], 150u);
+  EXPECT_EQ(e->stats.hist(Hist::kBatchWait).count, 2u);
+  EXPECT_EQ(e->live_processes, 0);
+  EXPECT_EQ(CountFiles(c.root + "/stats", "p-"), 0) << "ended files are folded away";
+  ::close(go2);
+}
+
+TEST(Metrics, AFoldInterruptedBeforeDeletingCountsOnce) {
+  test::TempDir d;
+  CacheOptions c = Root(d);
+  int go;
+  pid_t a = SpawnPublisher(c, 7, &go);
+  ::close(go);
+  ASSERT_EQ(::waitpid(a, nullptr, 0), a);
+  std::string file;
+  for (const auto& f : fs::directory_iterator(c.root + "/stats"))
+    if (f.path().filename().string().rfind("p-", 0) == 0) file = f.path();
+  ASSERT_FALSE(file.empty());
+  fs::copy_file(file, d.Sub("saved"));
+  ASSERT_TRUE(CollectRootStats(nullptr, c).ok());  // folds and deletes
+  ASSERT_FALSE(fs::exists(file));
+  fs::copy_file(d.Sub("saved"), file);  // as if the fold crashed before the unlink
+  auto s = CollectRootStats(nullptr, c);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(Find(*s, "0123456789ab")->stats[Ctr::kCacheHits], 7u);
+  EXPECT_FALSE(fs::exists(file));
+}
+
+TEST(Metrics, TruncatedAndForeignFilesAreSkippedWithAWarning) {
+  test::TempDir d;
+  CacheOptions c = Root(d);
+  std::string warning;
+  auto live = StatsPublisher::Create(Env::Default(), c, kEntry, &warning);
+  ASSERT_TRUE(warning.empty()) << warning;
+  live->Add(Ctr::kCacheMisses, 3);
+  std::string dir = c.root + "/stats";
+  {
+    std::ofstream t(dir + "/p-truncated.stats", std::ios::binary);
+    t.write("SSDFSTAT", 8);
+  }
+  {
+    std::string block(4096, '\0');
+    std::memcpy(block.data(), "SSDFSTAT", 8);
+    uint32_t version = 99, size = 4096;
+    std::memcpy(block.data() + 8, &version, 4);
+    std::memcpy(block.data() + 12, &size, 4);
+    std::ofstream f(dir + "/p-future.stats", std::ios::binary);
+    f.write(block.data(), block.size());
+  }
+  {
+    std::ofstream f(dir + "/p-garbage.stats", std::ios::binary);
+    f << std::string(5000, 'x');
+  }
+  auto s = CollectRootStats(nullptr, c);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(Find(*s, "0123456789ab")->stats[Ctr::kCacheMisses], 3u);
+  std::string all;
+  for (const auto& w : s->warnings) all += w + "\n";
+  EXPECT_NE(all.find("p-truncated.stats: truncated"), std::string::npos) << all;
+  EXPECT_NE(all.find("p-future.stats: stats file version 99"), std::string::npos) << all;
+  EXPECT_NE(all.find("p-garbage.stats: not a stats file"), std::string::npos) << all;
+  auto text = RenderRootMetrics(c);
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_NE(text->find("ssdfeed_stats_files_skipped"), std::string::npos);
+}
+
+std::string HttpGet(int port, const std::string& path) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return "";
+  }
+  std::string req = "GET " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n";
+  (void)!::write(fd, req.data(), req.size());
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, n);
+  ::close(fd);
+  return out;
+}
+
+TEST(Metrics, ServesTheRootOverHttpAndAPortInUseIsAnError) {
+  test::TempDir d;
+  CacheOptions c = Root(d);
+  std::string warning;
+  auto p = StatsPublisher::Create(Env::Default(), c, kEntry, &warning);
+  p->Add(Ctr::kCacheHits, 42);
+  auto server = MetricsServer::ServeRoot(c, "127.0.0.1:0");
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  int port = (*server)->port();
+  ASSERT_GT(port, 0);
+  std::string body = HttpGet(port, "/metrics");
+  EXPECT_NE(body.find("ssdfeed_cache_hits_total{entry=\"0123456789ab\"} 42"), std::string::npos)
+      << body;
+  EXPECT_NE(body.find("ssdfeed_filesystem_free_bytes"), std::string::npos);
+  EXPECT_NE(body.find("ssdfeed_batch_wait_seconds_bucket"), std::string::npos);
+  auto again = MetricsServer::ServeRoot(c, "127.0.0.1:" + std::to_string(port));
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.status().message().find("cannot listen on 127.0.0.1:" + std::to_string(port)),
+            std::string::npos)
+      << again.status().message();
+}
+
+TEST(Metrics, LoaderStatsAndTheStatsFileAgree) {
+  test::TempDir d;
+  MakeDatasetOptions mo;
+  mo.dir = d.Sub("data");
+  mo.format = "tfrecord";
+  mo.count = 30;
+  mo.min_side = 40;
+  mo.max_side = 60;
+  MakeDatasetReport r;
+  ASSERT_TRUE(MakeDataset(mo, &r).ok());
+  LoaderOptions o;
+  o.source = r.uri;
+  o.prepare.resize_short = 32;
+  o.augment.enabled = true;
+  o.augment.height = o.augment.width = 24;
+  o.batch_size = 7;
+  o.workers = 2;
+  o.cache.root = d.Sub("root");
+  auto l = Loader::Open(o);
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    (*l)->SetEpoch(epoch);
+    Batch b;
+    while (true) {
+      auto more = (*l)->Next(&b);
+      ASSERT_TRUE(more.ok());
+      if (!*more) break;
+    }
+  }
+  LoaderStats s = (*l)->stats();
+  EXPECT_EQ(s.cache_hits, 30u);
+  EXPECT_EQ(s.cache_misses, 30u);
+  EXPECT_EQ(s.samples, 60u);
+  EXPECT_EQ(s.cache_hits + s.cache_misses, s.samples) << "each sample counts once";
+  EXPECT_FALSE(s.stats_file.empty());
+  auto root = CollectRootStats(nullptr, o.cache);
+  ASSERT_TRUE(root.ok());
+  ASSERT_EQ(root->entries.size(), 1u);
+  const StatsSnapshot& f = root->entries[0].second.stats;
+  EXPECT_EQ(f[Ctr::kCacheHits], s.cache_hits);
+  EXPECT_EQ(f[Ctr::kSamplesServed], s.samples);
+  EXPECT_EQ(f[Ctr::kOriginBytes], s.origin_bytes);
+  EXPECT_EQ(f[Ctr::kCachePuts], 30u);
+  EXPECT_GE(f.hist(Hist::kReadCache).count, 60u);  // every sample looked up at least once
+  EXPECT_EQ(f.hist(Hist::kBatchWait).count, s.batches);
+}
+
+}  // namespace
+}  // namespace ssdfeed
+
+namespace ssdfeed {
+namespace {
+
+TEST(Metrics, AdmissionStoppedByCapacityIsExportedWithItsReason) {
+  test::TempDir d;
+  MakeDatasetOptions mo;
+  mo.dir = d.Sub("data");
+  mo.format = "tfrecord";
+  mo.count = 40;
+  mo.min_side = 40;
+  mo.max_side = 60;
+  MakeDatasetReport r;
+  ASSERT_TRUE(MakeDataset(mo, &r).ok());
+  LoaderOptions o;
+  o.source = r.uri;
+  o.prepare.resize_h = o.prepare.resize_w = 32;
+  o.batch_size = 8;
+  o.workers = 1;
+  o.cache.root = d.Sub("root");
+  o.cache.capacity_bytes = 64 << 10;  // room for the entry and a few samples
+  o.cache.reserve_chunk = 4096;
+  auto l = Loader::Open(o);
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  Batch b;
+  while (true) {
+    auto more = (*l)->Next(&b);
+    ASSERT_TRUE(more.ok());
+    if (!*more) break;
+  }
+  LoaderStats s = (*l)->stats();
+  ASSERT_FALSE(s.cache_admitting);
+  EXPECT_GT(s.cache_capacity_denied, 0u);
+  auto text = RenderRootMetrics(o.cache);
+  ASSERT_TRUE(text.ok());
+  EXPECT_NE(text->find("ssdfeed_admission_stopped{entry=\"" + EntryShortId(Basename(s.cache_dir)) +
+                       "\",reason=\"capacity\"} 1"),
+            std::string::npos)
+      << *text;
+}
+
+}  // namespace
+}  // namespace ssdfeed
