@@ -30,7 +30,8 @@ deps:
 # Stamps make a second run skip pip when nothing it installs from changed.
 $(VENV)/.ssdfeed-base: scripts/deps.sh Makefile
 	@bash scripts/deps.sh
-	@[ -x $(PY) ] || { echo "== creating virtual environment $(VENV)"; $(PYTHON) -m venv $(VENV); }
+	@$(PY) -m pip --version >/dev/null 2>&1 || \
+	  { echo "== creating virtual environment $(VENV)"; $(PYTHON) -m venv $(VENV); }
 	@echo "== installing build requirements into $(VENV)"
 	$(PIP) -q $(BUILD_REQS) numpy
 	@touch $@
