@@ -30,4 +30,8 @@ for t in $targets; do
   run "cd /root/ssdfeed && make $t"
   echo "== make $t: $(($(date +%s) - start)) s"
 done
-run 'cd /root/ssdfeed && ls -d .venv && .venv/bin/pip list 2>/dev/null | wc -l'
+# Nothing but apt packages outside the checkout: no pip for the system Python,
+# nothing in its site directories.
+run 'cd /root/ssdfeed && echo "venv: $(.venv/bin/pip list 2>/dev/null | wc -l) packages";
+     ! python3 -m pip --version 2>/dev/null && ! ls /usr/local/lib/python3*/dist-packages/* 2>/dev/null &&
+     echo "system python3: no pip, nothing in /usr/local"'
