@@ -1,32 +1,77 @@
 # The two commands README opens with: `make demo` and `make test`.
-# Each installs what it needs (apt + pip), builds, and runs.
-PY     ?= python3
+# Each installs what it needs and runs: Debian packages via scripts/deps.sh,
+# Python packages into the project's virtual environment $(VENV) (never the
+# system Python), then builds.
+PYTHON ?= python3
+VENV   ?= .venv
 BUILD  ?= build
 ASAN   ?= build-asan
 JOBS   ?= $(shell nproc)
 CMAKE_FLAGS ?=
-PIP_INSTALL = $(PY) -m pip install -q --disable-pip-version-check --root-user-action=ignore
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
 
-.PHONY: all deps build install-py test test-cc test-py demo asan tsan fuzz format clean
+PY  := $(VENV)/bin/python
+PIP := $(PY) -m pip install --disable-pip-version-check
+# Build requirements from pyproject.toml: `pip install --no-build-isolation`
+# builds against these, so the build directory stays valid between installs.
+BUILD_REQS := "scikit-build-core>=0.10" "nanobind>=2.0"
+# The venv's bin first: pytest and the demo find the venv's `ssdfeed` command.
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+
+.PHONY: all deps venv build install-py test test-cc test-py test-consumer demo \
+        asan tsan fuzz format clean
 
 all: build
 
 deps:
-	bash scripts/deps.sh --with-frameworks
+	@bash scripts/deps.sh
+
+# Stamps make a second run skip pip when nothing it installs from changed.
+$(VENV)/.ssdfeed-base: scripts/deps.sh Makefile
+	@bash scripts/deps.sh
+	@$(PY) -m pip --version >/dev/null 2>&1 || \
+	  { echo "== creating virtual environment $(VENV)"; $(PYTHON) -m venv $(VENV); }
+	@echo "== installing build requirements into $(VENV)"
+	$(PIP) -q $(BUILD_REQS) numpy
+	@touch $@
+
+$(VENV)/.ssdfeed-test: $(VENV)/.ssdfeed-base tests/requirements.txt
+	@bash scripts/deps.sh --test
+	@echo "== installing test requirements (pytest, torch, tensorflow, ...) into $(VENV)"
+	$(PIP) -q -r tests/requirements.txt
+	@touch $@
+
+venv: $(VENV)/.ssdfeed-base
 
 build: deps
-	cmake -S . -B $(BUILD) -G Ninja -DSSDFEED_BUILD_PYTHON=ON $(CMAKE_FLAGS) >/dev/null
+	@echo "== configuring $(BUILD)/"
+	cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS) >/dev/null
+	@echo "== building $(BUILD)/ (library, CLI, C++ tests, bench)"
 	cmake --build $(BUILD) -j $(JOBS)
 
 # The package as users get it: `pip install .` (extension + `ssdfeed` command).
-install-py: deps
-	$(PIP_INSTALL) --no-build-isolation .
+# -v shows CMake's and Ninja's progress; the build directory is per
+# interpreter (build/py-<tag>), so reinstalling only rebuilds what changed.
+install-py: $(VENV)/.ssdfeed-base
+	@echo "== pip install . into $(VENV) (compiles the C++ core and the extension)"
+	$(PIP) -v --no-build-isolation . 2>&1 | grep --line-buffered -v -E '^ *(Link requirement|Skipping link|Found link|Given no hashes)'
 
 test-cc: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-test-py: install-py
-	cd tests/py && $(PY) -m pytest -q -p no:cacheprovider .
+test-py: install-py $(VENV)/.ssdfeed-test
+	cd tests/py && $(abspath $(PY)) -m pytest -q -p no:cacheprovider .
+
+# A separate CMake project that finds the installed package with
+# find_package(ssdfeed) and links ssdfeed::ssdfeed.
+test-consumer: build
+	rm -rf $(BUILD)/consumer-prefix $(BUILD)/consumer
+	cmake --install $(BUILD) --prefix $(BUILD)/consumer-prefix >/dev/null
+	cmake -S tests/consumer -B $(BUILD)/consumer -G Ninja \
+	  -DCMAKE_PREFIX_PATH=$(abspath $(BUILD))/consumer-prefix >/dev/null
+	cmake --build $(BUILD)/consumer
+	$(BUILD)/consumer/ssdfeed_consumer $(BUILD)/consumer/work
 
 test: test-cc test-py
 
@@ -48,13 +93,15 @@ tsan: deps
 	TSAN_OPTIONS="halt_on_error=1 report_mutex_bugs=0 suppressions=$(CURDIR)/tests/tsan.supp" \
 	  build-tsan/tests/cc/ssdfeed_tests --gtest_filter='Loader*:Cache.*:CacheCapacity*:CacheProcess*:SharedNode*:EpochOrder*'
 
-fuzz: deps
+fuzz:
+	@bash scripts/deps.sh --dev
 	CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DSSDFEED_FUZZ=ON \
 	  -DSSDFEED_BUILD_TESTS=OFF -DSSDFEED_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	cmake --build build-fuzz -j $(JOBS)
 	bash fuzz/run_all.sh build-fuzz $${FUZZ_SECONDS:-20}
 
 format:
+	@bash scripts/deps.sh --dev
 	clang-format -i $$(git ls-files '*.cc' '*.h')
 
 clean:

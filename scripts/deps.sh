@@ -1,44 +1,46 @@
 #!/usr/bin/env bash
-# Installs every system and Python package the build, tests and demo need.
-# Idempotent and quiet when all is there; safe on a fresh Debian 12 machine.
+# Installs the Debian 12 packages that building ssdfeed needs: compilers,
+# CMake, Python headers and venv, and the libraries the core links.
+# Python packages are not installed here: the Makefile puts them into the
+# project's virtual environment (.venv), never into the system Python.
+#
+#   scripts/deps.sh          build, test and demo (library, CLI, Python package)
+#   scripts/deps.sh --dev    also clang, libFuzzer runtime, clang-format (make fuzz/format)
+#   scripts/deps.sh --test   also prometheus (server + promtool) for the tests
+#
+# Idempotent and quiet when everything is there; runs apt-get as root or via sudo.
 set -euo pipefail
 
 APT_PACKAGES=(
-  build-essential pkg-config ninja-build
+  ca-certificates build-essential cmake ninja-build pkg-config
+  python3 python3-dev python3-venv
   libturbojpeg0-dev libspng-dev libopencv-imgproc-dev liburing-dev libxxhash-dev
-  libarchive-dev libcli11-dev nlohmann-json3-dev
-  prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
-  clang libclang-rt-14-dev clang-format
-  prometheus  # promtool and the server, for the alert-rule and dashboard tests
+  libarchive-dev libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev
+  prometheus-cpp-dev
 )
-PIP_PACKAGES=(
-  "scikit-build-core>=0.10" "nanobind>=2.0" numpy pillow pytest
-)
-# Frameworks for the interop tests and examples (torch 2.13.0 is the CPU build
-# that lies on this machine's disk; other versions download gigabytes).
-PIP_TEST_PACKAGES=("torch==2.13.0" tensorflow-cpu webdataset)
+DEV_PACKAGES=(clang libclang-rt-14-dev clang-format)
+# `make test`: a real Prometheus and promtool for the alert-rule and dashboard tests.
+TEST_PACKAGES=(prometheus)
+
+want=("${APT_PACKAGES[@]}")
+for arg in "$@"; do
+  case "$arg" in
+    --dev) want+=("${DEV_PACKAGES[@]}") ;;
+    --test) want+=("${TEST_PACKAGES[@]}") ;;
+  esac
+done
 
 missing=()
-for p in "${APT_PACKAGES[@]}"; do
+for p in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if ((${#missing[@]})); then
-  SUDO=""
-  [ "$(id -u)" -eq 0 ] || SUDO=sudo
-  echo "deps: installing ${missing[*]}"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+((${#missing[@]})) || exit 0
 
-PY=${PYTHON:-python3}
-want=("${PIP_PACKAGES[@]}")
-[ "${1:-}" = "--with-frameworks" ] && want+=("${PIP_TEST_PACKAGES[@]}")
-need=()
-for spec in "${want[@]}"; do
-  name=${spec%%[<>=]*}
-  $PY -m pip show -q "$name" >/dev/null 2>&1 || need+=("$spec")
-done
-if ((${#need[@]})); then
-  echo "deps: pip installing ${need[*]}"
-  $PY -m pip install -q --disable-pip-version-check --root-user-action=ignore "${need[@]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "deps: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  SUDO=sudo
 fi
+echo "deps: apt-get installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

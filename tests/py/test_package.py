@@ -21,3 +21,15 @@ def test_cli_failure_is_one_line_on_stderr():
     assert r.returncode != 0
     assert r.stderr.strip().count("\n") == 0
     assert r.stderr.startswith("ssdfeed: ")
+
+
+def test_typed_package_ships_its_stubs():
+    # Without py.typed type checkers ignore _ssdfeed.pyi and see Any.
+    from importlib import metadata, resources
+
+    pkg = resources.files("ssdfeed")
+    assert pkg.joinpath("py.typed").is_file()
+    assert pkg.joinpath("_ssdfeed.pyi").is_file()
+    meta = metadata.metadata("ssdfeed")
+    assert meta["License"] == "Apache-2.0"
+    assert {"torch", "tf", "test"} <= set(meta.get_all("Provides-Extra"))
