@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs README's two commands in a fresh Debian 12 minbase container, as a new
-# user would: nothing installed but what `make demo` / `make test` install.
+# user would: nothing installed but what `./dev demo` / `./dev test` install.
 #   scripts/fresh-debian-trial.sh [REV] [TARGETS...]   (default: HEAD, "demo test")
 # Needs mmdebstrap and buildah on the host. Pass the host's pip configuration
 # through with PIP_MOUNTS="host:ctr ..." and PIP_* variables when pip needs it.
@@ -24,11 +24,10 @@ for m in ${PIP_MOUNTS:-}; do args+=(-v "$m:ro"); done
 while IFS='=' read -r k v; do args+=(-e "$k=$v"); done < <(env | grep '^PIP_' || true)
 
 run() { echo "== $(date -u +%T) $*"; buildah run "${args[@]}" "$ctr" -- bash -c "$*"; }
-run 'command -v make || (apt-get update -qq && apt-get install -y -qq make >/dev/null)'
 for t in $targets; do
   start=$(date +%s)
-  run "cd /root/ssdfeed && make $t"
-  echo "== make $t: $(($(date +%s) - start)) s"
+  run "cd /root/ssdfeed && ./dev $t"
+  echo "== ./dev $t: $(($(date +%s) - start)) s"
 done
 # Nothing but apt packages outside the checkout: no pip for the system Python,
 # nothing in its site directories.
