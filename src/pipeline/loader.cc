@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "image/augment.h"
@@ -51,8 +52,7 @@ class LoaderImpl final : public Loader {
         wait_hist_(kWaitBounds.size() + 1) {
     workers_ = opts_.workers > 0 ? opts_.workers : DefaultWorkers();
     nslots_ = static_cast<size_t>(std::max(1, opts_.prefetch)) + 1;
-    order_ = EpochOrder(source_->size(), opts_.shuffle, opts_.seed, 0, opts_.rank, opts_.world_size,
-                        opts_.drop_last);
+    order_ = Plan(0);
     FixShape();
   }
   ~LoaderImpl() override { Stop(); }
@@ -198,13 +198,22 @@ class LoaderImpl final : public Loader {
   }
   size_t sample_bytes() const { return sample_bytes(out_h_, out_w_); }
 
+  // The epoch's source ids for this rank: a plan over the id range, shifted.
+  std::vector<uint64_t> Plan(uint64_t epoch) const {
+    uint64_t end = opts_.id_end ? opts_.id_end : source_->size();
+    std::vector<uint64_t> plan =
+        EpochOrder(end - opts_.id_begin, opts_.shuffle, opts_.seed, epoch, opts_.rank,
+                   opts_.world_size, opts_.drop_last, opts_.shard, opts_.rotate_every);
+    for (uint64_t& id : plan) id += opts_.id_begin;
+    return plan;
+  }
+
   // Chunk c holds plan positions [c * batch_size, (c + 1) * batch_size);
   // workers fill chunks, the consumer cuts batches out of them in plan order.
   void StartEpoch() {
     Stop();
     size_t bs = opts_.batch_size;
-    order_ = EpochOrder(source_->size(), opts_.shuffle, opts_.seed, epoch_, opts_.rank,
-                        opts_.world_size, opts_.drop_last);
+    order_ = Plan(epoch_);
     // Skipped samples are replaced by the ones after them, so with skips
     // the whole plan may be needed even when drop_last trims the tail.
     end_sample_ = skipping() ? order_.size() : std::min(order_.size(), num_batches() * bs);
@@ -465,7 +474,13 @@ Result<std::unique_ptr<Loader>> Loader::Open(const LoaderOptions& o) {
     return Status::InvalidArgument(
         "augment: need size > 0, 0 < scale_min <= scale_max <= 1, "
         "0 < ratio_min <= ratio_max");
+  if (o.rotate_every < 1) return Status::InvalidArgument("rotate_every must be >= 1 (epochs)");
   SSDFEED_ASSIGN_OR_RETURN(auto src, OpenSource(o.source, o.source_options));
+  uint64_t n = src->size();
+  if (o.id_begin > (o.id_end ? o.id_end : n) || o.id_end > n)
+    return Status::InvalidArgument("id range [" + std::to_string(o.id_begin) + ", " +
+                                   std::to_string(o.id_end) + ") is not within the " +
+                                   std::to_string(n) + " samples of " + o.source);
   std::unique_ptr<CacheEntry> cache;
   uint64_t cache_open_errors = 0;
   if (!o.cache.root.empty()) {
