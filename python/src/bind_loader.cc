@@ -4,7 +4,9 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
 
+#include "pipeline/locality.h"
 #include "python/src/bindings.h"
 #include "ssdfeed/loader.h"
 
@@ -29,6 +31,9 @@ struct LoaderArgs {
   uint64_t seed = 0;
   int workers = 0, prefetch = 2, rank = 0, world_size = 1;
   bool drop_last = false;
+  std::string shard = "global";
+  int rotate_every = 1;
+  uint64_t id_begin = 0, id_end = 0;
   std::string dtype = "uint8", layout = "NHWC";
   std::array<float, 3> mean{0, 0, 0}, std{1, 1, 1};
 };
@@ -54,6 +59,14 @@ LoaderOptions ToOptions(const LoaderArgs& a) {
   o.rank = a.rank;
   o.world_size = a.world_size;
   o.drop_last = a.drop_last;
+  if (a.shard != "global" && a.shard != "sticky" && a.shard != "rotate")
+    ThrowIfError(Status::InvalidArgument("shard must be 'global', 'sticky' or 'rotate'"));
+  o.shard = a.shard == "sticky"   ? ShardMode::kSticky
+            : a.shard == "rotate" ? ShardMode::kRotate
+                                  : ShardMode::kGlobal;
+  o.rotate_every = a.rotate_every;
+  o.id_begin = a.id_begin;
+  o.id_end = a.id_end;
   if (a.dtype == "uint8")
     o.output.dtype = DType::kUint8;
   else if (a.dtype == "float32")
@@ -154,10 +167,29 @@ void BindLoader(nb::module_& m) {
       .def_rw("rank", &LoaderArgs::rank)
       .def_rw("world_size", &LoaderArgs::world_size)
       .def_rw("drop_last", &LoaderArgs::drop_last)
+      .def_rw("shard", &LoaderArgs::shard)
+      .def_rw("rotate_every", &LoaderArgs::rotate_every)
+      .def_rw("id_begin", &LoaderArgs::id_begin)
+      .def_rw("id_end", &LoaderArgs::id_end)
       .def_rw("dtype", &LoaderArgs::dtype)
       .def_rw("layout", &LoaderArgs::layout)
       .def_rw("mean", &LoaderArgs::mean)
       .def_rw("std", &LoaderArgs::std);
+
+  m.def(
+      "cached_id_ranges",
+      [](const LoaderArgs& a) {
+        LoaderOptions o = ToOptions(a);
+        Result<std::vector<std::pair<uint64_t, uint64_t>>> r = Status::Aborted("unset");
+        {
+          nb::gil_scoped_release nogil;
+          r = CachedIdRanges(o);
+        }
+        return ValueOrThrow(std::move(r));
+      },
+      nb::arg("args"),
+      "[(begin, end), ...] id runs the cache root of args holds for its source and "
+      "preparation; creates nothing.");
 
   nb::class_<Loader>(m, "NativeLoader", "The native loader; use ssdfeed.Loader.")
       .def_static(
