@@ -15,7 +15,7 @@ PIP_PACKAGES=(
 )
 # Frameworks for the interop tests and examples (torch 2.13.0 is the CPU build
 # that lies on this machine's disk; other versions download gigabytes).
-PIP_TEST_PACKAGES=("torch==2.13.0" tensorflow-cpu webdataset)
+PIP_TEST_PACKAGES=("torch==2.13.0" tensorflow-cpu webdataset "ray[data]")
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -34,7 +34,7 @@ want=("${PIP_PACKAGES[@]}")
 [ "${1:-}" = "--with-frameworks" ] && want+=("${PIP_TEST_PACKAGES[@]}")
 need=()
 for spec in "${want[@]}"; do
-  name=${spec%%[<>=]*}
+  name=${spec%%[<>=[]*}
   $PY -m pip show -q "$name" >/dev/null 2>&1 || need+=("$spec")
 done
 if ((${#need[@]})); then
