@@ -97,8 +97,9 @@ def _read_range(spec: dict, cache, lo: int, hi: int, stats) -> List[dict]:
             out.append(batch)
         if stats is not None:
             s = loader.stats()
-            stats.add.remote(_node_id(), {k: s[k] for k in
-                                          ("cache_hits", "cache_misses", "prepared", "samples")})
+            # Waited for, so a summary asked after the pass counts this task.
+            ray.get(stats.add.remote(_node_id(), {k: s[k] for k in (
+                "cache_hits", "cache_misses", "prepared", "samples")}))
     return out
 
 

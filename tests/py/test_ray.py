@@ -18,12 +18,11 @@ MB = 1 << 20
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    # The head runs the driver only (no CPU), so every read runs on a worker
-    # node with its own cache root.
+    # Two raylets, each a node with its own cache root; the head also runs
+    # the driver (a third raylet is added where a node must be removed).
     c = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 0, "object_store_memory": 80 * MB, "include_dashboard": False})
-    nodes = [c.add_node(num_cpus=1, object_store_memory=80 * MB, resources={f"n{i}": 1})
-             for i in range(2)]
+        "num_cpus": 1, "object_store_memory": 80 * MB, "include_dashboard": False})
+    nodes = [c.head_node, c.add_node(num_cpus=1, object_store_memory=80 * MB)]
     ray.init(address=c.address, log_to_driver=False)
     ray.data.DataContext.get_current().enable_progress_bars = False
     yield c, nodes
