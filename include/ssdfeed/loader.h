@@ -121,6 +121,8 @@ struct LoaderState {
   int rank = 0, world_size = 1;
   uint64_t num_samples = 0;
   size_t batch_size = 1;
+  ShardMode shard = ShardMode::kGlobal;  // states saved before shard modes: global
+  int rotate_every = 1;
 };
 
 class Loader {

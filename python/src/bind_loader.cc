@@ -38,6 +38,18 @@ struct LoaderArgs {
   std::array<float, 3> mean{0, 0, 0}, std{1, 1, 1};
 };
 
+ShardMode ParseShard(const std::string& name) {
+  if (name != "global" && name != "sticky" && name != "rotate")
+    ThrowIfError(Status::InvalidArgument("shard must be 'global', 'sticky' or 'rotate'"));
+  return name == "sticky"   ? ShardMode::kSticky
+         : name == "rotate" ? ShardMode::kRotate
+                            : ShardMode::kGlobal;
+}
+
+const char* ShardName(ShardMode m) {
+  return m == ShardMode::kSticky ? "sticky" : m == ShardMode::kRotate ? "rotate" : "global";
+}
+
 LoaderOptions ToOptions(const LoaderArgs& a) {
   LoaderOptions o;
   o.source = a.source;
@@ -59,11 +71,7 @@ LoaderOptions ToOptions(const LoaderArgs& a) {
   o.rank = a.rank;
   o.world_size = a.world_size;
   o.drop_last = a.drop_last;
-  if (a.shard != "global" && a.shard != "sticky" && a.shard != "rotate")
-    ThrowIfError(Status::InvalidArgument("shard must be 'global', 'sticky' or 'rotate'"));
-  o.shard = a.shard == "sticky"   ? ShardMode::kSticky
-            : a.shard == "rotate" ? ShardMode::kRotate
-                                  : ShardMode::kGlobal;
+  o.shard = ParseShard(a.shard);
   o.rotate_every = a.rotate_every;
   o.id_begin = a.id_begin;
   o.id_end = a.id_end;
@@ -244,6 +252,8 @@ void BindLoader(nb::module_& m) {
              d["world_size"] = s.world_size;
              d["num_samples"] = s.num_samples;
              d["batch_size"] = s.batch_size;
+             d["shard"] = ShardName(s.shard);
+             d["rotate_every"] = s.rotate_every;
              return d;
            })
       .def("load_state", [](Loader& l, nb::dict d) {
@@ -256,6 +266,8 @@ void BindLoader(nb::module_& m) {
         s.world_size = nb::cast<int>(d["world_size"]);
         s.num_samples = nb::cast<uint64_t>(d["num_samples"]);
         s.batch_size = nb::cast<size_t>(d["batch_size"]);
+        if (d.contains("shard")) s.shard = ParseShard(nb::cast<std::string>(d["shard"]));
+        if (d.contains("rotate_every")) s.rotate_every = nb::cast<int>(d["rotate_every"]);
         Status st;
         {
           nb::gil_scoped_release nogil;

@@ -332,6 +332,7 @@ class Loader:
 
     def load_state_dict(self, state: dict) -> None:
         """The next pass continues exactly after the saved batch. The loader
-        must have the same seed, rank, world_size, batch_size and dataset."""
+        must have the same seed, rank, world_size, batch_size, shard (and
+        rotate_every) and dataset."""
         self._impl.load_state(dict(state))
         self._epoch_chosen = True

@@ -156,15 +156,19 @@ class LoaderImpl final : public Loader {
     s.world_size = opts_.world_size;
     s.num_samples = source_->size();
     s.batch_size = opts_.batch_size;
+    s.shard = opts_.shard;
+    s.rotate_every = opts_.rotate_every;
     return s;
   }
 
   Status LoadState(const LoaderState& s) override {
     if (s.seed != opts_.seed || s.rank != opts_.rank || s.world_size != opts_.world_size ||
-        s.num_samples != source_->size() || s.batch_size != opts_.batch_size)
+        s.num_samples != source_->size() || s.batch_size != opts_.batch_size ||
+        s.shard != opts_.shard ||
+        (s.shard == ShardMode::kRotate && s.rotate_every != opts_.rotate_every))
       return Status::InvalidArgument(
-          "state does not match this loader (seed, rank, world_size, dataset size and "
-          "batch_size must be the same)");
+          "state does not match this loader (seed, rank, world_size, dataset size, "
+          "batch_size, shard and rotate_every must be the same)");
     Stop();
     epoch_ = s.epoch;
     start_batch_ = std::min<uint64_t>(s.batches_consumed, num_batches());

@@ -188,6 +188,25 @@ TEST(CachedIdRanges, ReportsWhatIsCachedAndCreatesNothing) {
   EXPECT_EQ(*got, (Ranges{{3, 9}, {20, 30}}));
 }
 
+TEST(Loader, ResumeStateCarriesTheShardMode) {
+  Data d;
+  LoaderOptions o;
+  o.source = d.uri;
+  o.prepare.resize_h = o.prepare.resize_w = 16;
+  o.world_size = 2;
+  o.shard = ShardMode::kSticky;
+  auto sticky = Loader::Open(o);
+  ASSERT_TRUE(sticky.ok());
+  LoaderState st = (*sticky)->state();
+  EXPECT_EQ(st.shard, ShardMode::kSticky);
+  o.shard = ShardMode::kGlobal;
+  auto global = Loader::Open(o);
+  EXPECT_FALSE((*global)->LoadState(st).ok()) << "a sticky state resumed a global loader";
+  o.shard = ShardMode::kSticky;
+  auto again = Loader::Open(o);
+  EXPECT_TRUE((*again)->LoadState(st).ok());
+}
+
 TEST(Loader, RefusesAnIdRangeOutsideTheSource) {
   Data d;
   LoaderOptions o;

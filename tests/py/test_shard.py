@@ -71,3 +71,16 @@ def test_ids_reads_one_range(src, tmp_path):
 def test_bad_shard_arguments_are_clear_errors(src, kw, msg):
     with pytest.raises(ValueError, match=msg):
         ssdfeed.Loader(src, cache=False, **kw)
+
+
+def test_state_dict_records_the_shard_mode(src):
+    kw = dict(cache=False, prepare=PREP, world_size=2, workers=1)
+    with ssdfeed.Loader(src, shard="rotate", rotate_every=3, **kw) as l:
+        state = l.state_dict()
+    assert state["shard"] == "rotate" and state["rotate_every"] == 3
+    with ssdfeed.Loader(src, shard="sticky", **kw) as other:
+        with pytest.raises(ValueError, match="shard and rotate_every"):
+            other.load_state_dict(state)
+    legacy = {k: v for k, v in state.items() if k not in ("shard", "rotate_every")}
+    with ssdfeed.Loader(src, **kw) as plain:
+        plain.load_state_dict(legacy)  # saved before shard modes: global
