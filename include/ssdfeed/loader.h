@@ -27,6 +27,20 @@ struct AugmentSpec {
 };
 
 enum class DType { kUint8, kFloat32, kFloat16 };
+
+// How the samples are split over ranks from one epoch to the next.
+enum class ShardMode {
+  // A fresh global permutation every epoch, dealt over ranks (torch's
+  // DistributedSampler): every rank eventually reads every sample.
+  kGlobal,
+  // Each rank keeps the same 1/world_size of the samples every epoch
+  // (a fixed partition from the seed), shuffled within it per epoch: a node
+  // caches only what its ranks read.
+  kSticky,
+  // Sticky shards that move to the next rank every rotate_every epochs:
+  // rank r reads shard (r + epoch / rotate_every) % world_size.
+  kRotate,
+};
 enum class Layout { kNHWC, kNCHW };
 
 struct OutputSpec {
@@ -57,6 +71,11 @@ struct LoaderOptions {
   // Drop the tail that does not split evenly over ranks (else pad by
   // repeating from the start) and the last incomplete batch. Default false.
   bool drop_last = false;
+  ShardMode shard = ShardMode::kGlobal;  // Default kGlobal (DistributedSampler).
+  int rotate_every = 1;                  // kRotate: epochs per shard move, >= 1. Default 1.
+  // Serve only source ids [id_begin, id_end) (a read task of a distributed
+  // engine takes one range). id_end 0: to the end of the source. Default all.
+  uint64_t id_begin = 0, id_end = 0;
   // With source_options.on_error = kSkip, a bad sample is replaced by the
   // next sample of the epoch's plan, so every batch but the epoch's last is
   // full; which samples form a batch depends only on which are bad.
@@ -115,6 +134,8 @@ struct LoaderState {
   int rank = 0, world_size = 1;
   uint64_t num_samples = 0;
   size_t batch_size = 1;
+  ShardMode shard = ShardMode::kGlobal;  // states saved before shard modes: global
+  int rotate_every = 1;
 };
 
 class Loader {
@@ -147,5 +168,9 @@ class Loader {
 // DistributedSampler does).
 std::vector<uint64_t> EpochOrder(uint64_t n, bool shuffle, uint64_t seed, uint64_t epoch, int rank,
                                  int world_size, bool drop_last);
+// The same under a shard mode; with kGlobal identical to the above.
+std::vector<uint64_t> EpochOrder(uint64_t n, bool shuffle, uint64_t seed, uint64_t epoch, int rank,
+                                 int world_size, bool drop_last, ShardMode shard,
+                                 int rotate_every = 1);
 
 }  // namespace ssdfeed

@@ -4,7 +4,9 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
 
+#include "pipeline/locality.h"
 #include "python/src/bindings.h"
 #include "ssdfeed/loader.h"
 #include "ssdfeed/metrics.h"
@@ -30,12 +32,27 @@ struct LoaderArgs {
   uint64_t seed = 0;
   int workers = 0, prefetch = 2, rank = 0, world_size = 1;
   bool drop_last = false;
+  std::string shard = "global";
+  int rotate_every = 1;
+  uint64_t id_begin = 0, id_end = 0;
   std::string dtype = "uint8", layout = "NHWC";
   std::array<float, 3> mean{0, 0, 0}, std{1, 1, 1};
   bool metrics = true;
   int metrics_port = 0;
   std::string metrics_host = "127.0.0.1";
 };
+
+ShardMode ParseShard(const std::string& name) {
+  if (name != "global" && name != "sticky" && name != "rotate")
+    ThrowIfError(Status::InvalidArgument("shard must be 'global', 'sticky' or 'rotate'"));
+  return name == "sticky"   ? ShardMode::kSticky
+         : name == "rotate" ? ShardMode::kRotate
+                            : ShardMode::kGlobal;
+}
+
+const char* ShardName(ShardMode m) {
+  return m == ShardMode::kSticky ? "sticky" : m == ShardMode::kRotate ? "rotate" : "global";
+}
 
 LoaderOptions ToOptions(const LoaderArgs& a) {
   LoaderOptions o;
@@ -58,6 +75,10 @@ LoaderOptions ToOptions(const LoaderArgs& a) {
   o.rank = a.rank;
   o.world_size = a.world_size;
   o.drop_last = a.drop_last;
+  o.shard = ParseShard(a.shard);
+  o.rotate_every = a.rotate_every;
+  o.id_begin = a.id_begin;
+  o.id_end = a.id_end;
   if (a.dtype == "uint8")
     o.output.dtype = DType::kUint8;
   else if (a.dtype == "float32")
@@ -155,6 +176,10 @@ void BindLoader(nb::module_& m) {
       .def_rw("rank", &LoaderArgs::rank)
       .def_rw("world_size", &LoaderArgs::world_size)
       .def_rw("drop_last", &LoaderArgs::drop_last)
+      .def_rw("shard", &LoaderArgs::shard)
+      .def_rw("rotate_every", &LoaderArgs::rotate_every)
+      .def_rw("id_begin", &LoaderArgs::id_begin)
+      .def_rw("id_end", &LoaderArgs::id_end)
       .def_rw("dtype", &LoaderArgs::dtype)
       .def_rw("layout", &LoaderArgs::layout)
       .def_rw("mean", &LoaderArgs::mean)
@@ -162,6 +187,21 @@ void BindLoader(nb::module_& m) {
       .def_rw("metrics", &LoaderArgs::metrics)
       .def_rw("metrics_port", &LoaderArgs::metrics_port)
       .def_rw("metrics_host", &LoaderArgs::metrics_host);
+
+  m.def(
+      "cached_id_ranges",
+      [](const LoaderArgs& a) {
+        LoaderOptions o = ToOptions(a);
+        Result<std::vector<std::pair<uint64_t, uint64_t>>> r = Status::Aborted("unset");
+        {
+          nb::gil_scoped_release nogil;
+          r = CachedIdRanges(o);
+        }
+        return ValueOrThrow(std::move(r));
+      },
+      nb::arg("args"),
+      "[(begin, end), ...] id runs the cache root of args holds for its source and "
+      "preparation; creates nothing.");
 
   nb::class_<Loader>(m, "NativeLoader", "The native loader; use ssdfeed.Loader.")
       .def_static(
@@ -216,6 +256,8 @@ void BindLoader(nb::module_& m) {
              d["world_size"] = s.world_size;
              d["num_samples"] = s.num_samples;
              d["batch_size"] = s.batch_size;
+             d["shard"] = ShardName(s.shard);
+             d["rotate_every"] = s.rotate_every;
              return d;
            })
       .def("load_state", [](Loader& l, nb::dict d) {
@@ -228,6 +270,8 @@ void BindLoader(nb::module_& m) {
         s.world_size = nb::cast<int>(d["world_size"]);
         s.num_samples = nb::cast<uint64_t>(d["num_samples"]);
         s.batch_size = nb::cast<size_t>(d["batch_size"]);
+        if (d.contains("shard")) s.shard = ParseShard(nb::cast<std::string>(d["shard"]));
+        if (d.contains("rotate_every")) s.rotate_every = nb::cast<int>(d["rotate_every"]);
         Status st;
         {
           nb::gil_scoped_release nogil;

@@ -106,6 +106,19 @@ class Loader:
         drop_last: drop the tail that does not split evenly over ranks
             (else pad by repeating from the start) and a short last batch.
             Default False.
+        shard: how samples are split over ranks from epoch to epoch.
+            ``"global"`` (default): a fresh global permutation every epoch,
+            dealt over ranks (DistributedSampler), so every node ends up
+            reading, and caching, the whole dataset. ``"sticky"``: each rank
+            keeps the same 1/world_size of the samples (a fixed partition
+            from ``seed``) every epoch, shuffled within it, so a node caches
+            only its ranks' shards. ``"rotate"``: sticky shards that move to
+            the next rank every ``rotate_every`` epochs. See
+            docs/multi-node.md for the statistical trade-off.
+        rotate_every: epochs between shard moves with ``shard="rotate"``,
+            int >= 1. Default 1.
+        ids: serve only these source ids, a non-empty ``range`` with step 1
+            (one read task of a distributed engine), or None (default): all.
         on_error: ``"raise"`` (default): a bad sample raises, naming its
             file; ``"skip"``: it is counted in ``stats()["skipped"]`` and
             replaced by the next sample of the epoch, so only an epoch's last
@@ -138,7 +151,8 @@ class Loader:
                  prepare: Prepare = Prepare(), augment: Optional[RandomResizedCrop] = None,
                  batch_size: int = 1, shuffle: bool = False, seed: int = 0,
                  workers: Optional[int] = None, prefetch: int = 2, rank: int = 0,
-                 world_size: int = 1, drop_last: bool = False, on_error: str = "raise",
+                 world_size: int = 1, drop_last: bool = False, shard: str = "global",
+                 rotate_every: int = 1, ids: Optional[range] = None, on_error: str = "raise",
                  dtype: str = "uint8", layout: str = "NHWC",
                  mean: Optional[Sequence[float]] = None, std: Optional[Sequence[float]] = None,
                  image_key: Optional[str] = None, label_key: Optional[str] = None,
@@ -179,6 +193,15 @@ class Loader:
         if a.rank >= a.world_size:
             raise ValueError(f"rank must be in [0, world_size={a.world_size}), not {rank!r}")
         a.drop_last = bool(drop_last)
+        if shard not in ("global", "sticky", "rotate"):
+            raise ValueError(f"shard must be 'global', 'sticky' or 'rotate', not {shard!r}")
+        a.shard = shard
+        a.rotate_every = _int("rotate_every", rotate_every, 1)
+        if ids is not None:
+            if not isinstance(ids, range) or ids.step != 1 or not 0 <= ids.start < ids.stop:
+                raise ValueError(f"ids must be a non-empty range(begin, end), 0 <= begin, "
+                                 f"step 1, or None, not {ids!r}")
+            a.id_begin, a.id_end = ids.start, ids.stop
         if on_error not in ("raise", "skip"):
             raise ValueError(f"on_error must be 'raise' or 'skip', not {on_error!r}")
         a.on_error = on_error
@@ -315,6 +338,7 @@ class Loader:
 
     def load_state_dict(self, state: dict) -> None:
         """The next pass continues exactly after the saved batch. The loader
-        must have the same seed, rank, world_size, batch_size and dataset."""
+        must have the same seed, rank, world_size, batch_size, shard (and
+        rotate_every) and dataset."""
         self._impl.load_state(dict(state))
         self._epoch_chosen = True

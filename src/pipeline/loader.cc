@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "image/augment.h"
@@ -51,8 +52,7 @@ class LoaderImpl final : public Loader {
         pool_(BatchPool::Create()) {
     workers_ = opts_.workers > 0 ? opts_.workers : DefaultWorkers();
     nslots_ = static_cast<size_t>(std::max(1, opts_.prefetch)) + 1;
-    order_ = EpochOrder(source_->size(), opts_.shuffle, opts_.seed, 0, opts_.rank, opts_.world_size,
-                        opts_.drop_last);
+    order_ = Plan(0);
     FixShape();
   }
   ~LoaderImpl() override { Stop(); }
@@ -163,15 +163,19 @@ class LoaderImpl final : public Loader {
     s.world_size = opts_.world_size;
     s.num_samples = source_->size();
     s.batch_size = opts_.batch_size;
+    s.shard = opts_.shard;
+    s.rotate_every = opts_.rotate_every;
     return s;
   }
 
   Status LoadState(const LoaderState& s) override {
     if (s.seed != opts_.seed || s.rank != opts_.rank || s.world_size != opts_.world_size ||
-        s.num_samples != source_->size() || s.batch_size != opts_.batch_size)
+        s.num_samples != source_->size() || s.batch_size != opts_.batch_size ||
+        s.shard != opts_.shard ||
+        (s.shard == ShardMode::kRotate && s.rotate_every != opts_.rotate_every))
       return Status::InvalidArgument(
-          "state does not match this loader (seed, rank, world_size, dataset size and "
-          "batch_size must be the same)");
+          "state does not match this loader (seed, rank, world_size, dataset size, "
+          "batch_size, shard and rotate_every must be the same)");
     Stop();
     epoch_ = s.epoch;
     start_batch_ = std::min<uint64_t>(s.batches_consumed, num_batches());
@@ -205,13 +209,22 @@ class LoaderImpl final : public Loader {
   }
   size_t sample_bytes() const { return sample_bytes(out_h_, out_w_); }
 
+  // The epoch's source ids for this rank: a plan over the id range, shifted.
+  std::vector<uint64_t> Plan(uint64_t epoch) const {
+    uint64_t end = opts_.id_end ? opts_.id_end : source_->size();
+    std::vector<uint64_t> plan =
+        EpochOrder(end - opts_.id_begin, opts_.shuffle, opts_.seed, epoch, opts_.rank,
+                   opts_.world_size, opts_.drop_last, opts_.shard, opts_.rotate_every);
+    for (uint64_t& id : plan) id += opts_.id_begin;
+    return plan;
+  }
+
   // Chunk c holds plan positions [c * batch_size, (c + 1) * batch_size);
   // workers fill chunks, the consumer cuts batches out of them in plan order.
   void StartEpoch() {
     Stop();
     size_t bs = opts_.batch_size;
-    order_ = EpochOrder(source_->size(), opts_.shuffle, opts_.seed, epoch_, opts_.rank,
-                        opts_.world_size, opts_.drop_last);
+    order_ = Plan(epoch_);
     // Skipped samples are replaced by the ones after them, so with skips
     // the whole plan may be needed even when drop_last trims the tail.
     end_sample_ = skipping() ? order_.size() : std::min(order_.size(), num_batches() * bs);
@@ -481,7 +494,13 @@ Result<std::unique_ptr<Loader>> Loader::Open(const LoaderOptions& o) {
     return Status::InvalidArgument(
         "augment: need size > 0, 0 < scale_min <= scale_max <= 1, "
         "0 < ratio_min <= ratio_max");
+  if (o.rotate_every < 1) return Status::InvalidArgument("rotate_every must be >= 1 (epochs)");
   SSDFEED_ASSIGN_OR_RETURN(auto src, OpenSource(o.source, o.source_options));
+  uint64_t n = src->size();
+  if (o.id_begin > (o.id_end ? o.id_end : n) || o.id_end > n)
+    return Status::InvalidArgument("id range [" + std::to_string(o.id_begin) + ", " +
+                                   std::to_string(o.id_end) + ") is not within the " +
+                                   std::to_string(n) + " samples of " + o.source);
   std::unique_ptr<CacheEntry> cache;
   uint64_t cache_open_errors = 0;
   if (!o.cache.root.empty()) {

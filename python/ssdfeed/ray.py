@@ -1,0 +1,289 @@
+"""ssdfeed on Ray Data: a ``ray.data.Dataset`` whose read tasks run where
+their samples are cached.
+
+Every node keeps its own cache root. Before a read is planned, a small task
+on each alive node reports which sample ids its root holds for this source and
+preparation; each read task (a range of ids) then runs on the node holding
+most of its range, through soft node affinity: a node that is gone, or never
+had the range, does not stall anything, the range is read on any node, which
+prepares and caches it for the next pass. Install with ``pip install
+'ssdfeed[ray]'``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+try:
+    import ray
+    from ray.data.block import BlockAccessor, BlockMetadata
+    from ray.data.datasource import Datasource, ReadTask
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+except ImportError as e:  # pragma: no cover - exercised only without ray
+    raise ImportError("ssdfeed.ray needs Ray Data: pip install 'ssdfeed[ray]' "
+                      "(or 'ray[data]')") from e
+
+from ssdfeed import _ssdfeed
+from ssdfeed.loader import Loader, RandomResizedCrop, _int, default_cache_dir
+from ssdfeed.prepare import Prepare
+
+Ranges = List[Tuple[int, int]]
+
+# How long planning waits for a node's report; a node that has not answered
+# by then is planned as if it cached nothing (its ranges go anywhere).
+REPORT_TIMEOUT_S = 30.0
+
+
+def _node_id() -> str:
+    return ray.get_runtime_context().get_node_id()
+
+
+def _root_here(cache) -> str:
+    """The cache root on the node this runs on: ``{node_id}`` in a path is
+    this node's Ray id; True is the node's default root ($SSDFEED_CACHE)."""
+    if cache is True:
+        return default_cache_dir()
+    if cache is False or cache is None:
+        return ""
+    return os.fspath(cache).replace("{node_id}", _node_id())
+
+
+def _loader_kwargs(spec: dict, cache) -> dict:
+    kw = dict(spec)
+    kw["cache"] = _root_here(cache) or False
+    return kw
+
+
+def _cached_ranges(spec: dict, cache) -> Tuple[str, Ranges]:
+    """(this node's id, the id runs its cache root holds)."""
+    ranges = _ssdfeed.cached_id_ranges(_pack_args(spec, cache))
+    return _node_id(), [tuple(r) for r in ranges]
+
+
+def _pack_args(spec: dict, cache):
+    """The native LoaderArgs of spec, as Loader() would build them, without
+    opening a loader (a report must not create a cache entry)."""
+    kw = _loader_kwargs(spec, cache)
+    a = _ssdfeed.LoaderArgs()
+    a.source = os.fspath(kw["source"])
+    a.cache = kw["cache"] or ""
+    prep = kw.get("prepare", Prepare())._kwargs()
+    a.resize_short, a.max_long = prep["resize_short"], prep["max_long"]
+    a.resize, a.center_crop, a.gray = prep["resize"], prep["center_crop"], prep["gray"]
+    a.on_error = kw.get("on_error", "raise")
+    a.image_key = kw.get("image_key") or ""
+    a.label_key = kw.get("label_key") or ""
+    return a
+
+
+def _read_range(spec: dict, cache, lo: int, hi: int, stats) -> List[dict]:
+    """Reads ids [lo, hi) here, in canonical order, as numpy batches."""
+    kw = _loader_kwargs(spec, cache)
+    source = kw.pop("source")
+    epoch = kw.pop("epoch")
+    with Loader(source, ids=range(lo, hi), shuffle=False, **kw) as loader:
+        loader.set_epoch(epoch)
+        out, pos = [], lo
+        for images, labels in loader:
+            batch = {"image": images, "label": labels}
+            if kw.get("on_error", "raise") == "raise":
+                # Canonical order, nothing skipped: positions are ids.
+                batch["id"] = np.arange(pos, pos + len(labels), dtype=np.int64)
+            pos += len(labels)
+            out.append(batch)
+        if stats is not None:
+            s = loader.stats()
+            # Waited for, so a summary asked after the pass counts this task.
+            ray.get(stats.add.remote(_node_id(), {k: s[k] for k in (
+                "cache_hits", "cache_misses", "prepared", "samples")}))
+    return out
+
+
+_read_range_remote = None
+
+
+def _remote_reader():
+    global _read_range_remote
+    if _read_range_remote is None:
+        _read_range_remote = ray.remote(_read_range)
+    return _read_range_remote
+
+
+def _best_node(lo: int, hi: int, reports: Dict[str, Ranges]) -> Optional[str]:
+    """The node whose cache holds most of [lo, hi), or None if none holds any."""
+    best, best_count = None, 0
+    for node, ranges in reports.items():
+        count = sum(max(0, min(hi, e) - max(lo, b)) for b, e in ranges)
+        if count > best_count:
+            best, best_count = node, count
+    return best
+
+
+@ray.remote
+class Stats:
+    """Collects what each read task's loader counted; pass one as
+    ``read(..., stats=Stats.remote())`` and ask ``summary.remote()``."""
+
+    def __init__(self):
+        self._by_node: Dict[str, Dict[str, int]] = {}
+
+    def add(self, node: str, counts: Dict[str, int]) -> None:
+        mine = self._by_node.setdefault(node, {})
+        for k, v in counts.items():
+            mine[k] = mine.get(k, 0) + int(v)
+
+    def summary(self) -> dict:
+        total: Dict[str, int] = {}
+        for counts in self._by_node.values():
+            for k, v in counts.items():
+                total[k] = total.get(k, 0) + v
+        hits, misses = total.get("cache_hits", 0), total.get("cache_misses", 0)
+        total["hit_rate"] = hits / (hits + misses) if hits + misses else 0.0
+        total["by_node"] = {k: dict(v) for k, v in self._by_node.items()}
+        return total
+
+
+def _metadata(rows: int, size: int) -> BlockMetadata:
+    # The fields of BlockMetadata changed across Ray releases (schema moved
+    # out of it): pass the ones this Ray has.
+    fields = {f.name for f in dataclasses.fields(BlockMetadata)}
+    kw = dict(num_rows=rows, size_bytes=size, schema=None, input_files=None, exec_stats=None)
+    return BlockMetadata(**{k: v for k, v in kw.items() if k in fields})
+
+
+class SsdfeedDatasource(Datasource):
+    """Read tasks over ranges of sample ids, placed where the ids are cached."""
+
+    def __init__(self, spec: dict, cache, samples: int, sample_bytes: int,
+                 samples_per_task: int, locality: bool, stats):
+        self._spec, self._cache = spec, cache
+        self._n, self._sample_bytes = samples, sample_bytes
+        self._per_task, self._locality, self._stats = samples_per_task, locality, stats
+
+    def get_name(self) -> str:
+        return "ssdfeed"
+
+    def estimate_inmemory_data_size(self) -> Optional[int]:
+        return self._n * self._sample_bytes
+
+    def node_reports(self) -> Dict[str, Ranges]:
+        """What each alive node's cache root holds: {node id: id runs}."""
+        probe = ray.remote(num_cpus=0)(_cached_ranges)
+        refs = [probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+                    n["NodeID"], soft=False)).remote(self._spec, self._cache)
+                for n in ray.nodes() if n.get("Alive")]
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=REPORT_TIMEOUT_S)
+        reports = {}
+        for ref in ready:
+            try:
+                node, ranges = ray.get(ref)
+            except ray.exceptions.RayError:  # the node went away meanwhile
+                continue
+            reports[node] = ranges
+        return reports
+
+    def get_read_tasks(self, parallelism: int, per_task_row_limit: Optional[int] = None,
+                       data_context=None) -> List[ReadTask]:
+        reports = self.node_reports() if self._locality and self._cache else {}
+        tasks = []
+        for lo in range(0, self._n, self._per_task):
+            hi = min(self._n, lo + self._per_task)
+            node = _best_node(lo, hi, reports)
+            meta = _metadata(hi - lo, (hi - lo) * self._sample_bytes)
+            limit = {} if per_task_row_limit is None else {"per_task_row_limit":
+                                                           per_task_row_limit}
+            tasks.append(ReadTask(self._read_fn(lo, hi, node), meta, **limit))
+        return tasks
+
+    def _read_fn(self, lo: int, hi: int, node: Optional[str]):
+        spec, cache, stats = self._spec, self._cache, self._stats
+
+        def read():
+            if node is None or node == _node_id():
+                batches = _read_range(spec, cache, lo, hi, stats)
+            else:
+                # Ray Data gives all read tasks the same placement, so the
+                # range is read by a task pinned (softly) to its node; a dead
+                # or full node lets it run anywhere instead.
+                where = NodeAffinitySchedulingStrategy(node, soft=True)
+                batches = ray.get(_remote_reader().options(scheduling_strategy=where)
+                                  .remote(spec, cache, lo, hi, stats))
+            for b in batches:
+                yield BlockAccessor.batch_to_block(b)
+
+        return read
+
+
+def read(source: Union[str, os.PathLike], *, prepare: Prepare = Prepare(),
+         augment: Optional[RandomResizedCrop] = None,
+         cache: Union[str, os.PathLike, bool, None] = True, epoch: int = 0, seed: int = 0,
+         samples_per_task: int = 1024, batch_size: int = 256, threads: int = 1,
+         locality: bool = True, stats=None, on_error: str = "raise", dtype: str = "uint8",
+         layout: str = "NHWC", mean: Optional[Sequence[float]] = None,
+         std: Optional[Sequence[float]] = None, image_key: Optional[str] = None,
+         label_key: Optional[str] = None, cache_capacity: Optional[int] = None,
+         **read_args) -> "ray.data.Dataset":
+    """A ``ray.data.Dataset`` of rows ``{"image", "label", "id"}`` of source.
+
+    Args:
+        source, prepare, augment, on_error, dtype, layout, mean, std,
+            image_key, label_key, cache_capacity: as ``ssdfeed.Loader``.
+            Samples must share one shape (``Prepare(resize=...)`` or
+            ``center_crop``, or an ``augment``).
+        cache: the cache root of each node. ``True`` (default): the node's
+            default root (``$SSDFEED_CACHE`` there, else ~/.cache/ssdfeed);
+            a path, in which ``{node_id}`` is replaced by the Ray node id
+            (several raylets on one machine); False: no cache.
+        epoch, seed: key the augmentation, as ``Loader.set_epoch``; make one
+            dataset per epoch for fresh crops. Defaults 0, 0.
+        samples_per_task: ids per read task (the unit of placement), int >= 1.
+            Default 1024.
+        batch_size: rows per block, int >= 1. Default 256.
+        threads: decoding threads of each read task, int >= 1. Default 1
+            (Ray counts one CPU per task).
+        locality: place read tasks where their ids are cached. Default True.
+        stats: a ``ssdfeed.ray.Stats`` actor that read tasks report their
+            cache counters to, or None (default).
+        read_args: passed to ``ray.data.read_datasource`` (e.g.
+            ``override_num_blocks``, ``ray_remote_args``).
+
+    Order is canonical by id range; shuffle with ``random_shuffle()`` or
+    ``iter_batches(local_shuffle_buffer_size=...)``. The ``id`` column is
+    absent with ``on_error="skip"`` (skipped samples shift positions).
+    """
+    spec = dict(source=os.fspath(source), prepare=prepare, augment=augment, seed=seed,
+                epoch=_int("epoch", epoch, 0), batch_size=_int("batch_size", batch_size, 1),
+                workers=_int("threads", threads, 1), on_error=on_error, dtype=dtype,
+                layout=layout, mean=mean, std=std, image_key=image_key, label_key=label_key,
+                cache_capacity=cache_capacity)
+    # Checks every argument here, on the driver, as Loader() does, and
+    # learns the sample shape; no cache is opened.
+    with Loader(source, cache=False, ids=range(0, 1), **{k: v for k, v in spec.items()
+                                                         if k not in ("source", "epoch")}) as probe:
+        h, w, c = probe.sample_shape
+        samples = probe._impl.source_size()
+    if h is None:
+        raise ValueError("ssdfeed.ray.read needs samples of one shape: pass "
+                         "Prepare(resize=...) or center_crop, or an augment")
+    size = {"uint8": 1, "float16": 2, "float32": 4}[dtype]
+    sample_bytes = h * w * c * size
+    per_task = _int("samples_per_task", samples_per_task, 1)
+    if cache is not True and cache not in (False, None) and not os.fspath(cache):
+        raise ValueError(f"cache must be True, False or a directory path, not {cache!r}")
+    ds = SsdfeedDatasource(spec, cache, samples, sample_bytes, per_task, bool(locality), stats)
+    return ray.data.read_datasource(ds, **read_args)
+
+
+def cached(source: Union[str, os.PathLike], *, prepare: Prepare = Prepare(),
+           cache: Union[str, os.PathLike, bool] = True, on_error: str = "raise",
+           image_key: Optional[str] = None, label_key: Optional[str] = None) -> Dict[str, Ranges]:
+    """What each alive node's cache root holds of (source, prepare):
+    ``{node id: [(begin, end), ...]}`` id runs, as ``read`` plans with. Asking
+    creates no cache root or entry."""
+    spec = dict(source=os.fspath(source), prepare=prepare, on_error=on_error,
+                image_key=image_key, label_key=label_key)
+    return SsdfeedDatasource(spec, cache, 0, 0, 1, True, None).node_reports()

@@ -1,0 +1,228 @@
+// Shard modes of the epoch plan, and the loader serving one id range.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <set>
+
+#include "pipeline/locality.h"
+#include "ssdfeed/dataset.h"
+#include "ssdfeed/loader.h"
+#include "test_util.h"
+
+namespace ssdfeed {
+namespace {
+
+using Ids = std::vector<uint64_t>;
+
+Ids Shard(ShardMode m, int rank, uint64_t epoch, int ws = 4, uint64_t n = 103, int k = 1) {
+  return EpochOrder(n, true, 7, epoch, rank, ws, false, m, k);
+}
+
+std::set<uint64_t> AsSet(const Ids& v) { return {v.begin(), v.end()}; }
+
+TEST(StickyShards, DisjointCoveringAndTheSameSetEveryEpoch) {
+  for (uint64_t epoch : {0, 1, 5}) {
+    std::multiset<uint64_t> all;
+    for (int r = 0; r < 4; ++r) {
+      Ids o = Shard(ShardMode::kSticky, r, epoch);
+      EXPECT_EQ(o.size(), 26u);  // ceil(103 / 4), padded as DistributedSampler
+      all.insert(o.begin(), o.end());
+      EXPECT_EQ(AsSet(o), AsSet(Shard(ShardMode::kSticky, r, 0))) << "rank " << r;
+    }
+    for (uint64_t id = 0; id < 103; ++id) EXPECT_GE(all.count(id), 1u) << id;
+    EXPECT_EQ(all.size(), 104u);  // one padded repeat only
+  }
+}
+
+TEST(StickyShards, OrderWithinTheShardChangesEveryEpoch) {
+  EXPECT_NE(Shard(ShardMode::kSticky, 1, 0), Shard(ShardMode::kSticky, 1, 1));
+  EXPECT_EQ(Shard(ShardMode::kSticky, 1, 3), Shard(ShardMode::kSticky, 1, 3));
+}
+
+TEST(StickyShards, ShardsAreNotContiguousIdRuns) {
+  // Folder sources are class-sorted: a shard of consecutive ids would hold a
+  // few classes only. The partition is a permutation of the seed.
+  Ids o = Shard(ShardMode::kSticky, 0, 0, 2, 100);
+  std::set<uint64_t> s = AsSet(o);
+  size_t low = 0;
+  for (uint64_t id : s) low += id < 50;
+  EXPECT_GT(low, 10u);
+  EXPECT_LT(low, 40u);
+}
+
+TEST(StickyShards, DropLastKeepsShardsDisjoint) {
+  std::set<uint64_t> all;
+  for (int r = 0; r < 4; ++r) {
+    Ids o = EpochOrder(103, true, 7, 2, r, 4, true, ShardMode::kSticky);
+    EXPECT_EQ(o.size(), 25u);
+    for (uint64_t id : o) EXPECT_TRUE(all.insert(id).second) << id;
+  }
+}
+
+TEST(StickyShards, UnshuffledShardsAreStrided) {
+  EXPECT_EQ(EpochOrder(10, false, 0, 3, 1, 3, false, ShardMode::kSticky),
+            (Ids{1, 4, 7, 0}));  // padded
+}
+
+TEST(RotateShards, ShardMovesToTheNextRankEveryKEpochs) {
+  for (uint64_t e = 0; e < 12; ++e) {
+    for (int r = 0; r < 4; ++r) {
+      int owner = static_cast<int>((r + e / 3) % 4);
+      EXPECT_EQ(AsSet(Shard(ShardMode::kRotate, r, e, 4, 103, 3)),
+                AsSet(Shard(ShardMode::kSticky, owner, 0)))
+          << "epoch " << e << " rank " << r;
+    }
+  }
+}
+
+TEST(GlobalShards, UnchangedByTheNewOverload) {
+  EXPECT_EQ(EpochOrder(50, true, 2, 4, 1, 3, false),
+            EpochOrder(50, true, 2, 4, 1, 3, false, ShardMode::kGlobal));
+  // A global shard is a different set next epoch (what sticky avoids).
+  EXPECT_NE(AsSet(Shard(ShardMode::kGlobal, 0, 0)), AsSet(Shard(ShardMode::kGlobal, 0, 1)));
+}
+
+struct Data {
+  test::TempDir dir;
+  std::string uri;
+  Data() {
+    MakeDatasetOptions o;
+    o.dir = dir.Sub("data");
+    o.format = "tfrecord";
+    o.count = 40;
+    o.classes = 4;
+    o.shard_size = 20;
+    o.min_side = 40;
+    o.max_side = 60;
+    MakeDatasetReport r;
+    EXPECT_TRUE(MakeDataset(o, &r).ok());
+    uri = r.uri;
+  }
+};
+
+std::multiset<int64_t> LabelsOfEpoch(Loader* l, LoaderStats* stats) {
+  std::multiset<int64_t> labels;
+  Batch b;
+  while (true) {
+    auto r = l->Next(&b);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok() || !*r) break;
+    labels.insert(b.labels(), b.labels() + b.size);
+  }
+  *stats = l->stats();
+  return labels;
+}
+
+TEST(Loader, StickyRankHitsItsCacheEveryLaterEpoch) {
+  Data d;
+  LoaderOptions o;
+  o.source = d.uri;
+  o.prepare.resize_h = o.prepare.resize_w = 16;
+  o.cache.root = d.dir.Sub("cache");
+  o.batch_size = 4;
+  o.shuffle = true;
+  o.workers = 2;
+  o.rank = 1;
+  o.world_size = 2;
+  o.shard = ShardMode::kSticky;
+  auto l = Loader::Open(o);
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  LoaderStats s;
+  LabelsOfEpoch(l->get(), &s);
+  EXPECT_EQ(s.cache_misses, 20u);
+  for (uint64_t e = 1; e < 4; ++e) {
+    (*l)->SetEpoch(e);
+    LabelsOfEpoch(l->get(), &s);
+  }
+  EXPECT_EQ(s.cache_misses, 20u) << "a sticky shard is prepared once";
+  EXPECT_EQ(s.cache_hits, 60u);
+}
+
+TEST(Loader, ServesOnlyItsIdRange) {
+  Data d;
+  LoaderOptions o;
+  o.source = d.uri;
+  o.prepare.resize_h = o.prepare.resize_w = 16;
+  o.cache.root = d.dir.Sub("cache");
+  o.batch_size = 5;
+  o.workers = 2;
+  o.id_begin = 10;
+  o.id_end = 25;
+  auto l = Loader::Open(o);
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  EXPECT_EQ((*l)->num_samples(), 15u);
+  LoaderStats s;
+  auto labels = LabelsOfEpoch(l->get(), &s);
+  EXPECT_EQ(labels.size(), 15u);
+  EXPECT_EQ(s.cache_misses, 15u);
+  // The whole source afterwards: exactly the range is cached already.
+  o.id_begin = o.id_end = 0;
+  auto all = Loader::Open(o);
+  LabelsOfEpoch(all->get(), &s);
+  EXPECT_EQ(s.cache_hits, 15u);
+  EXPECT_EQ(s.cache_misses, 25u);
+}
+
+TEST(CachedIdRanges, ReportsWhatIsCachedAndCreatesNothing) {
+  Data d;
+  LoaderOptions o;
+  o.source = d.uri;
+  o.prepare.resize_h = o.prepare.resize_w = 16;
+  o.cache.root = d.dir.Sub("cache");
+  o.workers = 2;
+  auto none = CachedIdRanges(o);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_TRUE(none->empty());
+  EXPECT_NE(access(o.cache.root.c_str(), F_OK), 0) << "a query must not create the root";
+  using Ranges = std::vector<std::pair<uint64_t, uint64_t>>;
+  for (auto [b, e] : Ranges{{3, 9}, {20, 30}}) {
+    o.id_begin = b;
+    o.id_end = e;
+    auto l = Loader::Open(o);
+    ASSERT_TRUE(l.ok());
+    LoaderStats s;
+    LabelsOfEpoch(l->get(), &s);
+  }
+  auto got = CachedIdRanges(o);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, (Ranges{{3, 9}, {20, 30}}));
+}
+
+TEST(Loader, ResumeStateCarriesTheShardMode) {
+  Data d;
+  LoaderOptions o;
+  o.source = d.uri;
+  o.prepare.resize_h = o.prepare.resize_w = 16;
+  o.world_size = 2;
+  o.shard = ShardMode::kSticky;
+  auto sticky = Loader::Open(o);
+  ASSERT_TRUE(sticky.ok());
+  LoaderState st = (*sticky)->state();
+  EXPECT_EQ(st.shard, ShardMode::kSticky);
+  o.shard = ShardMode::kGlobal;
+  auto global = Loader::Open(o);
+  EXPECT_FALSE((*global)->LoadState(st).ok()) << "a sticky state resumed a global loader";
+  o.shard = ShardMode::kSticky;
+  auto again = Loader::Open(o);
+  EXPECT_TRUE((*again)->LoadState(st).ok());
+}
+
+TEST(Loader, RefusesAnIdRangeOutsideTheSource) {
+  Data d;
+  LoaderOptions o;
+  o.source = d.uri;
+  o.id_begin = 30;
+  o.id_end = 41;
+  auto l = Loader::Open(o);
+  ASSERT_FALSE(l.ok());
+  EXPECT_NE(l.status().message().find("not within the 40 samples"), std::string::npos)
+      << l.status().ToString();
+  o.id_end = 20;
+  EXPECT_FALSE(Loader::Open(o).ok());
+  o.id_begin = 0;
+  o.rotate_every = 0;
+  EXPECT_FALSE(Loader::Open(o).ok());
+}
+
+}  // namespace
+}  // namespace ssdfeed

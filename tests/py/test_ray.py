@@ -1,0 +1,120 @@
+"""ssdfeed.ray on a real multi-node Ray cluster on this machine: several
+raylets, each with its own cache root (``{node_id}`` in the root path)."""
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="ssdfeed.ray needs ray[data] (pip install 'ray[data]')")
+pytest.importorskip("ray.data", reason="ssdfeed.ray needs ray[data]")
+
+import ssdfeed  # noqa: E402
+import ssdfeed.ray as sray  # noqa: E402
+from ray.cluster_utils import Cluster  # noqa: E402
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
+
+N = 96
+PREP = ssdfeed.Prepare(resize=(24, 24))
+MB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    # Two raylets, each a node with its own cache root; the head also runs
+    # the driver (a third raylet is added where a node must be removed).
+    c = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 1, "object_store_memory": 80 * MB, "include_dashboard": False})
+    nodes = [c.head_node, c.add_node(num_cpus=1, object_store_memory=80 * MB)]
+    ray.init(address=c.address, log_to_driver=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    yield c, nodes
+    ray.shutdown()
+    c.shutdown()
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("raydata")
+    d = ssdfeed.make_dataset(str(root / "src"), format="tfrecord", count=N, classes=4, seed=5,
+                             shard_size=50, min_side=32, max_side=48)
+    return d["uri"], str(root / "cache-{node_id}")
+
+
+@ray.remote(num_cpus=1)
+def _warm(uri, root, lo, hi):
+    root = root.replace("{node_id}", ray.get_runtime_context().get_node_id())
+    with ssdfeed.Loader(uri, cache=root, prepare=PREP, ids=range(lo, hi), batch_size=16,
+                        workers=1) as loader:
+        for _ in loader:
+            pass
+        return loader.stats()["prepared"]
+
+
+def _alive_worker_ids():
+    return [n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) > 0]
+
+
+def _ids(ds):
+    ids = []
+    for b in ds.iter_batches(batch_size=20, batch_format="numpy"):
+        assert b["image"].shape[1:] == (24, 24, 3)
+        ids.extend(b["id"].tolist())
+    return ids
+
+
+def _count(reports):
+    return sum(e - b for ranges in reports.values() for b, e in ranges)
+
+
+def test_second_pass_reads_where_cached(cluster, data):
+    uri, root = data
+    a, b = _alive_worker_ids()[:2]
+    assert _count(sray.cached(uri, prepare=PREP, cache=root)) == 0
+    # One warm pass per node, of its half.
+    halves = [(a, 0, N // 2), (b, N // 2, N)]
+    prepared = ray.get([_warm.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+        node, soft=False)).remote(uri, root, lo, hi) for node, lo, hi in halves])
+    assert prepared == [N // 2, N // 2]
+    reports = sray.cached(uri, prepare=PREP, cache=root)
+    assert reports[a] == [(0, N // 2)] and reports[b] == [(N // 2, N)]
+
+    stats = sray.Stats.remote()
+    ds = sray.read(uri, prepare=PREP, cache=root, samples_per_task=12, batch_size=12,
+                   stats=stats)
+    assert sorted(_ids(ds)) == list(range(N))
+    s = ray.get(stats.summary.remote())
+    assert s["samples"] == N
+    assert s["hit_rate"] >= 0.95, s
+    # No sample prepared twice: each node still holds exactly its half.
+    after = sray.cached(uri, prepare=PREP, cache=root)
+    assert after[a] == [(0, N // 2)] and after[b] == [(N // 2, N)], after
+    assert s["prepared"] == 0, s
+
+
+def test_streaming_split_feeds_every_row_once(cluster, data):
+    uri, root = data
+    ds = sray.read(uri, prepare=PREP, cache=root, samples_per_task=24, batch_size=12)
+    it0, it1 = ds.streaming_split(2, equal=False)
+
+    @ray.remote(num_cpus=0)
+    def consume(it):
+        return [int(i) for b in it.iter_batches(batch_size=8) for i in b["id"]]
+
+    got = ray.get([consume.remote(it0), consume.remote(it1)])
+    assert sorted(got[0] + got[1]) == list(range(N))
+
+
+def test_a_node_removed_mid_pass_does_not_lose_the_job(cluster, data):
+    c, nodes = cluster
+    uri, root = data
+    spare = c.add_node(num_cpus=1, object_store_memory=80 * MB)
+    c.wait_for_nodes()
+    ds = sray.read(uri, prepare=PREP, cache=root, samples_per_task=8, batch_size=8)
+    ids = []
+    it = ds.iter_batches(batch_size=8, batch_format="numpy", prefetch_batches=0)
+    for i, b in enumerate(it):
+        ids.extend(b["id"].tolist())
+        if i == 1:
+            c.remove_node(nodes[1])  # half the cache leaves with it
+    assert sorted(set(ids)) == list(range(N))
+    assert len(ids) == N
+    assert nodes[1].node_id not in _alive_worker_ids()
+    assert spare.node_id in _alive_worker_ids()
