@@ -183,6 +183,10 @@ struct ImportOptions {
   // source URI and the identity of the files there). Empty: the key is kept
   // as exported. Default empty.
   std::function<Result<EntryKey>(const EntryKey& exported)> rebind;
+  // Called on every record read (already checked against its checksum); an
+  // error refuses the whole import (e.g. the node's origin prepares the
+  // sample differently: not the same dataset). Default empty: none.
+  std::function<Status(uint64_t id, const CachedSample& record)> check_record;
 };
 
 // Reads an export stream from fd (plain or zstd) into opts.root. Charges the

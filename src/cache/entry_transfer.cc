@@ -424,8 +424,8 @@ Status ParseHeader(const std::string& text, StreamHeader* h) {
 }
 
 // Streams one records member into the staging segments, checking each.
-Status ImportRecords(ImportReader* rd, const StreamHeader& sh, StagedSegments* out,
-                     int64_t* last_id, TransferReport* report) {
+Status ImportRecords(ImportReader* rd, const StreamHeader& sh, const ImportOptions& io,
+                     StagedSegments* out, int64_t* last_id, TransferReport* report) {
   std::string rec;
   for (;;) {
     rec.resize(cf::kRecordHeaderSize);
@@ -449,6 +449,15 @@ Status ImportRecords(ImportReader* rd, const StreamHeader& sh, StagedSegments* o
     cf::RecordHeader h;
     std::string bad = cf::CheckRecord(rec.data(), rec.size(), id, &h);
     if (!bad.empty()) return Status::Corruption(where + ": " + bad);
+    if (io.check_record) {
+      CachedSample cs;
+      cs.pixels = reinterpret_cast<const uint8_t*>(rec.data()) + cf::kRecordHeaderSize;
+      cs.height = h.height;
+      cs.width = h.width;
+      cs.channels = h.channels;
+      cs.label = h.label;
+      SSDFEED_RETURN_IF_ERROR(io.check_record(id, cs));
+    }
     SSDFEED_RETURN_IF_ERROR(out->Append(rec.data(), rec.size(), h));
     *last_id = static_cast<int64_t>(id);
     report->records++;
@@ -514,9 +523,9 @@ Status MergeInto(const CacheOptions& opts, const EntryKey& key, const std::strin
 
 // Everything after the stream's first two members; staging is removed by
 // the caller on failure.
-Status ImportBody(const CacheOptions& opts, ImportReader* rd, const StreamHeader& sh,
-                  const EntryKey& key, const std::string& staging, Capacity* capacity,
-                  TransferReport* report) {
+Status ImportBody(const CacheOptions& opts, const ImportOptions& io, ImportReader* rd,
+                  const StreamHeader& sh, const EntryKey& key, const std::string& staging,
+                  Capacity* capacity, TransferReport* report) {
   Env* env = opts.env;
   RootPaths paths(opts.root);
   std::string fp = key.fingerprint();
@@ -536,7 +545,7 @@ Status ImportBody(const CacheOptions& opts, ImportReader* rd, const StreamHeader
     }
     if (name.rfind(kRecordsPrefix, 0) != 0)
       return Status::Corruption("export stream: unexpected member " + name);
-    SSDFEED_RETURN_IF_ERROR(ImportRecords(rd, sh, &segs, &last_id, report));
+    SSDFEED_RETURN_IF_ERROR(ImportRecords(rd, sh, io, &segs, &last_id, report));
   }
   std::string name;
   int64_t size = 0;
@@ -612,7 +621,7 @@ Status ImportEntry(const CacheOptions& in, int fd, const ImportOptions& io,
                                         " bytes)");
   std::string staging = StagingDir(paths, capacity.slot(), fp);
   SSDFEED_RETURN_IF_ERROR(env->CreateDir(staging, DirMode(opts)));
-  Status s = ImportBody(opts, &rd, sh, key, staging, &capacity, report);
+  Status s = ImportBody(opts, io, &rd, sh, key, staging, &capacity, report);
   if (!s.ok() || report->merged) (void)env->RemoveDirAndFiles(staging);
   return s;
 }

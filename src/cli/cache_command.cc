@@ -321,13 +321,37 @@ struct ImportArgs {
   std::string file = "-";
   std::vector<std::string> source_roots;  // OLD=NEW
   bool keep_identity = false;
+  // Records compared with the node's origin, evenly spaced (0: none).
+  uint64_t check_origin = 16;
   bool json = false;
+};
+
+// The entry's source on this node, to compare imported records with.
+struct NodeOrigin {
+  std::unique_ptr<Source> source;
+  std::unique_ptr<SampleFetcher> fetcher;
+  uint64_t stride = 0;  // every stride-th id is compared; 0: none
+  FetchScratch scratch;
+
+  Status Check(uint64_t id, const CachedSample& rec) {
+    if (!fetcher || id % stride != 0) return Status::OK();
+    CachedSample fresh;
+    SSDFEED_RETURN_IF_ERROR(fetcher->Fetch(id, &scratch, &fresh));
+    if (fresh.height == rec.height && fresh.width == rec.width && fresh.channels == rec.channels &&
+        fresh.label == rec.label && std::memcmp(fresh.pixels, rec.pixels, rec.bytes()) == 0)
+      return Status::OK();
+    return Status::InvalidArgument(
+        source->Describe(id) + ": sample " + std::to_string(id) +
+        " prepares differently here than in the exported entry: not the same dataset "
+        "(--check-origin 0 skips this check)");
+  }
 };
 
 // The exported key as it is on this node: the source (moved by
 // --source-root) is opened here and its identity taken from the files here.
 Result<EntryKey> RebindKey(const EntryKey& k,
-                           const std::vector<std::pair<std::string, std::string>>& roots) {
+                           const std::vector<std::pair<std::string, std::string>>& roots,
+                           uint64_t check_origin, NodeOrigin* origin) {
   std::string uri = RewriteSourceUri(k.source_uri, roots);
   PrepareSpec spec;
   SourceOptions so;
@@ -343,7 +367,13 @@ Result<EntryKey> RebindKey(const EntryKey& k,
     return Status::InvalidArgument(uri + " holds " + std::to_string((*src)->size()) +
                                    " samples here, the exported entry " +
                                    std::to_string(k.samples_total) + ": not the same dataset");
-  return MakeEntryKey(**src, so, spec);
+  EntryKey key = MakeEntryKey(**src, so, spec);
+  origin->source = std::move(*src);
+  if (check_origin > 0 && k.samples_total > 0) {
+    origin->stride = std::max<uint64_t>(1, k.samples_total / check_origin);
+    origin->fetcher = std::make_unique<SampleFetcher>(origin->source.get(), spec, nullptr, 0);
+  }
+  return key;
 }
 
 int RunExport(const CacheArgs& ca, const std::string& name, const std::string& to,
@@ -395,7 +425,11 @@ int RunImport(const CacheArgs& ca, const ImportArgs& ia) {
   int fd = ia.file == "-" ? 0 : ::open(ia.file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Fail(ia.file + ": " + std::strerror(errno));
   ImportOptions io;
-  if (!ia.keep_identity) io.rebind = [&](const EntryKey& k) { return RebindKey(k, roots); };
+  NodeOrigin origin;
+  if (!ia.keep_identity) {
+    io.rebind = [&](const EntryKey& k) { return RebindKey(k, roots, ia.check_origin, &origin); };
+    io.check_record = [&](uint64_t id, const CachedSample& r) { return origin.Check(id, r); };
+  }
   TransferReport r;
   Status s = ImportEntry(o, fd, io, &r);
   if (fd != 0) ::close(fd);
@@ -484,6 +518,10 @@ void AddCache(CLI::App& app, RunState* st) {
                  "(repeatable)");
   im->add_flag("--keep-identity", ia->keep_identity,
                "Keep the exported source identity instead of taking it from this node's files");
+  im->add_option("--check-origin", ia->check_origin,
+                 "Compare N evenly spaced records with this node's origin, prepared again; a "
+                 "difference refuses the import (default 16; 0: none)")
+      ->check(AtLeast(0, " (0: none)"));
   im->add_flag("--json", ia->json, "JSON report");
   ca->Add(im, true);
   im->callback([st, ca, ia] { st->rc = RunImport(*ca, *ia); });

@@ -337,6 +337,22 @@ TEST(EntryTransferCli, SourceRootRebindsToTheNodesCopy) {
             1);
   EXPECT_NE(out.find("--source-root"), std::string::npos) << out;
   EXPECT_EQ(Children(b + "/entries"), 0u);
+  // Another dataset of as many samples at that path: refused, named.
+  MakeDatasetOptions other;
+  other.dir = f.dir.Sub("other");
+  other.count = 40;
+  other.min_side = 40;
+  other.max_side = 80;
+  other.seed = 7;
+  MakeDatasetReport rep;
+  ASSERT_TRUE(MakeDataset(other, &rep).ok());
+  EXPECT_EQ(test::RunCommand(f.Cli() + " cache import " + stream + " --source-root " +
+                                 f.dir.Sub("data") + "=" + f.dir.Sub("other") + " --cache " + b,
+                             &out),
+            1);
+  EXPECT_NE(out.find("not the same dataset"), std::string::npos) << out;
+  EXPECT_EQ(Children(b + "/entries"), 0u);
+  EXPECT_EQ(Children(b + "/trash"), 0u);
   ASSERT_EQ(test::RunCommand(f.Cli() + " cache import " + stream + " --json --source-root " +
                                  f.dir.Sub("data") + "=" + f.dir.Sub("node-data") + " --cache " + b,
                              &out),
