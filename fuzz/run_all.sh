@@ -18,9 +18,16 @@ mkdir -p "$corpus_root/decode" "$corpus_root/tfrecord" "$corpus_root/tarc"
 cp "$corpus_root"/img/*/*.jpg "$corpus_root/decode/"
 cp "$corpus_root"/tfr/*.tfrecord "$corpus_root/tfrecord/"
 cp "$corpus_root"/tar/*.tar "$corpus_root/tarc/"
+# An export stream of a small entry, for the import parser.
+mkdir -p "$corpus_root/import"
+"$build"/ssdfeed warm --source "$corpus_root/img" --cache "$corpus_root/c" --resize-short 16 \
+  --quiet >/dev/null
+"$build"/ssdfeed cache export "$("$build"/ssdfeed cache ls --json --cache "$corpus_root/c" |
+  sed -n 's/.*"entry": "\([0-9a-f]*\)".*/\1/p')" --cache "$corpus_root/c" \
+  --to "$corpus_root/import/seed.tar" 2>/dev/null
 for f in "$here"/seeds/*; do [ -e "$f" ] && cp "$f" "$corpus_root/decode/"; done
 declare -A corpus=([decode_fuzzer]=decode [tfrecord_fuzzer]=tfrecord [tar_fuzzer]=tarc
-                   [cache_record_fuzzer]=cache)
+                   [cache_record_fuzzer]=cache [import_stream_fuzzer]=import)
 for bin in "$build"/fuzz/*_fuzzer; do
   name=$(basename "$bin")
   dir="$corpus_root/${corpus[$name]:-$name}"

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -158,5 +159,52 @@ struct VerifyReport {
   std::vector<uint64_t> corrupt_ids;
 };
 Status VerifyEntry(CacheEntry* entry, VerifyReport* report);
+
+// Portable entries: one entry as a tar stream, to build it once (in CI) and
+// ship it to every node. See docs/cache-format.md "Portable entries".
+struct ExportOptions {
+  // Also export an entry that lacks samples. Default false: a partial entry
+  // is refused, naming how many samples it holds.
+  bool partial = false;
+  // Compress the stream with zstd (libarchive's filter). Default false.
+  bool zstd = false;
+};
+
+// What an export or an import did.
+struct TransferReport {
+  std::string entry;  // the entry's fingerprint (import: on this node)
+  std::string source_uri;
+  uint64_t samples_total = 0;
+  uint64_t records = 0, record_bytes = 0;  // in the stream
+  uint64_t added = 0;                      // import: records now in the entry
+  uint64_t already_present = 0;            // import: merged, skipped
+  bool merged = false;                     // import: into an entry that existed
+};
+
+// Writes entry `name` (a full fingerprint) of opts.root to fd as a tar
+// stream. Reads a snapshot (what the entry's index holds when the export
+// starts) without stopping the processes that fill or read it; every record
+// is checked before it goes out. Does not refresh the entry's last_used.
+Status ExportEntry(const CacheOptions& opts, const std::string& name, int fd,
+                   const ExportOptions& eo, TransferReport* report);
+
+struct ImportOptions {
+  // Maps the exported entry's key to the key it gets on this node (another
+  // source URI and the identity of the files there). Empty: the key is kept
+  // as exported. Default empty.
+  std::function<Result<EntryKey>(const EntryKey& exported)> rebind;
+  // Called on every record read (already checked against its checksum); an
+  // error refuses the whole import (e.g. the node's origin prepares the
+  // sample differently: not the same dataset). Default empty: none.
+  std::function<Status(uint64_t id, const CachedSample& record)> check_record;
+};
+
+// Reads an export stream from fd (plain or zstd) into opts.root. Charges the
+// capacity first, checks every record and the stream's checksum table, and
+// stages inside the root (trash/): only a complete, intact stream becomes an
+// entry, renamed into place; into an entry that exists, the records it lacks
+// are added. On any error nothing is left behind.
+Status ImportEntry(const CacheOptions& opts, int fd, const ImportOptions& io,
+                   TransferReport* report);
 
 }  // namespace ssdfeed

@@ -46,8 +46,12 @@ Status ReadManifest(Env* env, const std::string& dir, std::string* json_text) {
 Result<EntryKey> ReadEntryKey(Env* env, const std::string& dir) {
   std::string text;
   SSDFEED_RETURN_IF_ERROR(ReadManifest(env, dir, &text));
+  return ParseEntryKey(text, dir + "/manifest.json");
+}
+
+Result<EntryKey> ParseEntryKey(const std::string& text, const std::string& where) {
   auto m = nlohmann::json::parse(text, nullptr, false);
-  if (!m.is_object()) return Status::Corruption(dir + "/manifest.json: not a JSON object");
+  if (!m.is_object()) return Status::Corruption(where + ": not a JSON object");
   EntryKey key;
   auto str = [&](const char* k) {
     return m.contains(k) && m[k].is_string() ? m[k].get<std::string>() : "";
@@ -56,7 +60,7 @@ Result<EntryKey> ReadEntryKey(Env* env, const std::string& dir) {
   key.source_identity = str("source_identity");
   key.spec = str("spec");
   if (!m.contains("samples_total") || !m["samples_total"].is_number_unsigned())
-    return Status::Corruption(dir + "/manifest.json: no samples_total");
+    return Status::Corruption(where + ": no samples_total");
   key.samples_total = m["samples_total"].get<uint64_t>();
   key.prepare_json = m.contains("prepare") ? m["prepare"].dump() : "{}";
   return key;

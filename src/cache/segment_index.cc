@@ -125,6 +125,11 @@ bool SegmentIndex::Contains(uint64_t id) {
   return id < index_.size() && index_[id].seg != kAbsent;
 }
 
+uint32_t SegmentIndex::RecordLength(uint64_t id) {
+  ReaderLock l(&mu_);
+  return id < index_.size() && index_[id].seg != kAbsent ? index_[id].len : 0;
+}
+
 Status SegmentIndex::Get(uint64_t id, std::string* buf, CachedSample* out) {
   if (id >= size_) return Status::InvalidArgument("sample id out of range");
   Loc loc;

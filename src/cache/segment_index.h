@@ -29,6 +29,8 @@ class SegmentIndex {
   // (the record is then dropped from the index) when a check fails.
   Status Get(uint64_t id, std::string* buf, CachedSample* out) EXCLUDES(mu_);
   bool Contains(uint64_t id) EXCLUDES(mu_);
+  // Bytes of id's record (header + payload) as indexed; 0 when absent.
+  uint32_t RecordLength(uint64_t id) EXCLUDES(mu_);
   uint64_t present() const { return present_.load(std::memory_order_relaxed); }
   uint64_t max_seq() const { return max_seq_.load(std::memory_order_relaxed); }
   uint64_t size() const { return size_; }

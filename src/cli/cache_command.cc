@@ -1,5 +1,9 @@
-// ssdfeed cache ls | verify | gc | rm
+// ssdfeed cache ls | verify | gc | rm | export | import
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstring>
 #include <ctime>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -323,6 +327,160 @@ int RunCompact(const CacheArgs& ca, const std::string& name) {
   return 0;
 }
 
+// --source-root OLD=NEW: the entry's source lives under NEW on this node.
+std::string RewriteSourceUri(const std::string& uri,
+                             const std::vector<std::pair<std::string, std::string>>& roots) {
+  size_t colon = uri.find(':');
+  bool scheme = colon != std::string::npos && colon > 0 &&
+                uri.find_first_not_of("abcdefghijklmnopqrstuvwxyz") == colon;
+  std::string head = scheme ? uri.substr(0, colon + 1) : "", path = uri.substr(head.size());
+  for (const auto& [from, to] : roots) {
+    if (from.empty() || path.rfind(from, 0) != 0) continue;
+    // Whole path components only: /data must not rewrite /database.
+    if (path.size() > from.size() && from.back() != '/' && path[from.size()] != '/') continue;
+    return head + to + path.substr(from.size());
+  }
+  return uri;
+}
+
+struct ImportArgs {
+  std::string file = "-";
+  std::vector<std::string> source_roots;  // OLD=NEW
+  bool keep_identity = false;
+  // Records compared with the node's origin, evenly spaced (0: none).
+  uint64_t check_origin = 16;
+  bool json = false;
+};
+
+// The entry's source on this node, to compare imported records with.
+struct NodeOrigin {
+  std::unique_ptr<Source> source;
+  std::unique_ptr<SampleFetcher> fetcher;
+  uint64_t stride = 0;  // every stride-th id is compared; 0: none
+  FetchScratch scratch;
+
+  Status Check(uint64_t id, const CachedSample& rec) {
+    if (!fetcher || id % stride != 0) return Status::OK();
+    CachedSample fresh;
+    SSDFEED_RETURN_IF_ERROR(fetcher->Fetch(id, &scratch, &fresh));
+    if (fresh.height == rec.height && fresh.width == rec.width && fresh.channels == rec.channels &&
+        fresh.label == rec.label && std::memcmp(fresh.pixels, rec.pixels, rec.bytes()) == 0)
+      return Status::OK();
+    return Status::InvalidArgument(
+        source->Describe(id) + ": sample " + std::to_string(id) +
+        " prepares differently here than in the exported entry: not the same dataset "
+        "(--check-origin 0 skips this check)");
+  }
+};
+
+// The exported key as it is on this node: the source (moved by
+// --source-root) is opened here and its identity taken from the files here.
+Result<EntryKey> RebindKey(const EntryKey& k,
+                           const std::vector<std::pair<std::string, std::string>>& roots,
+                           uint64_t check_origin, NodeOrigin* origin) {
+  std::string uri = RewriteSourceUri(k.source_uri, roots);
+  PrepareSpec spec;
+  SourceOptions so;
+  SSDFEED_RETURN_IF_ERROR(ParsePrepareJson(k.prepare_json, &spec, &so)
+                              .WithContext("the exported manifest's preparation"));
+  auto src = OpenSource(uri, so);
+  if (!src.ok())
+    return src.status().WithContext(
+        "cannot open the entry's source " + uri +
+        " on this node (pass --source-root OLD=NEW for where the dataset lives here, or "
+        "--keep-identity)");
+  if ((*src)->size() != k.samples_total)
+    return Status::InvalidArgument(uri + " holds " + std::to_string((*src)->size()) +
+                                   " samples here, the exported entry " +
+                                   std::to_string(k.samples_total) + ": not the same dataset");
+  EntryKey key = MakeEntryKey(**src, so, spec);
+  origin->source = std::move(*src);
+  if (check_origin > 0 && k.samples_total > 0) {
+    origin->stride = std::max<uint64_t>(1, k.samples_total / check_origin);
+    origin->fetcher = std::make_unique<SampleFetcher>(origin->source.get(), spec, nullptr, 0);
+  }
+  return key;
+}
+
+int RunExport(const CacheArgs& ca, const std::string& name, const std::string& to,
+              const ExportOptions& eo) {
+  CacheOptions o;
+  if (Status s = ca.ToExistingRoot(&o); !s.ok()) return Fail(s.message(), kExitUsage);
+  auto full = ResolveEntry(o, name);
+  if (!full.ok())
+    return Fail(full.status().message(), full.status().IsNotFound() ? kExitFailure : kExitUsage);
+  if (to == "-" && ::isatty(1))
+    return Fail("refusing to write the export stream to a terminal: use --to FILE or a pipe",
+                kExitUsage);
+  // A file appears only when complete: written aside, renamed at the end.
+  std::string tmp = to == "-" ? "" : to + ".partial-" + std::to_string(::getpid());
+  int fd = to == "-" ? 1 : ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Fail(tmp + ": " + std::strerror(errno));
+  TransferReport r;
+  Status s = ExportEntry(o, *full, fd, eo, &r);
+  if (!tmp.empty()) {
+    if (s.ok() && ::fsync(fd) != 0) s = Status::IOError(tmp + ": " + std::strerror(errno));
+    if (::close(fd) != 0 && s.ok()) s = Status::IOError(tmp + ": " + std::strerror(errno));
+    if (s.ok() && ::rename(tmp.c_str(), to.c_str()) != 0)
+      s = Status::IOError(to + ": " + std::strerror(errno));
+    if (!s.ok()) ::unlink(tmp.c_str());
+  }
+  if (!s.ok()) return Fail(s.message());
+  std::fprintf(stderr, "ssdfeed: exported %s: %llu of %llu samples, %s of records, to %s\n",
+               r.entry.c_str(), static_cast<unsigned long long>(r.records),
+               static_cast<unsigned long long>(r.samples_total),
+               FormatBytes(r.record_bytes).c_str(), to == "-" ? "stdout" : to.c_str());
+  return 0;
+}
+
+int RunImport(const CacheArgs& ca, const ImportArgs& ia) {
+  CacheOptions o;
+  if (Status s = ca.ToOptions(&o); !s.ok()) return Fail(s.message(), kExitUsage);
+  std::vector<std::pair<std::string, std::string>> roots;
+  for (const auto& r : ia.source_roots) {
+    size_t eq = r.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == r.size())
+      return Fail("--source-root " + r + ": expected OLD=NEW (two paths)", kExitUsage);
+    roots.emplace_back(r.substr(0, eq), r.substr(eq + 1));
+  }
+  if (ia.keep_identity && !roots.empty())
+    return Fail("--keep-identity and --source-root exclude each other", kExitUsage);
+  if (ia.file == "-" && ::isatty(0))
+    return Fail("refusing to read the export stream from a terminal: name a FILE or pipe it in",
+                kExitUsage);
+  int fd = ia.file == "-" ? 0 : ::open(ia.file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Fail(ia.file + ": " + std::strerror(errno));
+  ImportOptions io;
+  NodeOrigin origin;
+  if (!ia.keep_identity) {
+    io.rebind = [&](const EntryKey& k) { return RebindKey(k, roots, ia.check_origin, &origin); };
+    io.check_record = [&](uint64_t id, const CachedSample& r) { return origin.Check(id, r); };
+  }
+  TransferReport r;
+  Status s = ImportEntry(o, fd, io, &r);
+  if (fd != 0) ::close(fd);
+  std::string from = ia.file == "-" ? "stdin" : ia.file;
+  if (!s.ok()) return Fail(from + ": " + s.message(), s.IsNoSpace() ? kExitPartial : kExitFailure);
+  if (ia.json) {
+    std::cout << nlohmann::json{{"entry", r.entry},
+                                {"source", r.source_uri},
+                                {"samples_total", r.samples_total},
+                                {"records", r.records},
+                                {"record_bytes", r.record_bytes},
+                                {"added", r.added},
+                                {"already_present", r.already_present},
+                                {"merged", r.merged}}
+                     .dump(2)
+              << "\n";
+  } else {
+    std::cout << "imported " << r.entry << " from " << from << ": " << r.records << " records ("
+              << FormatBytes(r.record_bytes) << "), " << r.added << " added"
+              << (r.merged ? ", " + std::to_string(r.already_present) + " already present" : "")
+              << "; source " << r.source_uri << "\n";
+  }
+  return 0;
+}
+
 }  // namespace
 
 void AddCache(CLI::App& app, RunState* st) {
@@ -372,6 +530,33 @@ void AddCache(CLI::App& app, RunState* st) {
   compact->add_option("entry", *compact_name, "Entry name or prefix (default: every unused one)");
   ca->Add(compact, false);
   compact->callback([st, ca, compact_name] { st->rc = RunCompact(*ca, *compact_name); });
+
+  auto* ex = c->add_subcommand("export", "Write one entry as a portable stream (tar)");
+  auto ex_name = std::make_shared<std::string>();
+  auto ex_to = std::make_shared<std::string>("-");
+  auto eo = std::make_shared<ExportOptions>();
+  ex->add_option("entry", *ex_name, "Entry name (or unique prefix of 8+ characters)")->required();
+  ex->add_option("--to", *ex_to, "Write to FILE (default -: stdout)");
+  ex->add_flag("--partial", eo->partial, "Also export an entry that lacks samples");
+  ex->add_flag("--zstd", eo->zstd, "Compress the stream with zstd");
+  ca->Add(ex, false);
+  ex->callback([st, ca, ex_name, ex_to, eo] { st->rc = RunExport(*ca, *ex_name, *ex_to, *eo); });
+
+  auto* im = c->add_subcommand("import", "Add an exported entry to the cache");
+  auto ia = std::make_shared<ImportArgs>();
+  im->add_option("file", ia->file, "Export stream to read (default -: stdin; plain or zstd)");
+  im->add_option("--source-root", ia->source_roots,
+                 "OLD=NEW: the source under OLD on the exporting machine is under NEW here "
+                 "(repeatable)");
+  im->add_flag("--keep-identity", ia->keep_identity,
+               "Keep the exported source identity instead of taking it from this node's files");
+  im->add_option("--check-origin", ia->check_origin,
+                 "Compare N evenly spaced records with this node's origin, prepared again; a "
+                 "difference refuses the import (default 16; 0: none)")
+      ->check(AtLeast(0, " (0: none)"));
+  im->add_flag("--json", ia->json, "JSON report");
+  ca->Add(im, true);
+  im->callback([st, ca, ia] { st->rc = RunImport(*ca, *ia); });
 }
 
 }  // namespace ssdfeed::cli
