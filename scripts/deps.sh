@@ -9,6 +9,7 @@ APT_PACKAGES=(
   libarchive-dev libcli11-dev nlohmann-json3-dev
   prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev clang-format
+  libcurl4-openssl-dev libssl-dev
 )
 PIP_PACKAGES=(
   "scikit-build-core>=0.10" "nanobind>=2.0" numpy pillow pytest
@@ -16,6 +17,7 @@ PIP_PACKAGES=(
 # Frameworks for the interop tests and examples (torch 2.13.0 is the CPU build
 # that lies on this machine's disk; other versions download gigabytes).
 PIP_TEST_PACKAGES=("torch==2.13.0" tensorflow-cpu webdataset)
+PIP_TEST_PACKAGES+=("moto[server]" boto3)  # a real S3 server for the s3:// tests
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -34,7 +36,7 @@ want=("${PIP_PACKAGES[@]}")
 [ "${1:-}" = "--with-frameworks" ] && want+=("${PIP_TEST_PACKAGES[@]}")
 need=()
 for spec in "${want[@]}"; do
-  name=${spec%%[<>=]*}
+  name=${spec%%[<>=[]*}
   $PY -m pip show -q "$name" >/dev/null 2>&1 || need+=("$spec")
 done
 if ((${#need[@]})); then
