@@ -23,7 +23,8 @@ OnError ParseOnError(const std::string& s) {
 }  // namespace
 
 void BindSource(nb::module_& m) {
-  nb::class_<Source>(m, "Source", "An origin dataset: folder:DIR, tfrecord:GLOB or tar:GLOB.")
+  nb::class_<Source>(m, "Source",
+                     "An origin dataset: folder:DIR, tfrecord:GLOB, tar:GLOB or s3://BUCKET/....")
       .def("__len__", &Source::size)
       .def(
           "read",

@@ -183,6 +183,7 @@ Result<Config> Config::FromEnv() {
   SSDFEED_RETURN_IF_ERROR(IntFromEnv("SSDFEED_S3_MAX_ATTEMPTS", 1, &c.max_attempts));
   SSDFEED_RETURN_IF_ERROR(IntFromEnv("SSDFEED_S3_BACKOFF_MS", 0, &c.backoff_ms));
   SSDFEED_RETURN_IF_ERROR(IntFromEnv("SSDFEED_S3_TIMEOUT_S", 1, &c.timeout_s));
+  SSDFEED_RETURN_IF_ERROR(IntFromEnv("SSDFEED_S3_LIST_PAGE_SIZE", 0, &c.list_page_size));
   return c;
 }
 
@@ -375,6 +376,8 @@ Result<std::vector<ObjectInfo>> Client::List(const std::string& bucket, const st
     req.what = "s3://" + bucket + "/" + prefix + " (listing)";
     req.sign.query = {{"list-type", "2"}, {"prefix", prefix}};
     if (!token.empty()) req.sign.query.emplace_back("continuation-token", token);
+    if (config_.list_page_size > 0)
+      req.sign.query.emplace_back("max-keys", std::to_string(config_.list_page_size));
     Response resp;
     SSDFEED_RETURN_IF_ERROR(Execute(req, 0, &resp));
     std::string next;

@@ -42,6 +42,9 @@ struct Config {
   // SSDFEED_S3_TIMEOUT_S: connect timeout, and how long a transfer may move
   // no byte before it counts as dropped. Default 30.
   int timeout_s = 30;
+  // SSDFEED_S3_LIST_PAGE_SIZE: keys per ListObjectsV2 page. Default 0: the
+  // server's (1000 on AWS).
+  int list_page_size = 0;
 
   static Result<Config> FromEnv();
 };

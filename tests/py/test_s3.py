@@ -74,6 +74,7 @@ def read_all(src):
 
 @pytest.mark.parametrize("fmt", ["tfrecord", "tar", "folder"])
 def test_s3_reads_what_the_local_copy_holds(s3env, bucket, small_datasets, fmt):
+    s3env.setenv("SSDFEED_S3_LIST_PAGE_SIZE", "7")  # listings of several pages
     local = ssdfeed.open_source(small_datasets[fmt]["uri"])
     remote = ssdfeed.open_source(S3_URIS[fmt])
     assert len(remote) == len(local) == 48
