@@ -1,8 +1,8 @@
 // AWS Signature Version 4 for S3 requests, computed here rather than by
-// libcurl: bookworm's libcurl 7.88 (CURLOPT_AWS_SIGV4) signs a different
-// canonical URI than the one S3 checks for keys with '=', '+', ':', spaces
-// or non-ASCII bytes. The canonical request is built exactly as botocore's
-// S3SigV4Auth builds it (tests compare both).
+// libcurl: CURLOPT_AWS_SIGV4 of bookworm's libcurl 7.88 is known to sign a
+// canonical URI other than the one S3 checks for some keys (spaces, '=',
+// '+', ':', non-ASCII), and its canonical request cannot be inspected. Here
+// it is built as botocore's S3SigV4Auth builds it, and tests compare both.
 #pragma once
 
 #include <string>
