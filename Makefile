@@ -46,7 +46,7 @@ tsan: deps
 	  -DSSDFEED_BUILD_BENCH=OFF >/dev/null
 	cmake --build build-tsan -j $(JOBS)
 	TSAN_OPTIONS="halt_on_error=1 report_mutex_bugs=0 suppressions=$(CURDIR)/tests/tsan.supp" \
-	  build-tsan/tests/cc/ssdfeed_tests --gtest_filter='Loader*:Cache.*:CacheCapacity*:CacheProcess*:SharedNode*:EpochOrder*'
+	  build-tsan/tests/cc/ssdfeed_tests --gtest_filter='Loader*:Cache.*:CacheCapacity*:CacheProcess*:SharedNode*:EpochOrder*:S3Source*'
 
 fuzz: deps
 	CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DSSDFEED_FUZZ=ON \
