@@ -1,7 +1,10 @@
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
 
 #include "python/src/bindings.h"
+#include "source/s3_sigv4.h"
 #include "ssdfeed/source.h"
 
 namespace nb = nanobind;
@@ -20,7 +23,8 @@ OnError ParseOnError(const std::string& s) {
 }  // namespace
 
 void BindSource(nb::module_& m) {
-  nb::class_<Source>(m, "Source", "An origin dataset: folder:DIR, tfrecord:GLOB or tar:GLOB.")
+  nb::class_<Source>(m, "Source",
+                     "An origin dataset: folder:DIR, tfrecord:GLOB, tar:GLOB or s3://BUCKET/....")
       .def("__len__", &Source::size)
       .def(
           "read",
@@ -58,6 +62,26 @@ void BindSource(nb::module_& m) {
       },
       nb::arg("uri"), nb::arg("image_key") = "", nb::arg("label_key") = "",
       nb::arg("on_error") = "raise", "Opens a source URI.");
+
+  // For tests only: the SigV4 signature of an S3 request, to compare with
+  // botocore's signer.
+  m.def(
+      "_s3_sign",
+      [](const std::string& method, const std::string& host, const std::string& encoded_path,
+         const std::vector<std::pair<std::string, std::string>>& query,
+         const std::vector<std::pair<std::string, std::string>>& headers, const std::string& access,
+         const std::string& secret, const std::string& token, const std::string& region,
+         const std::string& amz_date) {
+        s3::SignRequest r{method, host, encoded_path, query, headers, region, amz_date};
+        s3::Signed sg = s3::Sign(r, {access, secret, token});
+        return nb::make_tuple(sg.canonical_request, sg.signature);
+      },
+      nb::arg("method"), nb::arg("host"), nb::arg("encoded_path"), nb::arg("query"),
+      nb::arg("headers"), nb::arg("access_key"), nb::arg("secret_key"), nb::arg("token"),
+      nb::arg("region"), nb::arg("amz_date"));
+  m.def(
+      "_s3_uri_encode", [](const std::string& s) { return s3::UriEncode(s, true); },
+      nb::arg("key"));
 }
 
 }  // namespace ssdfeed::py

@@ -125,8 +125,10 @@ Result<uint64_t> RootBytes(const CacheOptions& in) {
   CacheOptions opts = WithEnv(in);
   std::vector<EntryDirInfo> dirs;
   RootPaths p(opts.root);
+  // trash/ before entries/: an entry evicted between the two reads is then
+  // missed once rather than counted twice (evictions rename into trash/).
+  uint64_t total = OverheadBytes(opts.env, p);
   SSDFEED_RETURN_IF_ERROR(ScanEntries(opts.env, p, opts, &dirs));
-  uint64_t total = TrashBytes(opts.env, p);
   for (const auto& d : dirs) total += d.bytes;
   return total;
 }

@@ -207,6 +207,7 @@ Result<Opened> TryOpenDir(const CacheOptions& opts, const EntryKey& key, const s
     EntryDirInfo e;
     e.name = fp;
     e.dir = dir;
+    e.file_mode = FileMode(opts);
     SSDFEED_RETURN_IF_ERROR(DeleteEntryIfUnused(env, paths, e));
     return Status::NotFound(dir + ": rebuilt");
   }

@@ -16,6 +16,7 @@ RootPaths::RootPaths(std::string r)
       entries(JoinPath(root, "entries")),
       trash(JoinPath(root, "trash")),
       writers(JoinPath(root, "writers")),
+      stats(JoinPath(root, "stats")),
       lock(JoinPath(root, "capacity.lock")),
       ledger(JoinPath(root, "capacity.ledger")) {}
 
@@ -105,6 +106,7 @@ Status ScanEntries(Env* env, const RootPaths& p, const CacheOptions& opts,
     e.last_used_ns = fi->mtime_ns;
     e.foreign = IsForeignEntry(*fi, opts);
     e.segment_files = seg_files;
+    e.file_mode = FileMode(opts);
     auto lu = env->Lstat(JoinPath(dir, "last_used"));
     if (lu.ok()) e.last_used_ns = lu->mtime_ns;
     out->push_back(std::move(e));
@@ -122,6 +124,12 @@ uint64_t TrashBytes(Env* env, const RootPaths& p) {
     total += seg + meta;
   }
   return total;
+}
+
+uint64_t OverheadBytes(Env* env, const RootPaths& p) {
+  uint64_t seg, meta, claims, seg_files;
+  DirBytes(env, p.stats, &seg, &meta, &claims, &seg_files);
+  return TrashBytes(env, p) + seg + meta;
 }
 
 void EmptyTrash(Env* env, const RootPaths& p) {
@@ -161,7 +169,13 @@ Status TrashEntryIfUnused(Env* env, const RootPaths& p, const EntryDirInfo& e) {
 }
 
 Status DeleteEntryIfUnused(Env* env, const RootPaths& p, const EntryDirInfo& e) {
-  SSDFEED_RETURN_IF_ERROR(TrashEntryIfUnused(env, p, e));
+  {
+    // Under the capacity lock, as evictions are: a reservation then never
+    // sees the entry in neither (or both) of entries/ and trash/.
+    auto lock = env->LockFile(p.lock, true, true, e.file_mode);
+    if (!lock.ok()) return lock.status();
+    SSDFEED_RETURN_IF_ERROR(TrashEntryIfUnused(env, p, e));
+  }
   EmptyTrash(env, p);
   return Status::OK();
 }
@@ -216,7 +230,7 @@ Result<uint64_t> DefaultCapacity(const CacheOptions& opts) {
   RootPaths p(opts.root);
   std::vector<EntryDirInfo> entries;
   SSDFEED_RETURN_IF_ERROR(ScanEntries(opts.env, p, opts, &entries));
-  uint64_t used = TrashBytes(opts.env, p);
+  uint64_t used = OverheadBytes(opts.env, p);
   for (const auto& e : entries) used += e.charged;
   uint64_t free_bytes = 0, total = 0;
   SSDFEED_RETURN_IF_ERROR(opts.env->FsSpace(opts.root, &free_bytes, &total));
@@ -261,7 +275,7 @@ Result<Capacity::Outcome> Capacity::TryReserveLocked(uint64_t need, uint64_t* gr
   SSDFEED_ASSIGN_OR_RETURN(auto lock, env->LockFile(paths_.lock, true, true, FileMode(opts_)));
   std::vector<LedgerRow> rows = ReadLiveLedger(env, paths_);
   std::erase_if(rows, [&](const LedgerRow& r) { return r.slot == slot_->id(); });
-  uint64_t used = TrashBytes(env, paths_);  // deleted but not yet gone: still on disk
+  uint64_t used = OverheadBytes(env, paths_);  // trash not yet gone, metrics files
   for (const auto& r : rows) used += r.bytes;
   std::vector<EntryDirInfo> entries;
   SSDFEED_RETURN_IF_ERROR(ScanEntries(env, paths_, opts_, &entries));

@@ -1,8 +1,8 @@
 // The capacity of a cache root, shared by every process that fills any entry
 // under it. Usage = bytes charged to every entry under entries/ + bytes still
 // in trash/ + capacity reserved but not yet written by live writers (the
-// ledger). An entry is charged its segment files plus max(its small files,
-// MetaAllowance): the manifest, claims, locks and status files may change
+// ledger) + the jobs' metrics files under stats/. An entry is charged its segment files plus
+// max(its small files, MetaAllowance): the manifest, claims, locks and status files may change
 // within that allowance (reserved when the entry is created) without ever
 // pushing the root over. A writer reserves before it appends, so the root
 // never exceeds the capacity. When a reservation does not fit, unused entries
@@ -26,7 +26,7 @@ constexpr char kStagingPrefix[] = "new.";
 
 struct RootPaths {
   explicit RootPaths(std::string root);
-  std::string root, entries, trash, writers, lock, ledger;
+  std::string root, entries, trash, writers, stats, lock, ledger;
 };
 
 class Capacity {
@@ -68,6 +68,7 @@ struct EntryDirInfo {
   int64_t last_used_ns = 0;
   bool foreign = false;
   uint64_t segment_files = 0;
+  uint32_t file_mode = 0600;  // for the capacity lock, if DeleteEntryIfUnused creates it
 };
 // Whether an entry directory belongs to someone we must not write or delete
 // for: another user, unless the cache is group-shared and the entry is
@@ -78,6 +79,8 @@ Status ScanEntries(Env* env, const RootPaths& p, const CacheOptions& opts,
                    std::vector<EntryDirInfo>* out);
 // Bytes of the files still in trash/ (deletions not yet finished).
 uint64_t TrashBytes(Env* env, const RootPaths& p);
+// Bytes the root holds outside entries/: trash/ plus the jobs' stats files.
+uint64_t OverheadBytes(Env* env, const RootPaths& p);
 // Moves an entry nobody uses into trash/ (Busy if in use): atomic, so a
 // half-deleted entry is never visible. EmptyTrash() then deletes it.
 Status TrashEntryIfUnused(Env* env, const RootPaths& p, const EntryDirInfo& e);

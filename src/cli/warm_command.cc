@@ -267,7 +267,8 @@ void AddWarm(CLI::App& app, RunState* st) {
   auto* c = app.add_subcommand("warm", "Fill a cache entry from a source (resumes if rerun)");
   auto a = std::make_shared<WarmArgs>();
   c->add_option("--source", a->source,
-                "Source URI: folder:DIR, tfrecord:GLOB, tar:GLOB (a bare DIR means folder:DIR)")
+                "Source URI: folder:DIR, tfrecord:GLOB, tar:GLOB, s3://BUCKET/... (a bare DIR "
+                "means folder:DIR)")
       ->required();
   a->prep.Add(c);
   a->cache.Add(c, true);

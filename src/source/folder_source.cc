@@ -86,7 +86,7 @@ Status AddClassFiles(Env* env, const std::string& cdir, int64_t label,
     std::string path = JoinPath(cdir, n);
     SSDFEED_ASSIGN_OR_RETURN(FileInfo fi, env->Stat(path));
     if (fi.is_dir) continue;  // a folder named like an image
-    files->push_back(InputFile{path, fi.size, fi.mtime_ns, fi.inode, fi.ctime_ns});
+    files->push_back(InputFile{path, fi.size, fi.mtime_ns, fi.inode, fi.ctime_ns, {}});
     labels->push_back(label);
   }
   return Status::OK();

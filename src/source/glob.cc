@@ -3,11 +3,9 @@
 
 #include <algorithm>
 
-#include "ssdfeed/source.h"
+#include "source/sources.h"
 
 namespace ssdfeed {
-
-namespace {
 
 // Expands the first {...} of p, recursively.
 Status ExpandBraces(const std::string& p, std::vector<std::string>* out) {
@@ -46,8 +44,6 @@ Status ExpandBraces(const std::string& p, std::vector<std::string>* out) {
   for (const auto& a : alts) SSDFEED_RETURN_IF_ERROR(ExpandBraces(pre + a + post, out));
   return Status::OK();
 }
-
-}  // namespace
 
 Result<std::vector<std::string>> ExpandGlob(const std::string& pattern) {
   std::vector<std::string> pats;

@@ -1,5 +1,9 @@
 #include "source/shard_files.h"
 
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
 #include "util/hash.h"
 
 namespace ssdfeed {
@@ -15,7 +19,7 @@ constexpr char kIdentityVersion[] = "source-identity-v2";
 Result<InputFile> StatInput(Env* env, const std::string& path) {
   SSDFEED_ASSIGN_OR_RETURN(FileInfo fi, env->Stat(path));
   if (fi.is_dir) return Status::InvalidArgument(path + ": is a directory, not an input file");
-  return InputFile{path, fi.size, fi.mtime_ns, fi.inode, fi.ctime_ns};
+  return InputFile{path, fi.size, fi.mtime_ns, fi.inode, fi.ctime_ns, {}};
 }
 
 RandomAccessFileOptions OriginReadOptions() {
@@ -34,12 +38,33 @@ std::string IdentityDigest(const std::string& kind, const std::vector<InputFile>
     fp.Add(f.path);
     fp.Add(std::to_string(f.size) + "/" + std::to_string(f.mtime_ns) + "/" +
            std::to_string(f.inode) + "/" + std::to_string(f.ctime_ns));
+    if (!f.etag.empty()) fp.Add("etag:" + f.etag);
   }
   return fp.HexDigest();
 }
 
 ShardFiles::ShardFiles(Env* env, std::vector<InputFile> files)
     : env_(env), files_(std::move(files)), open_(files_.size()) {}
+
+ShardFiles::ShardFiles(std::vector<InputFile> files,
+                       std::vector<std::unique_ptr<RandomAccessFile>> opened)
+    : env_(nullptr), files_(std::move(files)), open_(std::move(opened)) {}
+
+Status ForEachShard(size_t n, int threads, const std::function<Status(size_t)>& fn) {
+  std::vector<Status> st(n);
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next++) < n;) st[i] = fn(i);
+  };
+  std::vector<std::thread> ts;
+  size_t extra = std::min<size_t>(n, static_cast<size_t>(std::max(threads, 1))) - (n > 0);
+  for (size_t t = 0; t < extra; ++t) ts.emplace_back(work);
+  work();
+  for (auto& t : ts) t.join();
+  for (auto& s : st)
+    if (!s.ok()) return s;
+  return Status::OK();
+}
 
 Result<const RandomAccessFile*> ShardFiles::Get(size_t i) const {
   std::lock_guard<std::mutex> l(*mu_);

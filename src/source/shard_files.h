@@ -5,6 +5,7 @@
 // rule, and datasets are often assembled from links.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -21,6 +22,7 @@ struct InputFile {
   int64_t mtime_ns = 0;
   uint64_t inode = 0;
   int64_t ctime_ns = 0;
+  std::string etag;  // objects in a bucket: what identifies their content
 };
 
 // Stats path (through symlinks); a directory or other non-regular file is
@@ -38,6 +40,8 @@ std::string IdentityDigest(const std::string& kind, const std::vector<InputFile>
 class ShardFiles {
  public:
   ShardFiles(Env* env, std::vector<InputFile> files);
+  // Files opened elsewhere (objects in a bucket), one handle per file.
+  ShardFiles(std::vector<InputFile> files, std::vector<std::unique_ptr<RandomAccessFile>> opened);
   const std::vector<InputFile>& files() const { return files_; }
   // The open handle of file i, opened on first use.
   Result<const RandomAccessFile*> Get(size_t i) const;
@@ -74,6 +78,25 @@ class ShardedSource : public Source {
   size_t skipped_;
   std::string identity_;
 };
+
+// How a sharded source's index is built: every shard read once, in order.
+struct ShardScan {
+  // Opens shard i for that one sequential pass (a remote origin streams it
+  // with read-ahead). Default null: the read handle of ShardFiles serves.
+  std::function<Result<std::unique_ptr<RandomAccessFile>>(size_t)> open;
+  // Shards indexed at once. Default 1 (local disks gain nothing from more).
+  int threads = 1;
+};
+
+// Runs fn(i) for i in [0, n) on up to `threads` threads; the first error by
+// index wins.
+Status ForEachShard(size_t n, int threads, const std::function<Status(size_t)>& fn);
+
+Result<std::unique_ptr<Source>> OpenTFRecordShards(const std::string& uri, ShardFiles files,
+                                                   const ShardScan& scan,
+                                                   const SourceOptions& opts);
+Result<std::unique_ptr<Source>> OpenTarShards(const std::string& uri, ShardFiles files,
+                                              const ShardScan& scan, const SourceOptions& opts);
 
 // Reads exactly n bytes at offset; a short read is Corruption ("cut short").
 Status ReadExact(const RandomAccessFile& f, uint64_t offset, size_t n, char* buf);

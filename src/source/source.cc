@@ -33,6 +33,7 @@ Result<std::unique_ptr<Source>> OpenFolder(const std::string& uri, const std::st
                                            SourceOptions opts) {
   std::string dir;
   SSDFEED_RETURN_IF_ERROR(ParseFolderOptions(spec, &dir, &opts));
+  if (dir.rfind("s3://", 0) == 0) return OpenS3Source(uri, dir, "folder", opts);
   return OpenFolderSource(uri, dir, opts);
 }
 
@@ -43,6 +44,10 @@ Result<std::unique_ptr<Source>> OpenSource(const std::string& uri, const SourceO
   if (opts.env == nullptr) opts.env = Env::Default();
   auto starts = [&](const char* p) { return uri.rfind(p, 0) == 0; };
   if (starts("folder:")) return OpenFolder(uri, uri.substr(7), opts);
+  auto s3 = [&](size_t at) { return uri.compare(at, 5, "s3://") == 0; };
+  if (starts("s3://")) return OpenS3Source(uri, uri, "", opts);
+  if (starts("tfrecord:") && s3(9)) return OpenS3Source(uri, uri.substr(9), "tfrecord", opts);
+  if (starts("tar:") && s3(4)) return OpenS3Source(uri, uri.substr(4), "tar", opts);
   if (starts("tfrecord:")) {
     SSDFEED_ASSIGN_OR_RETURN(auto files, ExpandGlob(uri.substr(9)));
     return OpenTFRecordSource(uri, files, opts);
@@ -53,8 +58,9 @@ Result<std::unique_ptr<Source>> OpenSource(const std::string& uri, const SourceO
   }
   size_t colon = uri.find(':');
   if (colon != std::string::npos && uri.find('/') > colon)
-    return Status::InvalidArgument("unknown source kind in '" + uri +
-                                   "' (use folder:DIR, tfrecord:GLOB or tar:GLOB)");
+    return Status::InvalidArgument(
+        "unknown source kind in '" + uri +
+        "' (use folder:DIR, tfrecord:GLOB, tar:GLOB or s3://BUCKET/...)");
   return OpenFolder("folder:" + uri, uri, opts);  // a bare directory
 }
 

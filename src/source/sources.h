@@ -14,4 +14,12 @@ Result<std::unique_ptr<Source>> OpenTarSource(const std::string& uri,
                                               const std::vector<std::string>& files,
                                               const SourceOptions& opts);
 
+// s3://BUCKET/PATTERN in the given layout ("tfrecord", "tar", "folder"; ""
+// infers it from the pattern's extension). location is the s3:// part.
+Result<std::unique_ptr<Source>> OpenS3Source(const std::string& uri, const std::string& location,
+                                             const std::string& layout, const SourceOptions& opts);
+
+// Appends the expansions of the brace ranges / lists in pattern to out.
+Status ExpandBraces(const std::string& pattern, std::vector<std::string>* out);
+
 }  // namespace ssdfeed

@@ -62,12 +62,48 @@ struct Member {
   std::string small_data;  // contents of .cls members
 };
 
-// Lists the regular members of one tar with their header positions.
-Status ListMembers(const std::string& path, std::vector<Member>* members, uint64_t* end_pos) {
+// Feeds libarchive from a RandomAccessFile (a local file or an object in a
+// bucket), in large sequential reads; skips only move the position.
+struct ArchiveInput {
+  const RandomAccessFile* f = nullptr;
+  uint64_t size = 0;
+  uint64_t pos = 0;
+  std::string buf;
+  Status error;  // why a read failed: reported instead of "bad tar"
+};
+
+la_ssize_t ReadInput(archive* a, void* user, const void** out) {
+  auto* in = static_cast<ArchiveInput*>(user);
+  size_t want = static_cast<size_t>(std::min<uint64_t>(1 << 20, in->size - in->pos));
+  if (want == 0) return 0;
+  in->buf.resize(want);
+  size_t got = 0;
+  in->error = in->f->Read(in->pos, want, in->buf.data(), &got);
+  if (!in->error.ok()) {
+    archive_set_error(a, EIO, "%s", in->error.message().c_str());
+    return -1;
+  }
+  in->pos += got;
+  *out = in->buf.data();
+  return static_cast<la_ssize_t>(got);
+}
+
+la_int64_t SkipInput(archive*, void* user, la_int64_t request) {
+  auto* in = static_cast<ArchiveInput*>(user);
+  uint64_t n = std::min<uint64_t>(static_cast<uint64_t>(request), in->size - in->pos);
+  in->pos += n;
+  return static_cast<la_int64_t>(n);
+}
+
+Status ListArchive(const std::string& path, ArchiveInput* in, std::vector<Member>* members,
+                   uint64_t* end_pos) {
   std::unique_ptr<archive, ArchiveCloser> a(archive_read_new());
   archive_read_support_format_tar(a.get());
   archive_read_support_filter_none(a.get());
-  if (archive_read_open_filename(a.get(), path.c_str(), 64 * 1024) != ARCHIVE_OK)
+  archive_read_set_read_callback(a.get(), ReadInput);
+  archive_read_set_skip_callback(a.get(), SkipInput);
+  archive_read_set_callback_data(a.get(), in);
+  if (archive_read_open1(a.get()) != ARCHIVE_OK)
     return Status::Corruption(path + ": not a readable uncompressed tar (" +
                               archive_error_string(a.get()) + ")");
   archive_entry* e = nullptr;
@@ -97,6 +133,16 @@ Status ListMembers(const std::string& path, std::vector<Member>* members, uint64
   }
   *end_pos = static_cast<uint64_t>(archive_read_header_position(a.get()));
   return Status::OK();
+}
+
+// Lists the regular members of one tar with their header positions.
+Status ListMembers(const RandomAccessFile& f, std::vector<Member>* members, uint64_t* end_pos) {
+  const std::string& path = f.path();
+  ArchiveInput in;
+  in.f = &f;
+  SSDFEED_ASSIGN_OR_RETURN(in.size, f.Size());
+  Status s = ListArchive(path, &in, members, end_pos);
+  return in.error.ok() ? s : in.error;
 }
 
 Status Group(const std::string& path, uint32_t file, const std::vector<Member>& members,
@@ -189,29 +235,52 @@ class TarSource final : public ShardedSource {
 
 }  // namespace
 
+Result<std::unique_ptr<Source>> OpenTarShards(const std::string& uri, ShardFiles files,
+                                              const ShardScan& scan, const SourceOptions& opts) {
+  size_t n = files.files().size();
+  std::vector<std::vector<TarSample>> per_file(n);
+  std::vector<size_t> skipped(n, 0);
+  SSDFEED_RETURN_IF_ERROR(ForEachShard(n, scan.threads, [&](size_t i) -> Status {
+    std::unique_ptr<RandomAccessFile> own;
+    const RandomAccessFile* f = nullptr;
+    if (scan.open) {
+      SSDFEED_ASSIGN_OR_RETURN(own, scan.open(i));
+      f = own.get();
+    } else {
+      SSDFEED_ASSIGN_OR_RETURN(f, files.Get(i));
+    }
+    const InputFile& input = files.files()[i];
+    std::vector<Member> members;
+    uint64_t end_pos = 0;
+    Status s = ListMembers(*f, &members, &end_pos);
+    if (s.ok())
+      s = Group(input.path, static_cast<uint32_t>(i), members, end_pos, input.size, opts.on_error,
+                &per_file[i], &skipped[i]);
+    if (s.ok() || opts.on_error == OnError::kRaise) return s;
+    per_file[i].clear();  // a shard that cannot be listed is left out whole
+    ++skipped[i];
+    return Status::OK();
+  }));
+  std::vector<TarSample> samples;
+  size_t total_skipped = 0;
+  for (size_t i = 0; i < n; ++i) {
+    total_skipped += skipped[i];
+    for (auto& smp : per_file[i]) samples.push_back(std::move(smp));
+  }
+  if (samples.empty()) return Status::NotFound(uri + ": no samples with an image member");
+  return std::unique_ptr<Source>(
+      new TarSource(uri, std::move(files), std::move(samples), total_skipped));
+}
+
 Result<std::unique_ptr<Source>> OpenTarSource(const std::string& uri,
                                               const std::vector<std::string>& paths,
                                               const SourceOptions& opts) {
   std::vector<InputFile> inputs;
-  std::vector<TarSample> samples;
-  size_t skipped = 0;
-  for (size_t i = 0; i < paths.size(); ++i) {
-    SSDFEED_ASSIGN_OR_RETURN(InputFile f, StatInput(opts.env, paths[i]));
-    std::vector<Member> members;
-    uint64_t end_pos = 0;
-    Status s = ListMembers(paths[i], &members, &end_pos);
-    if (s.ok())
-      s = Group(paths[i], static_cast<uint32_t>(i), members, end_pos, f.size, opts.on_error,
-                &samples, &skipped);
-    if (!s.ok()) {
-      if (opts.on_error == OnError::kRaise) return s;
-      ++skipped;
-    }
+  for (const auto& p : paths) {
+    SSDFEED_ASSIGN_OR_RETURN(InputFile f, StatInput(opts.env, p));
     inputs.push_back(std::move(f));
   }
-  if (samples.empty()) return Status::NotFound(uri + ": no samples with an image member");
-  return std::unique_ptr<Source>(
-      new TarSource(uri, ShardFiles(opts.env, std::move(inputs)), std::move(samples), skipped));
+  return OpenTarShards(uri, ShardFiles(opts.env, std::move(inputs)), ShardScan{}, opts);
 }
 
 }  // namespace ssdfeed

@@ -42,6 +42,35 @@ class TFRecordSource final : public ShardedSource {
 
 }  // namespace
 
+Result<std::unique_ptr<Source>> OpenTFRecordShards(const std::string& uri, ShardFiles files,
+                                                   const ShardScan& scan,
+                                                   const SourceOptions& opts) {
+  size_t n = files.files().size();
+  std::vector<std::vector<RecordSpan>> spans(n);
+  std::vector<size_t> skipped(n, 0);
+  SSDFEED_RETURN_IF_ERROR(ForEachShard(n, scan.threads, [&](size_t i) -> Status {
+    std::unique_ptr<RandomAccessFile> own;
+    const RandomAccessFile* f = nullptr;
+    if (scan.open) {
+      SSDFEED_ASSIGN_OR_RETURN(own, scan.open(i));
+      f = own.get();
+    } else {
+      SSDFEED_ASSIGN_OR_RETURN(f, files.Get(i));
+    }
+    return ScanTFRecordFile(*f, opts.on_error, &spans[i], &skipped[i]);
+  }));
+  std::vector<RecordRef> records;
+  size_t total_skipped = 0;
+  for (size_t i = 0; i < n; ++i) {
+    total_skipped += skipped[i];
+    for (size_t k = 0; k < spans[i].size(); ++k)
+      records.push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(k), spans[i][k]});
+  }
+  if (records.empty()) return Status::NotFound(uri + ": no records");
+  return std::unique_ptr<Source>(new TFRecordSource(
+      uri, std::move(files), std::move(records), {opts.image_key, opts.label_key}, total_skipped));
+}
+
 Result<std::unique_ptr<Source>> OpenTFRecordSource(const std::string& uri,
                                                    const std::vector<std::string>& paths,
                                                    const SourceOptions& opts) {
@@ -50,19 +79,7 @@ Result<std::unique_ptr<Source>> OpenTFRecordSource(const std::string& uri,
     SSDFEED_ASSIGN_OR_RETURN(InputFile f, StatInput(opts.env, p));
     inputs.push_back(std::move(f));
   }
-  ShardFiles files(opts.env, std::move(inputs));
-  std::vector<RecordRef> records;
-  size_t skipped = 0;
-  for (size_t i = 0; i < paths.size(); ++i) {
-    SSDFEED_ASSIGN_OR_RETURN(const RandomAccessFile* f, files.Get(i));
-    std::vector<RecordSpan> spans;
-    SSDFEED_RETURN_IF_ERROR(ScanTFRecordFile(*f, opts.on_error, &spans, &skipped));
-    for (size_t k = 0; k < spans.size(); ++k)
-      records.push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(k), spans[k]});
-  }
-  if (records.empty()) return Status::NotFound(uri + ": no records");
-  return std::unique_ptr<Source>(new TFRecordSource(uri, std::move(files), std::move(records),
-                                                    {opts.image_key, opts.label_key}, skipped));
+  return OpenTFRecordShards(uri, ShardFiles(opts.env, std::move(inputs)), ShardScan{}, opts);
 }
 
 }  // namespace ssdfeed

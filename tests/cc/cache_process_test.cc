@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "cache_test_util.h"
@@ -172,16 +173,18 @@ TEST(CacheProcess, FourWarmersOnOneEntryPrepareEachSampleAboutOnce) {
   EXPECT_LE(prepared, 240u * 13 / 10) << "duplicated preparation is not bounded";
 }
 
-// Bytes of every regular file under dir (what is really on disk).
+// Bytes of every regular file under dir (what is really on disk). A file is
+// counted once by inode: an entry renamed into trash/ while we walk would
+// otherwise be seen twice.
 uint64_t DiskBytes(const std::string& dir) {
   uint64_t total = 0;
+  std::set<ino_t> seen;
   std::error_code ec;
   for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
        !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-    std::error_code e2;
-    if (!it->is_regular_file(e2)) continue;
-    uint64_t size = it->file_size(e2);
-    if (!e2) total += size;  // a file removed since it was listed has no size
+    struct stat st;
+    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (seen.insert(st.st_ino).second) total += static_cast<uint64_t>(st.st_size);
   }
   return total;
 }

@@ -1,0 +1,101 @@
+// A small S3 client over libcurl: ListObjectsV2 and (ranged) GetObject,
+// SigV4-signed (s3_sigv4.h), with a bounded pool of connections and retries
+// with exponential backoff and full jitter on 5xx, throttling, timeouts and
+// dropped connections. A body is handed back only when it is complete (its
+// length is the one asked for); 403 and 404 are errors naming the key.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "source/s3_sigv4.h"
+#include "ssdfeed/status.h"
+
+namespace ssdfeed::s3 {
+
+// Read from the environment by FromEnv(); every field says where.
+struct Config {
+  // AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL ("http://127.0.0.1:9000").
+  // Default empty: AWS itself, https://s3.<region>.amazonaws.com.
+  std::string endpoint;
+  // AWS_REGION, else AWS_DEFAULT_REGION. Default "us-east-1".
+  std::string region = "us-east-1";
+  // AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN. Without an
+  // access key requests go unsigned (public buckets).
+  Credentials creds;
+  // SSDFEED_S3_ADDRESSING_STYLE: "path" (endpoint/bucket/key) or "virtual"
+  // (bucket.endpoint/key). Default: path when an endpoint is set (what
+  // S3-compatible servers expect), virtual on AWS.
+  bool path_style = false;
+  // SSDFEED_S3_MAX_REQUESTS: requests in flight at once per source (the
+  // connection pool's size; also how many shards are indexed at once).
+  // Default 16.
+  int max_requests = 16;
+  // SSDFEED_S3_MAX_ATTEMPTS: tries of one request before giving up. Default 8.
+  int max_attempts = 8;
+  // SSDFEED_S3_BACKOFF_MS: first retry waits up to this (then doubling, up
+  // to 20 s), a uniformly random share of it. Default 100.
+  int backoff_ms = 100;
+  // SSDFEED_S3_TIMEOUT_S: connect timeout, and how long a transfer may move
+  // no byte before it counts as dropped. Default 30.
+  int timeout_s = 30;
+  // SSDFEED_S3_LIST_PAGE_SIZE: keys per ListObjectsV2 page. Default 0: the
+  // server's (1000 on AWS).
+  int list_page_size = 0;
+
+  static Result<Config> FromEnv();
+};
+
+struct ObjectInfo {
+  std::string key;
+  uint64_t size = 0;
+  std::string etag;  // without quotes
+};
+
+class Client {
+ public:
+  explicit Client(Config config);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  const Config& config() const { return config_; }
+
+  // Every object whose key starts with prefix, sorted by key (all pages).
+  Result<std::vector<ObjectInfo>> List(const std::string& bucket, const std::string& prefix);
+
+  // Bytes [offset, offset + n) of obj (n clamped to its end), only while its
+  // ETag is still obj.etag (If-Match): a replaced object is an error, never
+  // a mix of old and new bytes. *out holds exactly the bytes or is cleared.
+  Status Get(const std::string& bucket, const ObjectInfo& obj, uint64_t offset, uint64_t n,
+             std::string* out);
+
+  // Requests sent, including retries (for tests and benches).
+  uint64_t requests() const;
+  uint64_t retries() const;
+
+ private:
+  struct Request;
+  struct Response;
+  void* Acquire();
+  void Release(void* handle);
+  Status Perform(const Request& req, uint64_t limit, Response* resp);
+  Status Execute(const Request& req, uint64_t want_bytes, Response* resp);
+  Request MakeRequest(const std::string& bucket, const std::string& key) const;
+
+  Config config_;
+  std::string scheme_, host_;  // from the endpoint
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<void*> free_;  // idle CURL handles (keep their connections)
+  int created_ = 0;
+  uint64_t requests_ = 0, retries_ = 0;
+};
+
+// "s3://bucket/key..." -> bucket and the rest; InvalidArgument otherwise.
+Status ParseUri(const std::string& uri, std::string* bucket, std::string* key);
+
+}  // namespace ssdfeed::s3

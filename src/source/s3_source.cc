@@ -1,0 +1,242 @@
+// s3://BUCKET/PATTERN — the three layouts in an S3-compatible bucket.
+// TFRecord and tar shards reuse the local readers over objects: the index
+// is built by streaming each shard once (large sequential ranged GETs,
+// shards in parallel), then every sample is one ranged GET. A folder layout
+// takes the class from the first path component under the prefix. Identity:
+// every object's key, size and ETag; reads carry If-Match, so a replaced
+// object is an error, never bytes of another version.
+#include <fnmatch.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <map>
+
+#include "source/s3_client.h"
+#include "source/shard_files.h"
+#include "source/sources.h"
+
+namespace ssdfeed {
+
+namespace {
+
+using s3::Client;
+using s3::ObjectInfo;
+
+struct Bucket {
+  std::shared_ptr<Client> client;
+  std::string name;
+  std::string Path(const ObjectInfo& o) const { return "s3://" + name + "/" + o.key; }
+};
+
+// One object, read by ranged GETs; thread-safe.
+class ObjectFile : public RandomAccessFile {
+ public:
+  ObjectFile(Bucket bucket, ObjectInfo obj)
+      : bucket_(std::move(bucket)), obj_(std::move(obj)), path_(bucket_.Path(obj_)) {}
+  Status Read(uint64_t offset, size_t n, char* scratch, size_t* got) const override {
+    thread_local std::string buf;
+    SSDFEED_RETURN_IF_ERROR(bucket_.client->Get(bucket_.name, obj_, offset, n, &buf));
+    std::memcpy(scratch, buf.data(), buf.size());
+    *got = buf.size();
+    return Status::OK();
+  }
+  Result<uint64_t> Size() const override { return obj_.size; }
+  const std::string& path() const override { return path_; }
+
+ protected:
+  Bucket bucket_;
+  ObjectInfo obj_;
+  std::string path_;
+};
+
+// One pass over an object front to back (index building): reads are served
+// from a window fetched by one large GET, so a shard streams in a few
+// requests instead of one per record header.
+class ScanFile final : public ObjectFile {
+ public:
+  using ObjectFile::ObjectFile;
+  Status Read(uint64_t offset, size_t n, char* scratch, size_t* got) const override {
+    std::lock_guard<std::mutex> l(mu_);
+    if (offset < start_ || offset + n > start_ + window_.size()) {
+      uint64_t len = std::max<uint64_t>(n, kWindow);
+      SSDFEED_RETURN_IF_ERROR(bucket_.client->Get(bucket_.name, obj_, offset, len, &window_));
+      start_ = offset;
+    }
+    size_t from = static_cast<size_t>(offset - start_);
+    *got = std::min(n, window_.size() - from);
+    std::memcpy(scratch, window_.data() + from, *got);
+    return Status::OK();
+  }
+
+ private:
+  static constexpr uint64_t kWindow = 8 << 20;
+  mutable std::mutex mu_;
+  mutable std::string window_;
+  mutable uint64_t start_ = 0;
+};
+
+Result<std::shared_ptr<Client>> MakeClient() {
+  SSDFEED_ASSIGN_OR_RETURN(s3::Config config, s3::Config::FromEnv());
+  return std::make_shared<Client>(std::move(config));
+}
+
+// The objects whose keys match pattern (shell glob per path component,
+// brace ranges; a pattern ending in '/' means every object under it).
+Result<std::vector<ObjectInfo>> MatchKeys(const Bucket& b, std::string pattern) {
+  if (pattern.empty() || pattern.back() == '/') pattern += "*";
+  std::string prefix = pattern.substr(0, pattern.find_first_of("*?[{\\"));
+  std::vector<std::string> pats;
+  SSDFEED_RETURN_IF_ERROR(ExpandBraces(pattern, &pats));
+  SSDFEED_ASSIGN_OR_RETURN(auto all, b.client->List(b.name, prefix));
+  std::vector<ObjectInfo> out;
+  for (auto& o : all) {
+    if (o.key.back() == '/') continue;  // a "directory" marker
+    for (const auto& p : pats) {
+      if (fnmatch(p.c_str(), o.key.c_str(), FNM_PATHNAME) == 0) {
+        out.push_back(std::move(o));
+        break;
+      }
+    }
+  }
+  if (out.empty())
+    return Status::NotFound("no objects match s3://" + b.name + "/" + pattern + " (" +
+                            std::to_string(all.size()) + " under the prefix '" + prefix + "')");
+  return out;
+}
+
+InputFile Input(const Bucket& b, const ObjectInfo& o) {
+  InputFile f;
+  f.path = b.Path(o);
+  f.size = o.size;
+  f.etag = o.etag;
+  return f;
+}
+
+Result<std::unique_ptr<Source>> OpenShards(const std::string& uri, const Bucket& b,
+                                           const std::string& pattern, bool tar,
+                                           const SourceOptions& opts) {
+  SSDFEED_ASSIGN_OR_RETURN(auto objects, MatchKeys(b, pattern));
+  std::vector<InputFile> inputs;
+  std::vector<std::unique_ptr<RandomAccessFile>> handles;
+  for (const auto& o : objects) {
+    inputs.push_back(Input(b, o));
+    handles.push_back(std::make_unique<ObjectFile>(b, o));
+  }
+  ShardScan scan;
+  scan.threads = b.client->config().max_requests;
+  scan.open = [&b, &objects](size_t i) -> Result<std::unique_ptr<RandomAccessFile>> {
+    return std::unique_ptr<RandomAccessFile>(new ScanFile(b, objects[i]));
+  };
+  ShardFiles files(std::move(inputs), std::move(handles));
+  if (tar) return OpenTarShards(uri, std::move(files), scan, opts);
+  return OpenTFRecordShards(uri, std::move(files), scan, opts);
+}
+
+bool IsImageKey(const std::string& key) {
+  size_t slash = key.find_last_of('/');
+  std::string name = key.substr(slash == std::string::npos ? 0 : slash + 1);
+  size_t dot = name.find_last_of('.');
+  if (dot == std::string::npos || name.empty() || name[0] == '.') return false;
+  std::string ext = name.substr(dot + 1);
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  return ext == "jpg" || ext == "jpeg" || ext == "png";
+}
+
+class S3FolderSource final : public Source {
+ public:
+  S3FolderSource(std::string uri, Bucket bucket, std::vector<ObjectInfo> objects,
+                 std::vector<int64_t> labels, const std::string& label_map)
+      : uri_(std::move(uri)),
+        bucket_(std::move(bucket)),
+        objects_(std::move(objects)),
+        labels_(std::move(labels)) {
+    std::vector<InputFile> inputs;
+    for (const auto& o : objects_) inputs.push_back(Input(bucket_, o));
+    identity_ = IdentityDigest("folder", inputs, label_map);
+  }
+  size_t size() const override { return objects_.size(); }
+  Status Read(size_t id, EncodedSample* out) const override {
+    out->label = labels_[id];
+    return bucket_.client->Get(bucket_.name, objects_[id], 0, objects_[id].size, &out->bytes);
+  }
+  std::string Describe(size_t id) const override { return bucket_.Path(objects_[id]); }
+  const std::string& identity() const override { return identity_; }
+  const std::string& uri() const override { return uri_; }
+  size_t file_count() const override { return objects_.size(); }
+
+ private:
+  std::string uri_;
+  Bucket bucket_;
+  std::vector<ObjectInfo> objects_;
+  std::vector<int64_t> labels_;
+  std::string identity_;
+};
+
+// Objects under prefix grouped by class (first path component), sorted by
+// class name and then key, as the local folder layout is.
+Result<std::unique_ptr<Source>> OpenFolder(const std::string& uri, const Bucket& b,
+                                           std::string prefix, const SourceOptions& opts) {
+  if (!prefix.empty() && prefix.back() != '/') prefix += "/";
+  std::string where = "s3://" + b.name + "/" + prefix;
+  SSDFEED_ASSIGN_OR_RETURN(auto all, b.client->List(b.name, prefix));
+  std::map<std::string, std::vector<ObjectInfo>> classes;
+  for (auto& o : all) {
+    std::string rel = o.key.substr(prefix.size());
+    size_t slash = rel.find('/');
+    if (slash == std::string::npos || slash == 0) continue;  // no class component
+    auto& files = classes[rel.substr(0, slash)];
+    if (IsImageKey(o.key)) files.push_back(std::move(o));
+  }
+  if (classes.empty())
+    return Status::NotFound(where + ": no class folder found (expected " + where +
+                            "<class>/<file>.jpg|.png)");
+  std::vector<ObjectInfo> objects;
+  std::vector<int64_t> labels;
+  std::string label_map = "labels", empty;
+  int64_t label = 0;
+  for (auto& [name, files] : classes) {
+    label_map.append("|").append(std::to_string(label)).append(":");
+    label_map.append(std::to_string(name.size())).append(":").append(name);
+    if (files.empty()) empty.append(empty.empty() ? "" : ", ").append(name);
+    for (auto& o : files) {
+      objects.push_back(std::move(o));
+      labels.push_back(label);
+    }
+    ++label;
+  }
+  if (!empty.empty() && !opts.allow_empty_classes)
+    return Status::NotFound(where + ": found no valid file for the classes " + empty +
+                            " (supported extensions: .jpg, .jpeg, .png; or allow empty "
+                            "classes with folder:s3://...?allow_empty=1)");
+  if (objects.empty()) return Status::NotFound(where + ": no images found");
+  return std::unique_ptr<Source>(
+      new S3FolderSource(uri, b, std::move(objects), std::move(labels), label_map));
+}
+
+// Without an explicit layout: shards by their extension, else a folder.
+std::string InferLayout(const std::string& pattern) {
+  std::string last = pattern.substr(pattern.find_last_of('/') + 1);
+  auto ends = [&](const std::string& s) {
+    return last.size() >= s.size() && last.compare(last.size() - s.size(), s.size(), s) == 0;
+  };
+  if (ends(".tar")) return "tar";
+  if (last.find(".tfrecord") != std::string::npos || ends(".tfrec")) return "tfrecord";
+  return "folder";
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Source>> OpenS3Source(const std::string& uri, const std::string& location,
+                                             const std::string& layout, const SourceOptions& opts) {
+  Bucket b;
+  std::string pattern;
+  SSDFEED_RETURN_IF_ERROR(s3::ParseUri(location, &b.name, &pattern));
+  SSDFEED_ASSIGN_OR_RETURN(b.client, MakeClient());
+  std::string kind = layout.empty() ? InferLayout(pattern) : layout;
+  if (kind == "folder") return OpenFolder(uri, b, pattern, opts);
+  return OpenShards(uri, b, pattern, kind == "tar", opts);
+}
+
+}  // namespace ssdfeed
