@@ -45,7 +45,8 @@ host_wheel() {
 # One "HOST:CTR:ro" per line.
 pip_mounts() {
   local f d confs=(/etc/pip.conf "$HOME/.config/pip/pip.conf" "$HOME/.pip/pip.conf")
-  for f in "${confs[@]}" /etc/ssl/certs/ca-certificates.crt; do
+  # Not the CA bundle: the image installs ca-certificates, which writes it.
+  for f in "${confs[@]}"; do
     [[ -f $f ]] && echo "$f:$f:ro"
   done
   # Local directories the configuration or $PIP_FIND_LINKS point at.
