@@ -9,7 +9,8 @@ an entry is evicted would send jobs to a node without their data.
 
 Only the standard library is used. The API server and credentials are the
 pod's service account (``KUBERNETES_SERVICE_HOST``, the mounted token and CA),
-or ``--api URL`` without credentials, e.g. ``kubectl proxy`` on a workstation.
+or ``--api URL`` (``$SSDFEED_KUBE_API``) without credentials, e.g. ``kubectl
+proxy`` on a workstation.
 """
 
 from __future__ import annotations
@@ -115,7 +116,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m ssdfeed.node_labeller", description=__doc__.split("\n\n")[0])
     p.add_argument("--node", default=os.environ.get("NODE_NAME"), help="node name (default $NODE_NAME)")
     p.add_argument("--cache", default=os.environ.get("SSDFEED_CACHE"), help="cache root (default $SSDFEED_CACHE)")
-    p.add_argument("--api", help="API server URL without credentials (default: the pod's service account)")
+    p.add_argument(
+        "--api",
+        default=os.environ.get("SSDFEED_KUBE_API") or None,
+        help="API server URL without credentials, e.g. from kubectl proxy (default $SSDFEED_KUBE_API, else the pod's service account)",
+    )
     p.add_argument("--every", type=float, default=0, help="repeat every SECONDS (default 0: once)")
     a = p.parse_args(argv)
     if not a.node or not a.cache:

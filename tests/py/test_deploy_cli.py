@@ -154,9 +154,17 @@ def test_apply_keeps_the_node_labels_equal_to_the_cache(small_datasets, tmp_path
         assert labels == {"zone": "a", "ssdfeed.io/e-" + w["entry"]: "complete"}
         patch = [q for q in NodeApi.requests if q[0] == "PATCH"]
         assert len(patch) == 1 and patch[0][2] == "application/merge-patch+json"
-        # Nothing changed: no second patch.
+        # The CLI's --apply runs the same helper; the cache lost its entry, so
+        # the label goes.
+        assert run("cache", "rm", w["entry"], "--cache", cache).returncode == 0
+        env = dict(os.environ, SSDFEED_PYTHON=sys.executable, SSDFEED_KUBE_API=api)
+        r = subprocess.run(["ssdfeed", "node-labels", "--cache", cache, "--apply", "n1"],
+                           capture_output=True, text=True, env=env)
+        assert r.returncode == 0, r.stderr
+        assert NodeApi.nodes["n1"]["metadata"]["labels"] == {"zone": "a"}
+        # Nothing changed: no further patch.
         node_labeller.apply_once(node_labeller.Api(api), "n1", cache)
-        assert len([q for q in NodeApi.requests if q[0] == "PATCH"]) == 1
+        assert len([q for q in NodeApi.requests if q[0] == "PATCH"]) == 2
         # A node that does not exist is an error naming it.
         with pytest.raises(RuntimeError, match="nodes/n2: HTTP 404"):
             node_labeller.apply_once(node_labeller.Api(api), "n2", cache)
