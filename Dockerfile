@@ -20,10 +20,19 @@ RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq 
       libturbojpeg0-dev libspng-dev libopencv-imgproc-dev liburing-dev libxxhash-dev libarchive-dev \
       libcli11-dev nlohmann-json3-dev prometheus-cpp-dev >/dev/null \
  && rm -rf /var/lib/apt/lists/*
+# pip reaches the package index through the builder's pip configuration:
+# `make image` mounts its config files (podman build -v) and passes these as
+# build arguments (a CA bundle is mounted beside the image's own, which
+# ca-certificates writes). Plain `docker build` uses PyPI. Build arguments of
+# this stage are not kept in the final image.
+ARG PIP_CERT
+ARG PIP_INDEX_URL
+ARG PIP_EXTRA_INDEX_URL
+ARG PIP_FIND_LINKS
+ARG PIP_TRUSTED_HOST
+ARG PIP_DEFAULT_TIMEOUT
 WORKDIR /src
 COPY . .
-# pip reaches the package index through the builder's pip configuration,
-# mounted by `make image` (podman build -v); plain `docker build` uses PyPI.
 RUN python3 -m venv /opt/build \
  && /opt/build/bin/pip install -q "scikit-build-core>=0.10" "nanobind>=2.0" \
  && rm -rf build dist \

@@ -62,8 +62,16 @@ build() {
   host_wheel
   local args=(--isolation chroot --build-arg "BASE=$base" --build-arg "WHEELS=$wheels" -t "$tag")
   if [[ $wheels == source ]]; then
-    local m
+    local m k v cert=${PIP_CERT:-}
     while read -r m; do args+=(-v "$m"); done < <(pip_mounts)
+    while IFS='=' read -r k v; do
+      [[ $k == PIP_CERT ]] || args+=(--build-arg "$k=$v")
+    done < <(env | grep -E '^PIP_(INDEX_URL|EXTRA_INDEX_URL|FIND_LINKS|TRUSTED_HOST|DEFAULT_TIMEOUT)=' || true)
+    [[ -n $cert ]] || cert=$(cat /etc/pip.conf "$HOME/.config/pip/pip.conf" 2>/dev/null |
+                             sed -nE 's/^ *cert *= *//p' | tail -1)
+    if [[ -n $cert && -f $cert ]]; then
+      args+=(-v "$cert:/run/ssdfeed-build-ca.crt:ro" --build-arg PIP_CERT=/run/ssdfeed-build-ca.crt)
+    fi
   fi
   log "podman build ${args[*]} ."
   local t0=$SECONDS
