@@ -20,7 +20,7 @@ BUILD_REQS := "scikit-build-core>=0.10" "nanobind>=2.0"
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 .PHONY: all deps venv build install-py test test-cc test-py test-consumer demo \
-        asan tsan fuzz format clean
+        asan tsan fuzz format clean image image-test
 
 all: build
 
@@ -103,6 +103,18 @@ fuzz:
 format:
 	@bash scripts/deps.sh --dev
 	clang-format -i $$(git ls-files '*.cc' '*.h')
+
+# The container image (Dockerfile), from a local Debian 12 base made with
+# mmdebstrap when missing (BASE=...), with the wheel built here (WHEELS=source
+# compiles it inside the build instead). Tag: IMAGE=localhost/ssdfeed:latest.
+image: $(VENV)/.ssdfeed-base
+	PYTHON_FOR_WHEEL=$(PY) JOBS=$(JOBS) bash scripts/image.sh build
+
+# Builds the image, then two containers as two uids of one group warm one
+# dataset into one host cache at once (each sample prepared about once,
+# cache verify clean). Needs root (buildah, chown); not part of `make test`.
+image-test: $(VENV)/.ssdfeed-base
+	PYTHON_FOR_WHEEL=$(PY) JOBS=$(JOBS) bash scripts/image.sh test
 
 clean:
 	rm -rf $(BUILD) $(ASAN) build-fuzz build-tsan

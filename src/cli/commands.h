@@ -18,6 +18,10 @@ void AddWarm(CLI::App& app, RunState* st);
 void AddCache(CLI::App& app, RunState* st);
 void AddBench(CLI::App& app, RunState* st);
 void AddServeMetrics(CLI::App& app, RunState* st);
+void AddNodeLabels(CLI::App& app, RunState* st);
+void AddEntryId(CLI::App& app, RunState* st);
+void AddPlan(CLI::App& app, RunState* st);
+void AddDoctor(CLI::App& app, RunState* st);
 
 // Prints "ssdfeed: <msg>" on stderr and returns the failure code.
 int Fail(const std::string& msg, int code = 1);

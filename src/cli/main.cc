@@ -31,6 +31,10 @@ int main(int argc, char** argv) {
   AddCache(app, &st);
   AddBench(app, &st);
   AddServeMetrics(app, &st);
+  AddNodeLabels(app, &st);
+  AddEntryId(app, &st);
+  AddPlan(app, &st);
+  AddDoctor(app, &st);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Builds the container image, and tests it: two containers as two different
+# uids of one group warm the same dataset into one host cache directory at
+# the same time; each sample must be prepared about once and `cache verify`
+# must be clean.
+#   scripts/image.sh build [TAG]     (make image)
+#   scripts/image.sh test  [TAG]     (make image-test; builds first)
+# Needs podman and buildah (root, or rootless with subuids). Runs containers
+# with `buildah run --isolation chroot`, which works where `podman run` is not
+# permitted (CI). The host's pip configuration (config files, the local
+# directories they name) is mounted into the build so pip reaches the same
+# index as on the host.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cmd=${1:-build}
+tag=${2:-${IMAGE:-localhost/ssdfeed:latest}}
+base=${BASE:-localhost/debian-minbase}
+wheels=${WHEELS:-context}
+py=${PYTHON_FOR_WHEEL:-.venv/bin/python}
+
+log() { echo "== $(date -u +%T) $*"; }
+
+make_base() {
+  buildah inspect --type image "$base" >/dev/null 2>&1 && return
+  [[ $base == localhost/* ]] || return 0  # a registry image: podman pulls it
+  log "making $base with mmdebstrap (Debian 12 minbase)"
+  mmdebstrap --variant=minbase bookworm /tmp/ssdfeed-minbase.tar
+  podman import /tmp/ssdfeed-minbase.tar "$base"
+  rm -f /tmp/ssdfeed-minbase.tar
+}
+
+# The host's wheel (same Debian 12 and CPython 3.11 as the image), built
+# incrementally in the host's build directory.
+host_wheel() {
+  [[ $wheels == context ]] || return 0
+  local tag_ok
+  tag_ok=$("$py" -c 'import sys; print(sys.version_info[:2] == (3, 11))')
+  [[ $tag_ok == True ]] || { echo "image: $py is not CPython 3.11 (Debian 12's); use WHEELS=source" >&2; exit 2; }
+  log "building the wheel on the host into dist/image-wheels"
+  rm -rf dist/image-wheels
+  CMAKE_BUILD_PARALLEL_LEVEL=${JOBS:-$(nproc)} "$py" -m pip wheel -q --no-build-isolation --no-deps \
+    -w dist/image-wheels .
+}
+
+# One "HOST:CTR:ro" per line.
+pip_mounts() {
+  local f d confs=(/etc/pip.conf "$HOME/.config/pip/pip.conf" "$HOME/.pip/pip.conf")
+  # Not the CA bundle: the image installs ca-certificates, which writes it.
+  for f in "${confs[@]}"; do
+    [[ -f $f ]] && echo "$f:$f:ro"
+  done
+  # Local directories the configuration or $PIP_FIND_LINKS point at.
+  for d in $(cat "${confs[@]}" 2>/dev/null | grep -oE '(file://)?/[^ ]+' | sed 's#^file://##') \
+           ${PIP_FIND_LINKS:-}; do
+    d=${d%/}; d=${d%/simple}
+    [[ -d $d ]] && echo "$d:$d:ro"
+  done | sort -u
+}
+
+build() {
+  make_base
+  host_wheel
+  local args=(--isolation chroot --build-arg "BASE=$base" --build-arg "WHEELS=$wheels" -t "$tag")
+  if [[ $wheels == source ]]; then
+    local m k v cert=${PIP_CERT:-}
+    while read -r m; do args+=(-v "$m"); done < <(pip_mounts)
+    while IFS='=' read -r k v; do
+      [[ $k == PIP_CERT ]] || args+=(--build-arg "$k=$v")
+    done < <(env | grep -E '^PIP_(INDEX_URL|EXTRA_INDEX_URL|FIND_LINKS|TRUSTED_HOST|DEFAULT_TIMEOUT)=' || true)
+    [[ -n $cert ]] || cert=$(cat /etc/pip.conf "$HOME/.config/pip/pip.conf" 2>/dev/null |
+                             sed -nE 's/^ *cert *= *//p' | tail -1)
+    if [[ -n $cert && -f $cert ]]; then
+      args+=(-v "$cert:/run/ssdfeed-build-ca.crt:ro" --build-arg PIP_CERT=/run/ssdfeed-build-ca.crt)
+    fi
+  fi
+  log "podman build ${args[*]} ."
+  local t0=$SECONDS
+  podman build "${args[@]}" . >/tmp/ssdfeed-image-build.log 2>&1 ||
+    { tail -40 /tmp/ssdfeed-image-build.log; exit 1; }
+  log "built $tag in $((SECONDS - t0)) s ($(podman image inspect --format '{{.Size}}' "$tag") bytes)"
+}
+
+# Two containers, uids 20001 and 20002 of group 20000, warm one dataset into
+# one host directory (mode 2770, --group-shared) at once.
+image_test() {
+  local n=${IMAGE_TEST_SAMPLES:-3000} t0=$SECONDS
+  # Globals: the EXIT trap runs after this function returned.
+  work=$(mktemp -d /tmp/ssdfeed-image-test.XXXXXX)
+  ctrs=()
+  trap 'for c in "${ctrs[@]}"; do buildah rm "$c" >/dev/null 2>&1 || true; done; rm -rf "$work"' EXIT
+  mkdir -p "$work/data" "$work/cache"
+  chmod 0755 "$work" "$work/data"
+  chown 20001:20000 "$work/cache"
+  chmod 2770 "$work/cache"
+  # The host cache goes on /cache, not on the image's VOLUME path: buildah
+  # (1.28) sometimes leaves a fresh container's VOLUME unmounted-over when two
+  # `buildah run`s start at once, and the container then sees the image's
+  # own /var/cache/ssdfeed. docker/podman run and Kubernetes mount over it.
+  local run=(buildah run --isolation chroot -v "$work/data:/data" -v "$work/cache:/cache" -e SSDFEED_CACHE=/cache)
+  for i in 0 1; do ctrs+=("$(buildah from "$tag")"); done
+  log "dataset: $n samples (made in the image as uid 0)"
+  "${run[@]}" --user 0:0 "${ctrs[0]}" -- ssdfeed make-dataset /data/ds --count "$n" --classes 10 \
+    --min-side 200 --max-side 400 >/dev/null
+  chmod -R a+rX "$work/data"
+  log "warm as uid 20001 and uid 20002 (group 20000) at the same time"
+  local warm=(ssdfeed warm --source folder:/data/ds --resize-short 128 --group-shared --json --quiet)
+  "${run[@]}" --user 20001:20000 "${ctrs[0]}" -- "${warm[@]}" >"$work/warm-1.json" &
+  local p1=$!
+  "${run[@]}" --user 20002:20000 "${ctrs[1]}" -- "${warm[@]}" >"$work/warm-2.json" &
+  local p2=$!
+  local rc=0
+  wait $p1 || rc=$?
+  wait $p2 || rc=$?
+  cat "$work/warm-1.json" "$work/warm-2.json"
+  ((rc == 0)) || { echo "image-test: a warm failed (exit $rc)" >&2; exit 1; }
+  python3 - "$n" "$work/warm-1.json" "$work/warm-2.json" <<'PY'
+import json, sys
+n = int(sys.argv[1])
+runs = [json.load(open(p)) for p in sys.argv[2:]]
+prepared = sum(r["prepared"] for r in runs)
+assert all(r["samples_present"] == n for r in runs), runs
+print("prepared %d + %d = %d for %d samples (%.2fx)" % (runs[0]["prepared"], runs[1]["prepared"], prepared, n, prepared / n))
+assert prepared <= 1.3 * n, "samples prepared more than about once"
+assert min(r["prepared"] for r in runs) > 0, "the two warms did not overlap: no sharing tested"
+PY
+  log "cache verify as uid 20002"
+  "${run[@]}" --user 20002:20000 "${ctrs[1]}" -- ssdfeed cache verify --group-shared
+  "${run[@]}" --user 20001:20000 "${ctrs[0]}" -- ssdfeed cache ls
+  local owners
+  owners=$(find "$work/cache/entries" -name 'seg-*' -printf '%u\n' | sort -u | paste -sd' ')
+  log "segment files owned by: $owners"
+  log "image-test passed in $((SECONDS - t0)) s"
+}
+
+case $cmd in
+  build) build ;;
+  test) build; image_test ;;
+  *) echo "usage: $0 build|test [TAG]" >&2; exit 2 ;;
+esac
