@@ -85,4 +85,16 @@ Status ReadExact(const RandomAccessFile& f, uint64_t offset, size_t n, char* buf
   return Status::OK();
 }
 
+Status ForEachShard(const ShardFiles& files, const ShardScan& scan,
+                    const std::function<Status(size_t, const RandomAccessFile&)>& fn) {
+  return ForEachShard(files.files().size(), scan.threads, [&](size_t i) -> Status {
+    if (!scan.open) {
+      SSDFEED_ASSIGN_OR_RETURN(const RandomAccessFile* f, files.Get(i));
+      return fn(i, *f);
+    }
+    SSDFEED_ASSIGN_OR_RETURN(auto own, scan.open(i));
+    return fn(i, *own);
+  });
+}
+
 }  // namespace ssdfeed

@@ -88,8 +88,11 @@ struct ShardScan {
   int threads = 1;
 };
 
-// Runs fn(i) for i in [0, n) on up to `threads` threads; the first error by
-// index wins.
+// Runs fn(i, file) for each shard i on up to scan.threads threads, file being
+// the handle of that one indexing pass (scan.open's, or files' own); the
+// first error by index wins.
+Status ForEachShard(const ShardFiles& files, const ShardScan& scan,
+                    const std::function<Status(size_t, const RandomAccessFile&)>& fn);
 Status ForEachShard(size_t n, int threads, const std::function<Status(size_t)>& fn);
 
 Result<std::unique_ptr<Source>> OpenTFRecordShards(const std::string& uri, ShardFiles files,

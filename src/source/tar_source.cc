@@ -240,19 +240,11 @@ Result<std::unique_ptr<Source>> OpenTarShards(const std::string& uri, ShardFiles
   size_t n = files.files().size();
   std::vector<std::vector<TarSample>> per_file(n);
   std::vector<size_t> skipped(n, 0);
-  SSDFEED_RETURN_IF_ERROR(ForEachShard(n, scan.threads, [&](size_t i) -> Status {
-    std::unique_ptr<RandomAccessFile> own;
-    const RandomAccessFile* f = nullptr;
-    if (scan.open) {
-      SSDFEED_ASSIGN_OR_RETURN(own, scan.open(i));
-      f = own.get();
-    } else {
-      SSDFEED_ASSIGN_OR_RETURN(f, files.Get(i));
-    }
+  SSDFEED_RETURN_IF_ERROR(ForEachShard(files, scan, [&](size_t i, const RandomAccessFile& f) {
     const InputFile& input = files.files()[i];
     std::vector<Member> members;
     uint64_t end_pos = 0;
-    Status s = ListMembers(*f, &members, &end_pos);
+    Status s = ListMembers(f, &members, &end_pos);
     if (s.ok())
       s = Group(input.path, static_cast<uint32_t>(i), members, end_pos, input.size, opts.on_error,
                 &per_file[i], &skipped[i]);

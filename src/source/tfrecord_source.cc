@@ -48,16 +48,8 @@ Result<std::unique_ptr<Source>> OpenTFRecordShards(const std::string& uri, Shard
   size_t n = files.files().size();
   std::vector<std::vector<RecordSpan>> spans(n);
   std::vector<size_t> skipped(n, 0);
-  SSDFEED_RETURN_IF_ERROR(ForEachShard(n, scan.threads, [&](size_t i) -> Status {
-    std::unique_ptr<RandomAccessFile> own;
-    const RandomAccessFile* f = nullptr;
-    if (scan.open) {
-      SSDFEED_ASSIGN_OR_RETURN(own, scan.open(i));
-      f = own.get();
-    } else {
-      SSDFEED_ASSIGN_OR_RETURN(f, files.Get(i));
-    }
-    return ScanTFRecordFile(*f, opts.on_error, &spans[i], &skipped[i]);
+  SSDFEED_RETURN_IF_ERROR(ForEachShard(files, scan, [&](size_t i, const RandomAccessFile& f) {
+    return ScanTFRecordFile(f, opts.on_error, &spans[i], &skipped[i]);
   }));
   std::vector<RecordRef> records;
   size_t total_skipped = 0;
