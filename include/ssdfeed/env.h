@@ -54,6 +54,9 @@ class WritableFile {
 class FileLock {
  public:
   virtual ~FileLock() = default;
+  // The locked file's inode (0 if unknown): lets a caller check that the
+  // path still names the file it locked.
+  virtual uint64_t inode() const { return 0; }
 };
 
 struct RandomAccessFileOptions {

@@ -70,7 +70,7 @@ Result<std::vector<EntryInfo>> ListEntries(const CacheOptions& in) {
               : e.samples_present + e.skipped >= e.samples_total
                   ? "complete (" + std::to_string(e.skipped) + " skipped)"
                   : "partial";
-    e.in_use = !opts.env->LockFile(JoinPath(d.dir, "use.lock"), true, false).ok();
+    e.in_use = !opts.env->LockFile(JoinPath(d.dir, "use.lock"), true, false, FileMode(opts)).ok();
     out.push_back(std::move(e));
   }
   std::sort(out.begin(), out.end(),

@@ -60,10 +60,15 @@ class CacheEntryImpl final : public CacheEntry {
       auto slot = WriterSlot::Acquire(env, dir_, kEntrySlotPrefix, FileMode(opts_));
       if (slot.ok()) {
         slot_ = std::move(*slot);
+        // An entry made without its claims (an import) gets them now: charge
+        // them first, they are allocated in full.
+        if (!env->FileExists(JoinPath(dir_, "claims")))
+          (void)capacity->Reserve(MetaAllowance(key_.samples_total));
         std::string dir = dir_;
-        Status c = claims_.Open(
-            JoinPath(dir_, "claims"), key_.samples_total, FileMode(opts_), slot_->id(),
-            [env, dir](uint32_t s) { return SlotAlive(env, dir, kEntrySlotPrefix, s); });
+        Status c = claims_.Open(JoinPath(dir_, "claims"), key_.samples_total, FileMode(opts_),
+                                slot_->id(), [env, dir, mode = FileMode(opts_)](uint32_t s) {
+                                  return SlotAlive(env, dir, kEntrySlotPrefix, s, mode);
+                                });
         if (!c.ok())
           std::fprintf(stderr,
                        "ssdfeed: warning: %s; filling without coordination (samples may be "
@@ -158,9 +163,14 @@ Status CreateEntryDir(const CacheOptions& opts, const EntryKey& key, const std::
   std::string staging =
       JoinPath(paths.trash, std::string(kStagingPrefix) + std::to_string(capacity->slot()) + "." +
                                 fp + "." + std::to_string(::getpid()) + "." + std::to_string(n++));
-  SSDFEED_RETURN_IF_ERROR(env->CreateDir(staging, DirMode(opts)));
+  auto maker = CreateStagingDir(env, opts, staging);
+  if (!maker.ok()) {
+    (void)env->RemoveDirAndFiles(staging);
+    return maker.status().IsNoSpace() ? maker.status() : Status::NotFound("retry");
+  }
   Status s = EnsureManifest(env, staging, key, fp, false, FileMode(opts));
   if (s.ok()) s = env->RenameFile(staging, dir);
+  if (s.ok()) (void)env->RemoveFile(JoinPath(dir, kMakerLock));  // in place: no longer staging
   if (!s.ok()) {
     (void)env->RemoveDirAndFiles(staging);
     // Another process put its entry in place first (or emptied our staging
@@ -198,6 +208,11 @@ Result<Opened> TryOpenDir(const CacheOptions& opts, const EntryKey& key, const s
   // a new one) between our look and the lock: only the same directory counts.
   auto after = env->Lstat(dir);
   if (!after.ok() || after->inode != fi->inode) return Status::NotFound(dir + ": moved away");
+  // The directory's inode may have been reused by a new entry at this path
+  // after ours was deleted; the lock file we hold must be the one there now.
+  auto lf = env->Lstat(JoinPath(dir, "use.lock"));
+  if ((*lock)->inode() != 0 && (!lf.ok() || lf->inode != (*lock)->inode()))
+    return Status::NotFound(dir + ": moved away");
   o.use_lock = std::move(*lock);
   Status m = EnsureManifest(env, dir, key, fp, o.foreign, FileMode(opts));
   if (m.IsCorruption() && !o.foreign) {

@@ -48,17 +48,21 @@ struct LedgerRow {
 
 // Rows of writers whose slot lock nobody holds are dropped: their
 // reservation died with them (a pid would not tell, across PID namespaces).
-std::vector<LedgerRow> ReadLiveLedger(Env* env, const RootPaths& p) {
+// An unreadable ledger is an error, never "no reservations": rewriting it
+// from nothing would drop every live writer's rows.
+Result<std::vector<LedgerRow>> ReadLiveLedger(Env* env, const RootPaths& p, uint32_t mode) {
   std::string text;
   std::vector<LedgerRow> rows;
-  if (!env->ReadFileToString(p.ledger, &text).ok()) return rows;
+  Status s = env->ReadFileToString(p.ledger, &text);
+  if (s.IsNotFound()) return rows;
+  SSDFEED_RETURN_IF_ERROR(s);
   std::istringstream in(text);
   std::string line;
   while (std::getline(in, line)) {
     unsigned slot = 0;
     unsigned long long bytes = 0;
     if (std::sscanf(line.c_str(), "w%u %llu", &slot, &bytes) != 2) continue;
-    if (SlotAlive(env, p.writers, kRootSlotPrefix, slot)) rows.push_back({slot, bytes});
+    if (SlotAlive(env, p.writers, kRootSlotPrefix, slot, mode)) rows.push_back({slot, bytes});
   }
   return rows;
 }
@@ -132,6 +136,19 @@ uint64_t OverheadBytes(Env* env, const RootPaths& p) {
   return TrashBytes(env, p) + seg + meta;
 }
 
+bool StagingInProgress(Env* env, const std::string& dir) {
+  std::string lock = JoinPath(dir, kMakerLock);
+  if (!env->FileExists(lock)) return false;  // its maker died before locking
+  auto probe = env->LockFile(lock, true, false);
+  return !probe.ok() && probe.status().IsBusy();
+}
+
+Result<std::unique_ptr<FileLock>> CreateStagingDir(Env* env, const CacheOptions& opts,
+                                                   const std::string& dir) {
+  SSDFEED_RETURN_IF_ERROR(env->CreateDir(dir, DirMode(opts)));
+  return env->LockFile(JoinPath(dir, kMakerLock), true, false, FileMode(opts));
+}
+
 void EmptyTrash(Env* env, const RootPaths& p) {
   std::vector<std::string> names;
   if (!env->GetChildren(p.trash, &names).ok()) return;
@@ -139,10 +156,7 @@ void EmptyTrash(Env* env, const RootPaths& p) {
     std::string dir = JoinPath(p.trash, n);
     auto fi = env->Lstat(dir);
     if (!fi.ok() || fi->is_symlink) continue;
-    unsigned slot = 0;
-    if (n.rfind(kStagingPrefix, 0) == 0 && std::sscanf(n.c_str() + 4, "%u.", &slot) == 1 &&
-        SlotAlive(env, p.writers, kRootSlotPrefix, slot))
-      continue;  // an entry being made
+    if (n.rfind(kStagingPrefix, 0) == 0 && StagingInProgress(env, dir)) continue;
     if (fi->is_dir) {
       (void)env->RemoveDirAndFiles(dir);  // another process may be at it too
     } else {
@@ -153,7 +167,7 @@ void EmptyTrash(Env* env, const RootPaths& p) {
 
 Status TrashEntryIfUnused(Env* env, const RootPaths& p, const EntryDirInfo& e) {
   if (e.foreign) return Status::InvalidArgument(e.name + ": owned by another user, not deleted");
-  auto lock = env->LockFile(JoinPath(e.dir, "use.lock"), true, false);
+  auto lock = env->LockFile(JoinPath(e.dir, "use.lock"), true, false, e.file_mode);
   if (!lock.ok()) {
     if (lock.status().IsBusy()) return Status::Busy(e.name + ": in use by a running process");
     return lock.status();
@@ -273,7 +287,8 @@ Result<Capacity::Outcome> Capacity::TryReserveLocked(uint64_t need, uint64_t* gr
                                                      std::string* why) {
   Env* env = opts_.env;
   SSDFEED_ASSIGN_OR_RETURN(auto lock, env->LockFile(paths_.lock, true, true, FileMode(opts_)));
-  std::vector<LedgerRow> rows = ReadLiveLedger(env, paths_);
+  SSDFEED_ASSIGN_OR_RETURN(std::vector<LedgerRow> rows,
+                           ReadLiveLedger(env, paths_, FileMode(opts_)));
   std::erase_if(rows, [&](const LedgerRow& r) { return r.slot == slot_->id(); });
   uint64_t used = OverheadBytes(env, paths_);  // trash not yet gone, metrics files
   for (const auto& r : rows) used += r.bytes;
@@ -319,7 +334,9 @@ void Capacity::Release() {
   Env* env = opts_.env;
   auto lock = env->LockFile(paths_.lock, true, true, FileMode(opts_));
   if (!lock.ok()) return;
-  std::vector<LedgerRow> rows = ReadLiveLedger(env, paths_);
+  auto read = ReadLiveLedger(env, paths_, FileMode(opts_));
+  if (!read.ok()) return;  // our row dies with our slot anyway
+  std::vector<LedgerRow> rows = std::move(*read);
   size_t before = rows.size();
   std::erase_if(rows, [&](const LedgerRow& r) { return r.slot == slot_->id(); });
   if (rows.size() != before) (void)WriteLedger(env, paths_.ledger, rows, FileMode(opts_));

@@ -19,10 +19,12 @@
 
 namespace ssdfeed {
 
-// New entries are made under trash/ as "new.<root slot>.<...>", then renamed
-// into entries/; EmptyTrash leaves those of a live slot alone (their maker
-// is at work) and deletes those a killed maker left.
+// New entries (and imports) are made under trash/ as "new.<...>", then
+// renamed into entries/. Their maker holds flock on kMakerLock inside for as
+// long as it works; EmptyTrash leaves such a directory alone and deletes the
+// ones a killed maker left.
 constexpr char kStagingPrefix[] = "new.";
+constexpr char kMakerLock[] = ".maker.lock";
 
 struct RootPaths {
   explicit RootPaths(std::string root);
@@ -89,6 +91,11 @@ Status DeleteEntryIfUnused(Env* env, const RootPaths& p, const EntryDirInfo& e);
 // Deletes what is in trash/ (also what a killed process left there), through
 // directory descriptors: never follows a link.
 void EmptyTrash(Env* env, const RootPaths& p);
+// Makes a staging directory under trash/ and holds its maker lock.
+Result<std::unique_ptr<FileLock>> CreateStagingDir(Env* env, const CacheOptions& opts,
+                                                   const std::string& dir);
+// True while a live process holds the maker lock of staging dir `dir`.
+bool StagingInProgress(Env* env, const std::string& dir);
 // Refuses a root (or its entries/ directory) that other users may write to:
 // they could plant entries that would be served. The sticky bit (as on /tmp)
 // makes a world-writable root acceptable; group-writable is fine when the

@@ -620,9 +620,12 @@ Status ImportEntry(const CacheOptions& in, int fd, const ImportOptions& io,
     return granted.status().WithContext("cannot import entry " + fp + " (" + std::to_string(need) +
                                         " bytes)");
   std::string staging = StagingDir(paths, capacity.slot(), fp);
-  SSDFEED_RETURN_IF_ERROR(env->CreateDir(staging, DirMode(opts)));
+  // Held until the import ends, so no EmptyTrash deletes the staged entry.
+  SSDFEED_ASSIGN_OR_RETURN(auto maker, CreateStagingDir(env, opts, staging));
   Status s = ImportBody(opts, io, &rd, sh, key, staging, &capacity, report);
   if (!s.ok() || report->merged) (void)env->RemoveDirAndFiles(staging);
+  if (s.ok() && !report->merged)
+    (void)env->RemoveFile(JoinPath(JoinPath(paths.entries, fp), kMakerLock));
   return s;
 }
 

@@ -91,7 +91,10 @@ uint32_t SegmentIndex::AttachOwn(const std::string& base,
   MutexLock rl(&refresh_mu_);
   uint32_t slot = SlotFor(base);
   WriterLock l(&mu_);
-  segments_[slot]->dat = std::move(reader);
+  // Get copies the reader pointer and reads without the lock: a reader of
+  // this file (taken over from a dead writer) must stay alive, and it reads
+  // the same inode, which the takeover only cut at its torn tail.
+  if (!segments_[slot]->dat) segments_[slot]->dat = std::move(reader);
   segments_[slot]->own = true;
   return slot;
 }

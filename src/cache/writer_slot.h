@@ -35,6 +35,7 @@ std::string SlotLockPath(const std::string& dir, const std::string& prefix, uint
 
 // True while some process holds slot n. A probe briefly takes the lock when
 // it is free, so a concurrent Acquire may skip that slot (harmless).
-bool SlotAlive(Env* env, const std::string& dir, const std::string& prefix, uint32_t n);
+bool SlotAlive(Env* env, const std::string& dir, const std::string& prefix, uint32_t n,
+               uint32_t mode = 0600);
 
 }  // namespace ssdfeed

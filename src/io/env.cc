@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <random>
 
 namespace ssdfeed {
 
@@ -20,9 +21,13 @@ Status Env::ReadFileToString(const std::string& path, std::string* out,
 
 Status Env::WriteFileAtomic(const std::string& path, const std::string& data, uint32_t mode,
                             bool durable) {
+  // pids repeat across containers (pid 1 in each): a random part keeps two
+  // writers from sharing one temporary file.
+  static const uint64_t process_nonce =
+      (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   static std::atomic<uint64_t> counter{0};
-  std::string tmp =
-      path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
+  std::string tmp = path + ".tmp." + std::to_string(process_nonce) + "." +
+                    std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
   WritableFileOptions o;
   o.truncate = true;
   o.mode = mode;

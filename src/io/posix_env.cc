@@ -112,6 +112,10 @@ class PosixFileLock final : public FileLock {
  public:
   explicit PosixFileLock(int fd) : fd_(fd) {}
   ~PosixFileLock() override { ::close(fd_); }  // closing drops the flock
+  uint64_t inode() const override {
+    struct stat st;
+    return ::fstat(fd_, &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+  }
 
  private:
   int fd_;
@@ -210,8 +214,14 @@ class PosixEnv final : public Env {
 
   Status CreateDir(const std::string& path, uint32_t mode) override {
     if (::mkdir(path.c_str(), mode) == 0) {
-      // mkdir applies the umask and drops setgid; group sharing needs both exact.
-      if (::chmod(path.c_str(), mode) != 0) return Status::FromErrno(errno, "chmod " + path);
+      // mkdir applies the umask and drops setgid; group sharing needs both
+      // exact. fchmod on the directory we open, never through a swapped link.
+      int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd < 0) return Status::FromErrno(errno, "open " + path);
+      int r = ::fchmod(fd, mode);
+      int e = errno;
+      ::close(fd);
+      if (r != 0) return Status::FromErrno(e, "chmod " + path);
       return Status::OK();
     }
     if (errno != EEXIST) return Status::FromErrno(errno, "mkdir " + path);
@@ -242,9 +252,17 @@ class PosixEnv final : public Env {
     return Status::OK();
   }
   Status TruncateFile(const std::string& path, uint64_t size) override {
-    if (::truncate(path.c_str(), static_cast<off_t>(size)) != 0)
-      return Status::FromErrno(errno, "truncate " + path);
-    return Status::OK();
+    // Never through a link: a planted symlink must not truncate a file outside.
+    int fd = ::open(path.c_str(), O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return Status::FromErrno(errno, "open " + path);
+    struct stat st;
+    Status s;
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+      s = Status::InvalidArgument(path + ": not a regular file");
+    else if (::ftruncate(fd, static_cast<off_t>(size)) != 0)
+      s = Status::FromErrno(errno, "truncate " + path);
+    ::close(fd);
+    return s;
   }
 
   Result<std::unique_ptr<FileLock>> LockFile(const std::string& path, bool exclusive, bool blocking,

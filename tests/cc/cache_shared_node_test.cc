@@ -11,6 +11,7 @@
 #include <chrono>
 #include <thread>
 
+#include "cache/capacity.h"
 #include "cache_test_util.h"
 #include "ssdfeed/cache.h"
 #include "ssdfeed/testing/fault_injection_env.h"
@@ -354,6 +355,44 @@ TEST(SharedNode, CompactFoldsManyWritersSegments) {
   auto e = CacheEntry::Open(o, FakeKey(120));
   EXPECT_EQ((*e)->samples_present(), 120u);
   for (uint64_t id = 0; id < 120; ++id) ASSERT_TRUE(ReadsBackFake(e->get(), id)) << id;
+}
+
+// A staging directory lives exactly as long as its maker holds its lock: a
+// killed maker's is deleted even when its root slot number was reused.
+TEST(SharedNode, StagingOfAKilledMakerIsDeletedALiveOneIsKept) {
+  test::TempDir root;
+  CacheOptions o = Opts(root.Sub("c"));
+  auto holder = CacheEntry::Open(o, FakeKey(5, "holder"));  // reuses root slot 0 meanwhile
+  ASSERT_TRUE(holder.ok());
+  ASSERT_TRUE(PutFake(holder->get(), 0).ok());
+  std::string dead = root.Sub("c/trash/new.0.dead"), live = root.Sub("c/trash/new.0.live");
+  {
+    auto lock = CreateStagingDir(Env::Default(), o, dead);  // dropped: its maker "died"
+    ASSERT_TRUE(lock.ok());
+  }
+  auto maker = CreateStagingDir(Env::Default(), o, live);
+  ASSERT_TRUE(maker.ok());
+  auto e = CacheEntry::Open(o, FakeKey(5, "other"));  // empties the trash
+  ASSERT_TRUE(e.ok());
+  EXPECT_FALSE(Env::Default()->FileExists(dead)) << "a dead maker's staging dir is kept forever";
+  EXPECT_TRUE(Env::Default()->FileExists(live)) << "a live maker's staging dir was deleted";
+}
+
+// An unreadable ledger must fail the reservation, never be rewritten as
+// empty (which would drop every live writer's reservation).
+TEST(SharedNode, UnreadableLedgerFailsTheReservation) {
+  test::TempDir root;
+  CacheOptions o = Opts(root.Sub("c"));
+  {
+    auto e = CacheEntry::Open(o, FakeKey(5));
+    ASSERT_TRUE(e.ok());
+  }
+  ASSERT_EQ(::unlink(root.Sub("c/capacity.ledger").c_str()), 0);
+  ASSERT_EQ(::mkfifo(root.Sub("c/capacity.ledger").c_str(), 0600), 0);
+  auto e = CacheEntry::Open(o, FakeKey(5));
+  ASSERT_TRUE(e.ok());
+  EXPECT_FALSE(PutFake(e->get(), 1).ok());
+  EXPECT_FALSE((*e)->admitting());
 }
 
 }  // namespace

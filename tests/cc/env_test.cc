@@ -177,4 +177,16 @@ TEST(PosixEnv, CreateDirsAndChildren) {
 }
 
 }  // namespace
+
+TEST(PosixEnv, TruncateNeverFollowsALink) {
+  test::TempDir dir;
+  Env* env = Env::Default();
+  ASSERT_TRUE(env->WriteFileAtomic(dir.Sub("outside"), "precious").ok());
+  ASSERT_EQ(::symlink(dir.Sub("outside").c_str(), dir.Sub("link").c_str()), 0);
+  EXPECT_FALSE(env->TruncateFile(dir.Sub("link"), 0).ok());
+  std::string s;
+  ASSERT_TRUE(env->ReadFileToString(dir.Sub("outside"), &s).ok());
+  EXPECT_EQ(s, "precious");
+}
+
 }  // namespace ssdfeed
