@@ -18,7 +18,7 @@ FROM ${BASE} AS wheels-source
 RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       ca-certificates build-essential cmake ninja-build pkg-config python3 python3-dev python3-venv \
       libturbojpeg0-dev libspng-dev libopencv-imgproc-dev liburing-dev libxxhash-dev libarchive-dev \
-      libcli11-dev nlohmann-json3-dev prometheus-cpp-dev >/dev/null \
+      libcli11-dev nlohmann-json3-dev prometheus-cpp-dev libcurl4-openssl-dev libssl-dev >/dev/null \
  && rm -rf /var/lib/apt/lists/*
 # pip reaches the package index through the builder's pip configuration:
 # `make image` mounts its config files (podman build -v) and passes these as
@@ -49,7 +49,7 @@ FROM ${BASE}
 RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       ca-certificates python3 python3-venv python3-numpy \
       libturbojpeg0 libspng0 libopencv-imgproc406 libopencv-core406 liburing2 libxxhash0 libarchive13 \
-      libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 >/dev/null \
+      libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libcurl4 libssl3 >/dev/null \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*
 COPY --from=wheels /wheels/ /tmp/wheels/
 RUN python3 -m venv --system-site-packages /opt/ssdfeed \
