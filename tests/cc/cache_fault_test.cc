@@ -6,6 +6,7 @@
 #include <utime.h>
 
 #include <atomic>
+#include <chrono>
 #include <fstream>
 #include <thread>
 
@@ -190,10 +191,16 @@ TEST(CacheCapacity, ConcurrentFillsStayUnderCapacitySampledContinuously) {
   });
   std::vector<std::thread> fillers;
   std::atomic<uint64_t> denied{0};
+  std::atomic<int> opened{0};
   for (int t = 0; t < 3; ++t) {
     fillers.emplace_back([&, t] {
       auto e = CacheEntry::Open(o, FakeKey(5000, std::to_string(t) + "e"));
       ASSERT_TRUE(e.ok());
+      // All three fill at once (a thread started late on a busy machine would
+      // find the root already full), waiting at most 5 s for the others.
+      ++opened;
+      for (int i = 0; i < 5000 && opened.load() < 3; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
       for (uint64_t id = 0; id < 5000; ++id)
         if (!PutFake(e->get(), id).ok()) break;
       denied += (*e)->counters().capacity_denied.load();
