@@ -115,7 +115,10 @@ def test_same_output_for_any_worker_count(id_dataset):
 
 def test_gil_released_while_waiting(id_dataset):
     uri, _ = id_dataset
-    loader = make_loader(uri, workers=1, batch_size=53, prepare=ssdfeed.Prepare(resize_short=80))
+    # No cache: the consumer must really wait (on decoding) for the batch; a
+    # batch already cached by another test arrives before the thread ticks.
+    loader = make_loader(uri, workers=1, batch_size=53, prepare=ssdfeed.Prepare(resize_short=80),
+                         cache=False)
     ticks = []
     stop = threading.Event()
 
