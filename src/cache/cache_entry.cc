@@ -62,13 +62,15 @@ class CacheEntryImpl final : public CacheEntry {
         slot_ = std::move(*slot);
         // An entry made without its claims (an import) gets them now: charge
         // them first, they are allocated in full.
+        Status c;
         if (!env->FileExists(JoinPath(dir_, "claims")))
-          (void)capacity->Reserve(MetaAllowance(key_.samples_total));
+          c = capacity->Reserve(MetaAllowance(key_.samples_total)).status();
         std::string dir = dir_;
-        Status c = claims_.Open(JoinPath(dir_, "claims"), key_.samples_total, FileMode(opts_),
-                                slot_->id(), [env, dir, mode = FileMode(opts_)](uint32_t s) {
-                                  return SlotAlive(env, dir, kEntrySlotPrefix, s, mode);
-                                });
+        if (c.ok())  // no room for the claims: no coordination, never over capacity
+          c = claims_.Open(JoinPath(dir_, "claims"), key_.samples_total, FileMode(opts_),
+                           slot_->id(), [env, dir, mode = FileMode(opts_)](uint32_t s) {
+                             return SlotAlive(env, dir, kEntrySlotPrefix, s, mode);
+                           });
         if (!c.ok())
           std::fprintf(stderr,
                        "ssdfeed: warning: %s; filling without coordination (samples may be "
