@@ -97,4 +97,13 @@ Status ForEachShard(const ShardFiles& files, const ShardScan& scan,
   });
 }
 
+Result<std::vector<InputFile>> StatInputs(Env* env, const std::vector<std::string>& paths) {
+  std::vector<InputFile> inputs;
+  for (const auto& p : paths) {
+    SSDFEED_ASSIGN_OR_RETURN(InputFile f, StatInput(env, p));
+    inputs.push_back(std::move(f));
+  }
+  return inputs;
+}
+
 }  // namespace ssdfeed

@@ -28,6 +28,8 @@ struct InputFile {
 // Stats path (through symlinks); a directory or other non-regular file is
 // InvalidArgument naming it.
 Result<InputFile> StatInput(Env* env, const std::string& path);
+// StatInput of every path, in order.
+Result<std::vector<InputFile>> StatInputs(Env* env, const std::vector<std::string>& paths);
 
 // The origin's read options: symlinks are followed.
 RandomAccessFileOptions OriginReadOptions();

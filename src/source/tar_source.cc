@@ -267,11 +267,7 @@ Result<std::unique_ptr<Source>> OpenTarShards(const std::string& uri, ShardFiles
 Result<std::unique_ptr<Source>> OpenTarSource(const std::string& uri,
                                               const std::vector<std::string>& paths,
                                               const SourceOptions& opts) {
-  std::vector<InputFile> inputs;
-  for (const auto& p : paths) {
-    SSDFEED_ASSIGN_OR_RETURN(InputFile f, StatInput(opts.env, p));
-    inputs.push_back(std::move(f));
-  }
+  SSDFEED_ASSIGN_OR_RETURN(auto inputs, StatInputs(opts.env, paths));
   return OpenTarShards(uri, ShardFiles(opts.env, std::move(inputs)), ShardScan{}, opts);
 }
 

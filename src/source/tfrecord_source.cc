@@ -66,11 +66,7 @@ Result<std::unique_ptr<Source>> OpenTFRecordShards(const std::string& uri, Shard
 Result<std::unique_ptr<Source>> OpenTFRecordSource(const std::string& uri,
                                                    const std::vector<std::string>& paths,
                                                    const SourceOptions& opts) {
-  std::vector<InputFile> inputs;
-  for (const auto& p : paths) {
-    SSDFEED_ASSIGN_OR_RETURN(InputFile f, StatInput(opts.env, p));
-    inputs.push_back(std::move(f));
-  }
+  SSDFEED_ASSIGN_OR_RETURN(auto inputs, StatInputs(opts.env, paths));
   return OpenTFRecordShards(uri, ShardFiles(opts.env, std::move(inputs)), ShardScan{}, opts);
 }
 
