@@ -8,6 +8,7 @@ compared with botocore's."""
 import os
 import subprocess
 import urllib.parse
+import urllib.request
 
 import numpy as np
 import pytest
@@ -230,34 +231,49 @@ def test_missing_keys_and_bucket_are_named(s3env, bucket):
         ssdfeed.open_source("tar:s3://no-such-bucket/x/*.tar")
 
 
+def require_signatures(url):
+    """From now on moto verifies every request's signature against IAM's keys
+    (its reset-auth call sets the count of unchecked requests to zero), so the
+    test does not depend on how many requests boto3 happened to spend."""
+    req = urllib.request.Request(url + "/moto-api/reset-auth", data=b"0", method="POST",
+                                 headers={"Content-Type": "text/plain"})
+    no_proxy = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with no_proxy.open(req, timeout=30) as r:
+        assert r.status == 200, r.read()
+
+
 def test_wrong_secret_is_rejected_by_a_checking_server(monkeypatch, small_datasets):
-    """moto checks signatures after INITIAL_NO_AUTH_ACTION_COUNT requests:
-    the setup below spends them, so our requests are then really verified."""
-    setup_calls = 8
-    server = MotoServer({"INITIAL_NO_AUTH_ACTION_COUNT": str(setup_calls)})
+    server = MotoServer()
     try:
         iam = boto3.client("iam", endpoint_url=server.url, region_name="us-east-1",
                            aws_access_key_id="x", aws_secret_access_key="x")
-        iam.create_user(UserName="reader")  # 1
-        iam.put_user_policy(UserName="reader", PolicyName="all", PolicyDocument=(  # 2
+        iam.create_user(UserName="reader")
+        iam.put_user_policy(UserName="reader", PolicyName="all", PolicyDocument=(
             '{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"s3:*",'
             '"Resource":"*"}]}'))
-        key = iam.create_access_key(UserName="reader")["AccessKey"]  # 3
+        key = iam.create_access_key(UserName="reader")["AccessKey"]
         s3 = client(server.url, AWS_ACCESS_KEY_ID="x", AWS_SECRET_ACCESS_KEY="x")
-        s3.create_bucket(Bucket="locked")  # 4
+        s3.create_bucket(Bucket="locked")
         src = ssdfeed.open_source(small_datasets["tar"]["uri"])
         shards = src.describe(0).split(" sample ")[0]
-        for i, name in enumerate(["a.tar", "b.tar", "c.tar", "d.tar"]):  # 5..8
+        for name in ["a.tar", "b.tar", "c.tar", "d.tar"]:
             s3.upload_file(shards, "locked", "shards/" + name)
+        require_signatures(server.url)
+        # The control: the server itself now refuses boto3 with a wrong secret.
+        wrong = key["SecretAccessKey"][:-1] + "x"
+        with pytest.raises(Exception, match="SignatureDoesNotMatch"):
+            client(server.url, AWS_ACCESS_KEY_ID=key["AccessKeyId"],
+                   AWS_SECRET_ACCESS_KEY=wrong).list_objects_v2(Bucket="locked")
         for k, v in CREDS.items():
             monkeypatch.setenv(k, v)
+        monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
         monkeypatch.setenv("AWS_ENDPOINT_URL", server.url)
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])
         good = ssdfeed.open_source("tar:s3://locked/shards/*.tar")
         assert len(good) == 4 * 20
         assert good.read(3)[0] == src.read(3)[0]
-        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"][:-1] + "x")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", wrong)
         with pytest.raises(Exception, match=r"s3://locked/shards/.*403.*access denied"):
             ssdfeed.open_source("tar:s3://locked/shards/*.tar")
     finally:
