@@ -5,6 +5,7 @@
 #include <cmath>
 #include <opencv2/imgproc.hpp>
 
+#include "ssdfeed/augment.h"
 #include "ssdfeed/dataset.h"
 
 namespace ssdfeed {
@@ -184,6 +185,30 @@ TEST(Prepare, ValidateAndCanonical) {
   bad.resize_w = 10;
   bad.resize_short = 5;
   EXPECT_FALSE(bad.Validate().ok());
+}
+
+TEST(Augment, ServedSampleShapeFollowsAugmentThenCropThenResize) {
+  PrepareSpec p;
+  AugmentSpec a;
+  SampleShape s = ServedSampleShape(p, a);
+  EXPECT_FALSE(s.fixed());
+  EXPECT_EQ(s.channels, 3);
+  p.resize_h = 40;
+  p.resize_w = 50;
+  s = ServedSampleShape(p, a);
+  EXPECT_EQ(s.height, 40);
+  EXPECT_EQ(s.width, 50);
+  p.crop_h = p.crop_w = 32;
+  p.gray = true;
+  s = ServedSampleShape(p, a);
+  EXPECT_EQ(s.height, 32);
+  EXPECT_EQ(s.channels, 1);
+  a.enabled = true;
+  a.height = 24;
+  a.width = 20;
+  s = ServedSampleShape(p, a);
+  EXPECT_EQ(s.height, 24);
+  EXPECT_EQ(s.width, 20);
 }
 
 TEST(Prepare, JsonRoundTrip) {
