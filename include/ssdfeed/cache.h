@@ -122,7 +122,7 @@ class CacheEntry {
 struct EntryInfo {
   std::string name;  // fingerprint
   std::string dir;
-  std::string source_uri, spec, spec_json;
+  std::string source_uri, spec;  // spec: PrepareSpec::Canonical()
   uint64_t samples_total = 0, samples_present = 0, bytes = 0;
   int64_t last_used = 0;  // unix seconds
   int64_t created = 0;
@@ -134,6 +134,14 @@ struct EntryInfo {
 };
 
 Result<std::vector<EntryInfo>> ListEntries(const CacheOptions& opts);
+// The key an entry's manifest recorded (EntryInfo::dir), so that a tool can
+// reopen the entry and its source.
+Result<EntryKey> ReadEntryKey(Env* env, const std::string& dir);
+// Refuses a root (or its entries/ directory) that other users may write to:
+// they could plant entries that would be served. The sticky bit (as on /tmp)
+// makes a world-writable root acceptable; group-writable is fine when the
+// cache is group-shared.
+Status CheckRootTrusted(Env* env, const CacheOptions& opts);
 // Deletes an entry not in use and owned by us. Busy if in use.
 Status RemoveEntry(const CacheOptions& opts, const std::string& name);
 // Evicts unused entries, least recently used first, until the root holds at

@@ -49,6 +49,15 @@ struct PrepareSpec {
   // resample=area/linear;jpeg=tj-dct". Goes into cache fingerprints: change it
   // whenever the output bytes of preparation change.
   std::string Canonical() const;
+  // The fields above as one JSON object, e.g. {"crop_h":224,"crop_w":224,
+  // "gray":false,...}: what cache manifests record so that a tool can
+  // rebuild the preparation of an entry.
+  std::string ToJson() const;
+  // Reads ToJson's object back. A missing field keeps its default; fields
+  // other than the spec's are ignored (a manifest's object also holds source
+  // keys). Not JSON, a field of the wrong type or a spec that fails Validate
+  // is InvalidArgument saying which.
+  static Result<PrepareSpec> FromJson(std::string_view json);
 };
 
 struct DecodeLimits {

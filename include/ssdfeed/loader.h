@@ -10,23 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "ssdfeed/augment.h"
 #include "ssdfeed/cache.h"
 #include "ssdfeed/image.h"
 #include "ssdfeed/source.h"
 
 namespace ssdfeed {
-
-// torchvision's RandomResizedCrop (same meaning of size, scale and ratio),
-// then an optional horizontal flip with probability 1/2.
-struct AugmentSpec {
-  bool enabled = false;                             // Default off: samples are served as prepared.
-  int height = 224, width = 224;                    // Output size. Default 224x224.
-  double scale_min = 0.08, scale_max = 1.0;         // Area fraction. Default (0.08, 1).
-  double ratio_min = 3.0 / 4, ratio_max = 4.0 / 3;  // Aspect w/h. Default (3/4, 4/3).
-  bool flip = true;                                 // Random horizontal flip. Default true.
-};
-
-enum class DType { kUint8, kFloat32, kFloat16 };
 
 // How the samples are split over ranks from one epoch to the next.
 enum class ShardMode {
@@ -40,15 +29,6 @@ enum class ShardMode {
   // Sticky shards that move to the next rank every rotate_every epochs:
   // rank r reads shard (r + epoch / rotate_every) % world_size.
   kRotate,
-};
-enum class Layout { kNHWC, kNCHW };
-
-struct OutputSpec {
-  DType dtype = DType::kUint8;    // Default uint8 (no normalisation).
-  Layout layout = Layout::kNHWC;  // Default NHWC.
-  // Float outputs are (pixel / 255 - mean[c]) / std[c]. Defaults: 0 and 1.
-  std::array<float, 3> mean{0.f, 0.f, 0.f};
-  std::array<float, 3> std{1.f, 1.f, 1.f};
 };
 
 struct LoaderOptions {

@@ -1,6 +1,8 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 
+#include <stdexcept>
+
 #include "python/src/bindings.h"
 #include "ssdfeed/defaults.h"
 
@@ -9,8 +11,13 @@ namespace nb = nanobind;
 namespace ssdfeed::py {
 
 namespace {
-nb::object corruption_error;
-}
+// A Corruption status on its way to Python: nb::exception registers the
+// Python type (ssdfeed.CorruptionError, a ValueError) and the translation.
+class CorruptionError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+}  // namespace
 
 void ThrowIfError(const Status& s) {
   if (s.ok()) return;
@@ -23,8 +30,7 @@ void ThrowIfError(const Status& s) {
       PyErr_SetString(PyExc_ValueError, msg);
       break;
     case Status::Code::kCorruption:
-      PyErr_SetString(corruption_error.ptr(), msg);
-      break;
+      throw CorruptionError(s.message());
     case Status::Code::kAborted:
       PyErr_SetString(PyExc_RuntimeError, msg);
       break;
@@ -57,11 +63,10 @@ PrepareSpec MakeSpec(int resize_short, int max_long, std::pair<int, int> resize,
 }
 
 void BindAll(nb::module_& m) {
-  corruption_error = nb::borrow(PyErr_NewExceptionWithDoc(
-      "ssdfeed.CorruptionError",
-      "Bytes in a source or cache are not what they claim (names the file).", PyExc_ValueError,
-      nullptr));
-  m.attr("CorruptionError") = corruption_error;
+  nb::exception<CorruptionError> corruption(m, "CorruptionError", PyExc_ValueError);
+  corruption.attr("__doc__") =
+      "Bytes in a source or cache are not what they claim (names the file).";
+  corruption.attr("__module__") = "ssdfeed";  // users catch ssdfeed.CorruptionError
   m.def("default_cache_root", &DefaultCacheRoot,
         "$SSDFEED_CACHE, then ~/.cache/ssdfeed: the root the CLI uses too.");
   m.def(

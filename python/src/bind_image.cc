@@ -2,44 +2,74 @@
 #include <nanobind/stl/string.h>
 
 #include "python/src/bindings.h"
+#include "ssdfeed/augment.h"
 #include "ssdfeed/dataset.h"
 
 namespace nb = nanobind;
 
 namespace ssdfeed::py {
 
+namespace {
+
+nb::object DecodeOrThrow(nb::bytes data, const PrepareSpec& spec, uint64_t max_pixels) {
+  Image img;
+  Status s;
+  {
+    nb::gil_scoped_release nogil;
+    thread_local Decoder dec;
+    dec.limits.max_pixels = max_pixels;
+    s = dec.DecodeAndPrepare(std::string_view(data.c_str(), data.size()), spec, &img);
+  }
+  ThrowIfError(s);
+  return ImageToArray(std::move(img));
+}
+
+}  // namespace
+
 void BindImage(nb::module_& m) {
+  nb::enum_<DType>(m, "DType", "OutputSpec.dtype")
+      .value("UINT8", DType::kUint8)
+      .value("FLOAT32", DType::kFloat32)
+      .value("FLOAT16", DType::kFloat16);
+  nb::enum_<Layout>(m, "Layout", "OutputSpec.layout")
+      .value("NHWC", Layout::kNHWC)
+      .value("NCHW", Layout::kNCHW);
+
+  nb::class_<PrepareSpec>(m, "PrepareSpec", "The cached preparation (C++ PrepareSpec).")
+      .def(nb::init<>())
+      .def_rw("resize_short", &PrepareSpec::resize_short)
+      .def_rw("max_long", &PrepareSpec::max_long)
+      .def_rw("resize_h", &PrepareSpec::resize_h)
+      .def_rw("resize_w", &PrepareSpec::resize_w)
+      .def_rw("crop_h", &PrepareSpec::crop_h)
+      .def_rw("crop_w", &PrepareSpec::crop_w)
+      .def_rw("gray", &PrepareSpec::gray)
+      .def_prop_ro("channels", &PrepareSpec::channels)
+      .def(
+          "validate", [](const PrepareSpec& s) { ThrowIfError(s.Validate()); },
+          "Raises ValueError naming what is wrong with the combination.")
+      .def("canonical", &PrepareSpec::Canonical, "The text that goes into cache fingerprints.")
+      .def("to_json", &PrepareSpec::ToJson, "The JSON object cache manifests record.")
+      .def_static(
+          "from_json",
+          [](const std::string& text) { return ValueOrThrow(PrepareSpec::FromJson(text)); },
+          nb::arg("json"), "Reads to_json's object back (validated).");
+
+  m.def("_decode_with", &DecodeOrThrow, nb::arg("data"), nb::arg("spec"),
+        nb::arg("max_pixels") = DecodeLimits{}.max_pixels,
+        "Decodes JPEG/PNG bytes and prepares them with a PrepareSpec.");
   m.def(
       "decode",
       [](nb::bytes data, int resize_short, int max_long, std::pair<int, int> resize,
          std::pair<int, int> center_crop, bool gray, uint64_t max_pixels) {
-        PrepareSpec spec = MakeSpec(resize_short, max_long, resize, center_crop, gray);
-        Image img;
-        Status s;
-        {
-          nb::gil_scoped_release nogil;
-          thread_local Decoder dec;
-          dec.limits.max_pixels = max_pixels;
-          s = dec.DecodeAndPrepare(std::string_view(data.c_str(), data.size()), spec, &img);
-        }
-        ThrowIfError(s);
-        return ImageToArray(std::move(img));
+        return DecodeOrThrow(data, MakeSpec(resize_short, max_long, resize, center_crop, gray),
+                             max_pixels);
       },
       nb::arg("data"), nb::arg("resize_short") = 0, nb::arg("max_long") = 0,
       nb::arg("resize") = std::pair<int, int>{0, 0},
       nb::arg("center_crop") = std::pair<int, int>{0, 0}, nb::arg("gray") = false,
       nb::arg("max_pixels") = DecodeLimits{}.max_pixels,
       "Decodes JPEG/PNG bytes and prepares them (uint8 HWC numpy array).");
-
-  m.def(
-      "prepare_canonical",
-      [](int resize_short, int max_long, std::pair<int, int> resize,
-         std::pair<int, int> center_crop, bool gray) {
-        return MakeSpec(resize_short, max_long, resize, center_crop, gray).Canonical();
-      },
-      nb::arg("resize_short") = 0, nb::arg("max_long") = 0,
-      nb::arg("resize") = std::pair<int, int>{0, 0},
-      nb::arg("center_crop") = std::pair<int, int>{0, 0}, nb::arg("gray") = false);
 
   m.def(
       "make_dataset",

@@ -17,30 +17,9 @@ namespace ssdfeed::py {
 
 namespace {
 
-struct LoaderArgs {
-  std::string source, cache, on_error = "raise", image_key, label_key;
-  uint64_t cache_capacity = 0;
-  int resize_short = 0, max_long = 0;
-  std::pair<int, int> resize{0, 0}, center_crop{0, 0};
-  bool gray = false;
-  bool augment = false;
-  std::pair<int, int> size{224, 224};
-  std::pair<double, double> scale{0.08, 1.0}, ratio{3.0 / 4, 4.0 / 3};
-  bool flip = true;
-  size_t batch_size = 1;
-  bool shuffle = false;
-  uint64_t seed = 0;
-  int workers = 0, prefetch = 2, rank = 0, world_size = 1;
-  bool drop_last = false;
-  std::string shard = "global";
-  int rotate_every = 1;
-  uint64_t id_begin = 0, id_end = 0;
-  std::string dtype = "uint8", layout = "NHWC";
-  std::array<float, 3> mean{0, 0, 0}, std{1, 1, 1};
-  bool metrics = true;
-  int metrics_port = 0;
-  std::string metrics_host = "127.0.0.1";
-};
+const char* ShardName(ShardMode m) {
+  return m == ShardMode::kSticky ? "sticky" : m == ShardMode::kRotate ? "rotate" : "global";
+}
 
 ShardMode ParseShard(const std::string& name) {
   if (name != "global" && name != "sticky" && name != "rotate")
@@ -48,54 +27,6 @@ ShardMode ParseShard(const std::string& name) {
   return name == "sticky"   ? ShardMode::kSticky
          : name == "rotate" ? ShardMode::kRotate
                             : ShardMode::kGlobal;
-}
-
-const char* ShardName(ShardMode m) {
-  return m == ShardMode::kSticky ? "sticky" : m == ShardMode::kRotate ? "rotate" : "global";
-}
-
-LoaderOptions ToOptions(const LoaderArgs& a) {
-  LoaderOptions o;
-  o.source = a.source;
-  o.source_options.image_key = a.image_key;
-  o.source_options.label_key = a.label_key;
-  if (a.on_error != "raise" && a.on_error != "skip")
-    ThrowIfError(Status::InvalidArgument("on_error must be 'raise' or 'skip'"));
-  o.source_options.on_error = a.on_error == "skip" ? OnError::kSkip : OnError::kRaise;
-  o.prepare = MakeSpec(a.resize_short, a.max_long, a.resize, a.center_crop, a.gray);
-  o.cache.root = a.cache;
-  o.cache.capacity_bytes = a.cache_capacity;
-  o.augment = {a.augment,      a.size.first,  a.size.second,  a.scale.first,
-               a.scale.second, a.ratio.first, a.ratio.second, a.flip};
-  o.batch_size = a.batch_size;
-  o.shuffle = a.shuffle;
-  o.seed = a.seed;
-  o.workers = a.workers;
-  o.prefetch = a.prefetch;
-  o.rank = a.rank;
-  o.world_size = a.world_size;
-  o.drop_last = a.drop_last;
-  o.shard = ParseShard(a.shard);
-  o.rotate_every = a.rotate_every;
-  o.id_begin = a.id_begin;
-  o.id_end = a.id_end;
-  if (a.dtype == "uint8")
-    o.output.dtype = DType::kUint8;
-  else if (a.dtype == "float32")
-    o.output.dtype = DType::kFloat32;
-  else if (a.dtype == "float16")
-    o.output.dtype = DType::kFloat16;
-  else
-    ThrowIfError(Status::InvalidArgument("dtype must be uint8, float32 or float16"));
-  if (a.layout != "NHWC" && a.layout != "NCHW")
-    ThrowIfError(Status::InvalidArgument("layout must be NHWC or NCHW"));
-  o.output.layout = a.layout == "NCHW" ? Layout::kNCHW : Layout::kNHWC;
-  o.output.mean = a.mean;
-  o.output.std = a.std;
-  o.metrics = a.metrics;
-  o.metrics_port = a.metrics_port;
-  o.metrics_host = a.metrics_host;
-  return o;
 }
 
 // numpy arrays that view the batch buffer; the capsule keeps it alive.
@@ -149,49 +80,117 @@ nb::dict StatsDict(const LoaderStats& s) {
 
 }  // namespace
 
-void BindLoader(nb::module_& m) {
-  nb::class_<LoaderArgs>(m, "LoaderArgs", "Arguments of _Loader (set by ssdfeed.Loader).")
+// Each C++ option struct bound once, field by field: ssdfeed.Loader fills
+// a LoaderOptions directly, so no option is restated on the way down.
+void BindOptions(nb::module_& m) {
+  nb::enum_<ShardMode>(m, "ShardMode", "LoaderOptions.shard")
+      .value("GLOBAL", ShardMode::kGlobal)
+      .value("STICKY", ShardMode::kSticky)
+      .value("ROTATE", ShardMode::kRotate);
+
+  nb::class_<AugmentSpec>(m, "AugmentSpec", "RandomResizedCrop + flip (C++ AugmentSpec).")
       .def(nb::init<>())
-      .def_rw("source", &LoaderArgs::source)
-      .def_rw("cache", &LoaderArgs::cache)
-      .def_rw("cache_capacity", &LoaderArgs::cache_capacity)
-      .def_rw("on_error", &LoaderArgs::on_error)
-      .def_rw("image_key", &LoaderArgs::image_key)
-      .def_rw("label_key", &LoaderArgs::label_key)
-      .def_rw("resize_short", &LoaderArgs::resize_short)
-      .def_rw("max_long", &LoaderArgs::max_long)
-      .def_rw("resize", &LoaderArgs::resize)
-      .def_rw("center_crop", &LoaderArgs::center_crop)
-      .def_rw("gray", &LoaderArgs::gray)
-      .def_rw("augment", &LoaderArgs::augment)
-      .def_rw("size", &LoaderArgs::size)
-      .def_rw("scale", &LoaderArgs::scale)
-      .def_rw("ratio", &LoaderArgs::ratio)
-      .def_rw("flip", &LoaderArgs::flip)
-      .def_rw("batch_size", &LoaderArgs::batch_size)
-      .def_rw("shuffle", &LoaderArgs::shuffle)
-      .def_rw("seed", &LoaderArgs::seed)
-      .def_rw("workers", &LoaderArgs::workers)
-      .def_rw("prefetch", &LoaderArgs::prefetch)
-      .def_rw("rank", &LoaderArgs::rank)
-      .def_rw("world_size", &LoaderArgs::world_size)
-      .def_rw("drop_last", &LoaderArgs::drop_last)
-      .def_rw("shard", &LoaderArgs::shard)
-      .def_rw("rotate_every", &LoaderArgs::rotate_every)
-      .def_rw("id_begin", &LoaderArgs::id_begin)
-      .def_rw("id_end", &LoaderArgs::id_end)
-      .def_rw("dtype", &LoaderArgs::dtype)
-      .def_rw("layout", &LoaderArgs::layout)
-      .def_rw("mean", &LoaderArgs::mean)
-      .def_rw("std", &LoaderArgs::std)
-      .def_rw("metrics", &LoaderArgs::metrics)
-      .def_rw("metrics_port", &LoaderArgs::metrics_port)
-      .def_rw("metrics_host", &LoaderArgs::metrics_host);
+      .def_rw("enabled", &AugmentSpec::enabled)
+      .def_rw("height", &AugmentSpec::height)
+      .def_rw("width", &AugmentSpec::width)
+      .def_rw("scale_min", &AugmentSpec::scale_min)
+      .def_rw("scale_max", &AugmentSpec::scale_max)
+      .def_rw("ratio_min", &AugmentSpec::ratio_min)
+      .def_rw("ratio_max", &AugmentSpec::ratio_max)
+      .def_rw("flip", &AugmentSpec::flip);
+
+  nb::class_<OutputSpec>(m, "OutputSpec", "Batch dtype, layout, normalisation (C++ OutputSpec).")
+      .def(nb::init<>())
+      .def_rw("dtype", &OutputSpec::dtype)
+      .def_rw("layout", &OutputSpec::layout)
+      .def_rw("mean", &OutputSpec::mean)
+      .def_rw("std", &OutputSpec::std);
+
+  nb::class_<SampleShape>(m, "SampleShape", "(height, width, channels); 0 where it varies.")
+      .def_ro("height", &SampleShape::height)
+      .def_ro("width", &SampleShape::width)
+      .def_ro("channels", &SampleShape::channels);
+  m.def("served_sample_shape", &ServedSampleShape, nb::arg("prepare"), nb::arg("augment"),
+        "Shape of every sample a loader with these options serves.");
+
+  nb::class_<SourceOptions>(m, "SourceOptions", "C++ SourceOptions (Env: the default).")
+      .def(nb::init<>())
+      .def_rw("image_key", &SourceOptions::image_key)
+      .def_rw("label_key", &SourceOptions::label_key)
+      .def_rw("on_error", &SourceOptions::on_error)
+      .def_rw("allow_empty_classes", &SourceOptions::allow_empty_classes);
+
+  nb::class_<CacheOptions>(m, "CacheOptions", "C++ CacheOptions (Env: the default).")
+      .def(nb::init<>())
+      .def_rw("root", &CacheOptions::root)
+      .def_rw("capacity_bytes", &CacheOptions::capacity_bytes)
+      .def_rw("group_shared", &CacheOptions::group_shared)
+      .def_rw("sync_bytes", &CacheOptions::sync_bytes)
+      .def_rw("reserve_chunk", &CacheOptions::reserve_chunk)
+      .def_rw("segment_bytes", &CacheOptions::segment_bytes)
+      .def_rw("claim_wait_seconds", &CacheOptions::claim_wait_seconds)
+      .def_rw("record_use", &CacheOptions::record_use);
+
+  nb::class_<LoaderOptions>(m, "LoaderOptions", "C++ LoaderOptions; filled by ssdfeed.Loader.")
+      .def(nb::init<>())
+      .def_rw("source", &LoaderOptions::source)
+      .def_rw("source_options", &LoaderOptions::source_options)
+      .def_rw("prepare", &LoaderOptions::prepare)
+      .def_rw("cache", &LoaderOptions::cache)
+      .def_rw("augment", &LoaderOptions::augment)
+      .def_rw("output", &LoaderOptions::output)
+      .def_rw("batch_size", &LoaderOptions::batch_size)
+      .def_rw("shuffle", &LoaderOptions::shuffle)
+      .def_rw("seed", &LoaderOptions::seed)
+      .def_rw("workers", &LoaderOptions::workers)
+      .def_rw("prefetch", &LoaderOptions::prefetch)
+      .def_rw("rank", &LoaderOptions::rank)
+      .def_rw("world_size", &LoaderOptions::world_size)
+      .def_rw("drop_last", &LoaderOptions::drop_last)
+      .def_rw("shard", &LoaderOptions::shard)
+      .def_rw("rotate_every", &LoaderOptions::rotate_every)
+      .def_rw("id_begin", &LoaderOptions::id_begin)
+      .def_rw("id_end", &LoaderOptions::id_end)
+      .def_rw("metrics", &LoaderOptions::metrics)
+      .def_rw("metrics_port", &LoaderOptions::metrics_port)
+      .def_rw("metrics_host", &LoaderOptions::metrics_host);
+
+  nb::class_<LoaderStats>(m, "LoaderStats", "C++ LoaderStats (Loader.stats() gives a dict).")
+      .def_ro("cache_hits", &LoaderStats::cache_hits)
+      .def_ro("cache_misses", &LoaderStats::cache_misses)
+      .def_ro("cache_bytes", &LoaderStats::cache_bytes)
+      .def_ro("origin_bytes", &LoaderStats::origin_bytes)
+      .def_ro("decode_errors", &LoaderStats::decode_errors)
+      .def_ro("corrupt_records", &LoaderStats::corrupt_records)
+      .def_ro("skipped", &LoaderStats::skipped)
+      .def_ro("prepared", &LoaderStats::prepared)
+      .def_ro("cache_write_errors", &LoaderStats::cache_write_errors)
+      .def_ro("cache_capacity_denied", &LoaderStats::cache_capacity_denied)
+      .def_ro("evictions", &LoaderStats::evictions)
+      .def_ro("batches", &LoaderStats::batches)
+      .def_ro("samples", &LoaderStats::samples)
+      .def_ro("cache_open_errors", &LoaderStats::cache_open_errors)
+      .def_ro("cache_miss_bytes", &LoaderStats::cache_miss_bytes)
+      .def_ro("corrupt_repaired", &LoaderStats::corrupt_repaired)
+      .def_ro("claim_waits", &LoaderStats::claim_waits)
+      .def_ro("cache_puts", &LoaderStats::cache_puts)
+      .def_ro("cache_put_bytes", &LoaderStats::cache_put_bytes)
+      .def_ro("wait_seconds", &LoaderStats::wait_seconds)
+      .def_ro("wait_histogram_bounds", &LoaderStats::wait_histogram_bounds)
+      .def_ro("wait_histogram", &LoaderStats::wait_histogram)
+      .def_ro("cache_dir", &LoaderStats::cache_dir)
+      .def_ro("cache_warning", &LoaderStats::cache_warning)
+      .def_ro("cache_admitting", &LoaderStats::cache_admitting)
+      .def_ro("stats_file", &LoaderStats::stats_file)
+      .def("as_dict", &StatsDict, "The dict Loader.stats() returns.");
+}
+
+void BindLoader(nb::module_& m) {
+  BindOptions(m);
 
   m.def(
       "cached_id_ranges",
-      [](const LoaderArgs& a) {
-        LoaderOptions o = ToOptions(a);
+      [](const LoaderOptions& o) {
         Result<std::vector<std::pair<uint64_t, uint64_t>>> r = Status::Aborted("unset");
         {
           nb::gil_scoped_release nogil;
@@ -199,15 +198,14 @@ void BindLoader(nb::module_& m) {
         }
         return ValueOrThrow(std::move(r));
       },
-      nb::arg("args"),
-      "[(begin, end), ...] id runs the cache root of args holds for its source and "
+      nb::arg("options"),
+      "[(begin, end), ...] id runs the cache root of options holds for its source and "
       "preparation; creates nothing.");
 
   nb::class_<Loader>(m, "NativeLoader", "The native loader; use ssdfeed.Loader.")
       .def_static(
           "open",
-          [](const LoaderArgs& a) {
-            LoaderOptions o = ToOptions(a);
+          [](const LoaderOptions& o) {
             Result<std::unique_ptr<Loader>> r = Status::Aborted("unset");
             {
               nb::gil_scoped_release nogil;
@@ -215,7 +213,7 @@ void BindLoader(nb::module_& m) {
             }
             return ValueOrThrow(std::move(r));
           },
-          nb::arg("args"))
+          nb::arg("options"))
       .def(
           "next",
           [](Loader& l) -> nb::object {
@@ -243,7 +241,7 @@ void BindLoader(nb::module_& m) {
       .def("num_batches", &Loader::num_batches)
       .def("num_samples", &Loader::num_samples)
       .def("source_size", &Loader::source_size)
-      .def("stats", [](const Loader& l) { return StatsDict(l.stats()); })
+      .def("stats", &Loader::stats)
       .def("state",
            [](const Loader& l) {
              LoaderState s = l.state();

@@ -20,9 +20,22 @@ OnError ParseOnError(const std::string& s) {
   return OnError::kRaise;
 }
 
+std::unique_ptr<Source> OpenSourceOrThrow(const std::string& uri, const SourceOptions& o) {
+  Result<std::unique_ptr<Source>> r = Status::Aborted("unset");
+  {
+    nb::gil_scoped_release nogil;
+    r = OpenSource(uri, o);
+  }
+  return ValueOrThrow(std::move(r));
+}
+
 }  // namespace
 
 void BindSource(nb::module_& m) {
+  nb::enum_<OnError>(m, "OnError", "SourceOptions.on_error")
+      .value("RAISE", OnError::kRaise)
+      .value("SKIP", OnError::kSkip);
+
   nb::class_<Source>(m, "Source",
                      "An origin dataset: folder:DIR, tfrecord:GLOB, tar:GLOB or s3://BUCKET/....")
       .def("__len__", &Source::size)
@@ -45,6 +58,8 @@ void BindSource(nb::module_& m) {
       .def_prop_ro("uri", &Source::uri)
       .def_prop_ro("skipped", &Source::skipped);
 
+  m.def("open_source_with", &OpenSourceOrThrow, nb::arg("uri"), nb::arg("options"),
+        "Opens a source URI with a SourceOptions.");
   m.def(
       "open_source",
       [](const std::string& uri, const std::string& image_key, const std::string& label_key,
@@ -53,12 +68,7 @@ void BindSource(nb::module_& m) {
         o.image_key = image_key;
         o.label_key = label_key;
         o.on_error = ParseOnError(on_error);
-        Result<std::unique_ptr<Source>> r = Status::Aborted("unset");
-        {
-          nb::gil_scoped_release nogil;
-          r = OpenSource(uri, o);
-        }
-        return ValueOrThrow(std::move(r));
+        return OpenSourceOrThrow(uri, o);
       },
       nb::arg("uri"), nb::arg("image_key") = "", nb::arg("label_key") = "",
       nb::arg("on_error") = "raise", "Opens a source URI.");

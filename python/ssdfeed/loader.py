@@ -77,6 +77,34 @@ def _channel_values(name: str, values, channels: int) -> Tuple[float, float, flo
     return tuple(vals)
 
 
+def _cache_root(cache) -> str:
+    if cache is True:
+        return default_cache_dir()
+    if cache is False or cache is None:
+        return ""
+    if isinstance(cache, (str, os.PathLike)):
+        root = os.fspath(cache)
+        if root:
+            return root
+    raise ValueError(f"cache must be True (the default root), False (no cache) or a "
+                     f"directory path, not {cache!r}")
+
+
+def _fill_source_side(o, source, cache, prepare, on_error, image_key, label_key) -> None:
+    """The options of o that pick the cache entry (source, cache root,
+    preparation, source keys): shared with ssdfeed.ray's cache reports."""
+    o.source = os.fspath(source)
+    o.cache.root = _cache_root(cache)
+    if not isinstance(prepare, Prepare):
+        raise ValueError(f"prepare must be an ssdfeed.Prepare, not {prepare!r}")
+    o.prepare = prepare._spec()
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"on_error must be 'raise' or 'skip', not {on_error!r}")
+    o.source_options.on_error = _ssdfeed.OnError[on_error.upper()]
+    o.source_options.image_key = image_key or ""
+    o.source_options.label_key = label_key or ""
+
+
 class Loader:
     """Iterates ``(images, labels)`` numpy batches of a dataset, preparing
     each sample once into a cache on local SSD shared by every job.
@@ -158,87 +186,62 @@ class Loader:
                  image_key: Optional[str] = None, label_key: Optional[str] = None,
                  cache_capacity: Optional[int] = None, metrics: bool = True,
                  metrics_port: Optional[int] = None, metrics_host: str = "127.0.0.1"):
-        a = _ssdfeed.LoaderArgs()
-        a.source = os.fspath(source)
-        a.cache = self._cache_root(cache)
-        a.cache_capacity = 0 if cache_capacity is None else _int("cache_capacity",
-                                                                  cache_capacity, 1)
-        if not isinstance(prepare, Prepare):
-            raise ValueError(f"prepare must be an ssdfeed.Prepare, not {prepare!r}")
+        o = _ssdfeed.LoaderOptions()
+        _fill_source_side(o, source, cache, prepare, on_error, image_key, label_key)
+        o.cache.capacity_bytes = 0 if cache_capacity is None else _int("cache_capacity",
+                                                                        cache_capacity, 1)
         # metrics: publish counters for `ssdfeed serve-metrics`; metrics_port:
         # also serve this process's own /metrics on metrics_host:metrics_port.
-        a.metrics = bool(metrics)
-        a.metrics_port = _int("metrics_port", metrics_port or 0, 0)
-        a.metrics_host = str(metrics_host)
-        kw = prepare._kwargs()
-        a.resize_short, a.max_long = kw["resize_short"], kw["max_long"]
-        a.resize, a.center_crop, a.gray = kw["resize"], kw["center_crop"], kw["gray"]
+        o.metrics = bool(metrics)
+        o.metrics_port = _int("metrics_port", metrics_port or 0, 0)
+        o.metrics_host = str(metrics_host)
         if augment is not None:
             if not isinstance(augment, RandomResizedCrop):
                 raise ValueError(f"augment must be an ssdfeed.RandomResizedCrop or None, "
                                  f"not {augment!r}")
-            a.augment = True
-            a.size = _pair(augment.size)
-            a.scale = tuple(float(x) for x in augment.scale)
-            a.ratio = tuple(float(x) for x in augment.ratio)
-            a.flip = bool(augment.flip)
-        a.batch_size = _int("batch_size", batch_size, 1)
-        a.shuffle = bool(shuffle)
-        a.seed = _int("seed", seed, 0)
-        a.workers = 0 if workers is None else _int("workers", workers, 0,
+            aug = o.augment
+            aug.enabled = True
+            aug.height, aug.width = _pair(augment.size)
+            aug.scale_min, aug.scale_max = (float(x) for x in augment.scale)
+            aug.ratio_min, aug.ratio_max = (float(x) for x in augment.ratio)
+            aug.flip = bool(augment.flip)
+        o.batch_size = _int("batch_size", batch_size, 1)
+        o.shuffle = bool(shuffle)
+        o.seed = _int("seed", seed, 0)
+        o.workers = 0 if workers is None else _int("workers", workers, 0,
                                                    " (0 or None: one per core)")
-        a.prefetch = _int("prefetch", prefetch, 1)
-        a.world_size = _int("world_size", world_size, 1)
-        a.rank = _int("rank", rank, 0)
-        if a.rank >= a.world_size:
-            raise ValueError(f"rank must be in [0, world_size={a.world_size}), not {rank!r}")
-        a.drop_last = bool(drop_last)
+        o.prefetch = _int("prefetch", prefetch, 1)
+        o.world_size = _int("world_size", world_size, 1)
+        o.rank = _int("rank", rank, 0)
+        if o.rank >= o.world_size:
+            raise ValueError(f"rank must be in [0, world_size={o.world_size}), not {rank!r}")
+        o.drop_last = bool(drop_last)
         if shard not in ("global", "sticky", "rotate"):
             raise ValueError(f"shard must be 'global', 'sticky' or 'rotate', not {shard!r}")
-        a.shard = shard
-        a.rotate_every = _int("rotate_every", rotate_every, 1)
+        o.shard = _ssdfeed.ShardMode[shard.upper()]
+        o.rotate_every = _int("rotate_every", rotate_every, 1)
         if ids is not None:
             if not isinstance(ids, range) or ids.step != 1 or not 0 <= ids.start < ids.stop:
                 raise ValueError(f"ids must be a non-empty range(begin, end), 0 <= begin, "
                                  f"step 1, or None, not {ids!r}")
-            a.id_begin, a.id_end = ids.start, ids.stop
-        if on_error not in ("raise", "skip"):
-            raise ValueError(f"on_error must be 'raise' or 'skip', not {on_error!r}")
-        a.on_error = on_error
+            o.id_begin, o.id_end = ids.start, ids.stop
         if dtype not in ("uint8", "float32", "float16"):
             raise ValueError(f"dtype must be 'uint8', 'float32' or 'float16', not {dtype!r}")
         if layout not in ("NHWC", "NCHW"):
             raise ValueError(f"layout must be 'NHWC' or 'NCHW', not {layout!r}")
-        a.dtype, a.layout = dtype, layout
-        channels = 1 if prepare.color == "gray" else 3
+        o.output.dtype, o.output.layout = _ssdfeed.DType[dtype.upper()], _ssdfeed.Layout[layout]
         for name, values in (("mean", mean), ("std", std)):
             if values is None:
                 continue
             if dtype == "uint8":
                 raise ValueError(f"{name} applies only to float output: pass "
                                  f"dtype='float32' or 'float16' (dtype is 'uint8')")
-            setattr(a, name, _channel_values(name, values, channels))
-        a.image_key = image_key or ""
-        a.label_key = label_key or ""
-        self._args = a
-        self._prepare, self._augment = prepare, augment
-        self._source = a.source
-        self._impl = _ssdfeed.NativeLoader.open(a)
+            setattr(o.output, name, _channel_values(name, values, o.prepare.channels))
+        self._options = o
+        self._dtype, self._layout = dtype, layout
+        self._impl = _ssdfeed.NativeLoader.open(o)
         self._epoch_chosen = False  # set_epoch / load_state_dict since the last pass began
         self._unfinished = False    # a pass was left before its end
-
-    @staticmethod
-    def _cache_root(cache) -> str:
-        if cache is True:
-            return default_cache_dir()
-        if cache is False or cache is None:
-            return ""
-        if isinstance(cache, (str, os.PathLike)):
-            root = os.fspath(cache)
-            if root:
-                return root
-        raise ValueError(f"cache must be True (the default root), False (no cache) or a "
-                         f"directory path, not {cache!r}")
 
     # -- iteration --------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
@@ -275,16 +278,16 @@ class Loader:
 
     @property
     def batch_size(self) -> int:
-        return self._args.batch_size
+        return self._options.batch_size
 
     @property
     def drop_last(self) -> bool:
-        return self._args.drop_last
+        return self._options.drop_last
 
     @property
     def source(self) -> str:
         """The source URI."""
-        return self._source
+        return self._options.source
 
     @property
     def epoch(self) -> int:
@@ -294,24 +297,16 @@ class Loader:
     @property
     def sample_shape(self) -> Tuple[Optional[int], Optional[int], int]:
         """(H, W, C) of every sample, None where it varies."""
-        c = 1 if self._prepare.color == "gray" else 3
-        if self._augment is not None:
-            h, w = _pair(self._augment.size)
-        elif self._prepare.center_crop is not None:
-            h, w = _pair(self._prepare.center_crop)
-        elif self._prepare.resize is not None:
-            h, w = _pair(self._prepare.resize)
-        else:
-            h = w = None
-        return (h, w, c)
+        s = _ssdfeed.served_sample_shape(self._options.prepare, self._options.augment)
+        return (s.height or None, s.width or None, s.channels)
 
     @property
     def dtype(self) -> str:
-        return self._args.dtype
+        return self._dtype
 
     @property
     def layout(self) -> str:
-        return self._args.layout
+        return self._layout
 
     def close(self) -> None:
         """Stops the workers (also done when the loader is collected)."""
@@ -329,7 +324,7 @@ class Loader:
         corrupt_records, wait_seconds and more (cumulative): the numbers this
         job publishes to `ssdfeed serve-metrics` (docs/metrics.md maps each
         key to its Prometheus metric)."""
-        return self._impl.stats()
+        return self._impl.stats().as_dict()
 
     def state_dict(self) -> dict:
         """Where iteration stands (epoch, batches consumed, plan position)

@@ -77,20 +77,22 @@ class Prepare:
             _positive_pair("resize", self.resize)
         if self.center_crop is not None:
             _positive_pair("center_crop", self.center_crop)
-        _ssdfeed.prepare_canonical(**self._kwargs())  # the C++ checks (combinations)
+        self._spec()  # the C++ checks (combinations)
 
-    def _kwargs(self) -> dict:
-        return dict(
-            resize_short=self.resize_short or 0,
-            max_long=self.max_long or 0,
-            resize=_pair(self.resize),
-            center_crop=_pair(self.center_crop),
-            gray=self.color == "gray",
-        )
+    def _spec(self) -> "_ssdfeed.PrepareSpec":
+        """The C++ PrepareSpec of these arguments (validated)."""
+        s = _ssdfeed.PrepareSpec()
+        s.resize_short = self.resize_short or 0
+        s.max_long = self.max_long or 0
+        s.resize_h, s.resize_w = _pair(self.resize)
+        s.crop_h, s.crop_w = _pair(self.center_crop)
+        s.gray = self.color == "gray"
+        s.validate()
+        return s
 
     def canonical(self) -> str:
         """The text that goes into cache fingerprints."""
-        return _ssdfeed.prepare_canonical(**self._kwargs())
+        return self._spec().canonical()
 
     def describe(self) -> str:
         """A short human form, as ``ssdfeed cache ls`` shows it."""
@@ -98,4 +100,4 @@ class Prepare:
 
     def apply(self, data: bytes):
         """Decodes and prepares encoded image bytes: uint8 HWC numpy array."""
-        return _ssdfeed.decode(data, **self._kwargs())
+        return _ssdfeed._decode_with(data, self._spec())

@@ -28,7 +28,7 @@ except ImportError as e:  # pragma: no cover - exercised only without ray
                       "(or 'ray[data]')") from e
 
 from ssdfeed import _ssdfeed
-from ssdfeed.loader import Loader, RandomResizedCrop, _int, default_cache_dir
+from ssdfeed.loader import Loader, RandomResizedCrop, _fill_source_side, _int, default_cache_dir
 from ssdfeed.prepare import Prepare
 
 Ranges = List[Tuple[int, int]]
@@ -65,19 +65,13 @@ def _cached_ranges(spec: dict, cache) -> Tuple[str, Ranges]:
 
 
 def _pack_args(spec: dict, cache):
-    """The native LoaderArgs of spec, as Loader() would build them, without
+    """The native LoaderOptions of spec, as Loader() would build them, without
     opening a loader (a report must not create a cache entry)."""
     kw = _loader_kwargs(spec, cache)
-    a = _ssdfeed.LoaderArgs()
-    a.source = os.fspath(kw["source"])
-    a.cache = kw["cache"] or ""
-    prep = kw.get("prepare", Prepare())._kwargs()
-    a.resize_short, a.max_long = prep["resize_short"], prep["max_long"]
-    a.resize, a.center_crop, a.gray = prep["resize"], prep["center_crop"], prep["gray"]
-    a.on_error = kw.get("on_error", "raise")
-    a.image_key = kw.get("image_key") or ""
-    a.label_key = kw.get("label_key") or ""
-    return a
+    o = _ssdfeed.LoaderOptions()
+    _fill_source_side(o, kw["source"], kw["cache"], kw.get("prepare", Prepare()),
+                      kw.get("on_error", "raise"), kw.get("image_key"), kw.get("label_key"))
+    return o
 
 
 def _read_range(spec: dict, cache, lo: int, hi: int, stats) -> List[dict]:

@@ -25,7 +25,8 @@ def dataset(source=None, *, loader: Loader = None, **kwargs) -> tf.data.Dataset:
     ``model.fit(ds, epochs=E)`` reshuffles and re-augments every epoch. The
     element spec has a fixed H, W when the loader's samples have one shape
     (resize, center_crop or an augment). ``ds.ssdfeed_loader`` is the loader,
-    for ``stats()`` and state.
+    for ``stats()`` and state: after ``ds.ssdfeed_loader.load_state_dict(s)``
+    the next pass continues right after the batch ``s`` was saved at.
     """
     if loader is None:
         loader = Loader(source, **kwargs)
@@ -33,15 +34,14 @@ def dataset(source=None, *, loader: Loader = None, **kwargs) -> tf.data.Dataset:
     shape = (None, h, w, c) if loader.layout == "NHWC" else (None, c, h, w)
     spec = (tf.TensorSpec(shape=shape, dtype=_DTYPES[loader.dtype]),
             tf.TensorSpec(shape=(None,), dtype=tf.int64))
-    epoch = {"next": 0}
 
     def generate():
-        loader.set_epoch(epoch["next"])
-        epoch["next"] += 1
+        # The Loader picks each pass's epoch itself (the next one, or what
+        # set_epoch / load_state_dict chose), so a restored state resumes.
         yield from loader
 
+    # No assert_cardinality(len(loader)): a pass resumed from a saved state,
+    # or one with skipped samples, is shorter, and the assertion would fail it.
     ds = tf.data.Dataset.from_generator(generate, output_signature=spec)
-    # A known length lets Keras size its epochs without a warning.
-    ds = ds.apply(tf.data.experimental.assert_cardinality(len(loader)))
     ds.ssdfeed_loader = loader  # for stats() and state
     return ds

@@ -2,7 +2,9 @@
 
 With CUDA present, each batch buffer is page-locked once (cudaHostRegister)
 so `.cuda(non_blocking=True)` copies asynchronously; buffers are recycled, so
-registration happens only for the few buffers of the pool.
+registration happens only for the few buffers of the pool. The loader
+unregisters them when it is closed or collected, while the pool still owns
+the memory.
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ class Loader(_Loader):
             kwargs.setdefault("world_size", torch.distributed.get_world_size())
         super().__init__(source, **kwargs)
         self._pin = torch.cuda.is_available() if pin_memory is None else bool(pin_memory)
-        self._pinned = set()
+        self._pinned = set()  # addresses this loader registered with cudaHostRegister
         self._dataset = None
 
     @property
@@ -86,15 +88,15 @@ class Loader(_Loader):
     @property
     def num_workers(self) -> int:
         """Worker threads actually used."""
-        return self._args.workers or _ssdfeed.default_workers()
+        return self._options.workers or _ssdfeed.default_workers()
 
     @property
     def dataset(self):
         """The source (an ``ssdfeed.Source``: ``len()`` is its sample count,
         ``read(i)`` gives sample i's encoded bytes and label)."""
         if self._dataset is None:
-            a = self._args
-            self._dataset = _ssdfeed.open_source(a.source, a.image_key, a.label_key, a.on_error)
+            o = self._options
+            self._dataset = _ssdfeed.open_source_with(o.source, o.source_options)
         return self._dataset
 
     def _pin_buffer(self, array) -> None:
@@ -105,6 +107,26 @@ class Loader(_Loader):
         nbytes = getattr(base, "nbytes", array.nbytes)
         if torch.cuda.cudart().cudaHostRegister(ptr, nbytes, 0) == 0:
             self._pinned.add(ptr)
+
+    def _unpin_buffers(self) -> None:
+        # Before the native loader (and its buffer pool) goes away: memory
+        # freed while still registered would stay pinned for the process.
+        pinned, self._pinned = getattr(self, "_pinned", None), set()
+        if pinned:
+            cudart = torch.cuda.cudart()
+            for ptr in pinned:
+                cudart.cudaHostUnregister(ptr)
+
+    def close(self) -> None:
+        """Stops the workers and unregisters the pinned batch buffers."""
+        super().close()
+        self._unpin_buffers()
+
+    def __del__(self):
+        try:
+            self._unpin_buffers()
+        except Exception:  # interpreter shutdown: torch may be gone already
+            pass
 
     def __iter__(self):
         for images, labels in super().__iter__():

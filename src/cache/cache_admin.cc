@@ -60,7 +60,6 @@ Result<std::vector<EntryInfo>> ListEntries(const CacheOptions& in) {
     }
     e.source_uri = key->source_uri;
     e.spec = key->spec;
-    e.spec_json = key->prepare_json;
     e.samples_total = key->samples_total;
     e.created =
         j.contains("created") && j["created"].is_number_integer() ? j["created"].get<int64_t>() : 0;

@@ -96,11 +96,6 @@ Result<std::unique_ptr<FileLock>> CreateStagingDir(Env* env, const CacheOptions&
                                                    const std::string& dir);
 // True while a live process holds the maker lock of staging dir `dir`.
 bool StagingInProgress(Env* env, const std::string& dir);
-// Refuses a root (or its entries/ directory) that other users may write to:
-// they could plant entries that would be served. The sticky bit (as on /tmp)
-// makes a world-writable root acceptable; group-writable is fine when the
-// cache is group-shared.
-Status CheckRootTrusted(Env* env, const CacheOptions& opts);
 // Creates root/, entries/ and trash/ with the cache's modes, then checks them.
 Status PrepareRoot(Env* env, const CacheOptions& opts);
 

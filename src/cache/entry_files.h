@@ -16,8 +16,6 @@ Status EnsureManifest(Env* env, const std::string& dir, const EntryKey& key,
                       const std::string& fingerprint, bool read_only, uint32_t mode);
 // Reads manifest.json (as text) of an entry dir.
 Status ReadManifest(Env* env, const std::string& dir, std::string* json_text);
-// The key EnsureManifest recorded, so an entry can be reopened from its dir.
-Result<EntryKey> ReadEntryKey(Env* env, const std::string& dir);
 // The same from a manifest's text; `where` names it in errors.
 Result<EntryKey> ParseEntryKey(const std::string& text, const std::string& where);
 void TouchLastUsed(Env* env, const std::string& dir, uint32_t mode);

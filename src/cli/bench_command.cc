@@ -5,9 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/options.h"
-#include "pipeline/entry_key.h"
 #include "ssdfeed/bench.h"
-#include "util/units.h"
+#include "ssdfeed/entry_key.h"
+#include "ssdfeed/units.h"
 
 namespace ssdfeed::cli {
 

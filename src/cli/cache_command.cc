@@ -9,13 +9,12 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "cache/entry_files.h"
 #include "cli/options.h"
-#include "pipeline/entry_key.h"
-#include "pipeline/fetcher.h"
-#include "pipeline/origin_check.h"
 #include "ssdfeed/defaults.h"
-#include "util/units.h"
+#include "ssdfeed/entry_key.h"
+#include "ssdfeed/fetcher.h"
+#include "ssdfeed/origin_check.h"
+#include "ssdfeed/units.h"
 
 namespace ssdfeed::cli {
 

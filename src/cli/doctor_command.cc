@@ -15,9 +15,8 @@
 #include <sstream>
 #include <vector>
 
-#include "cache/capacity.h"
 #include "cli/options.h"
-#include "util/units.h"
+#include "ssdfeed/units.h"
 
 namespace ssdfeed::cli {
 

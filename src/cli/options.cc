@@ -4,7 +4,7 @@
 #include <cstdlib>
 
 #include "ssdfeed/defaults.h"
-#include "util/units.h"
+#include "ssdfeed/units.h"
 
 namespace ssdfeed::cli {
 

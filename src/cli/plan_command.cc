@@ -11,7 +11,7 @@
 
 #include "cli/options.h"
 #include "ssdfeed/defaults.h"
-#include "util/units.h"
+#include "ssdfeed/units.h"
 
 namespace ssdfeed::cli {
 

@@ -17,11 +17,11 @@
 #include <thread>
 
 #include "cli/options.h"
-#include "pipeline/entry_key.h"
-#include "pipeline/fetcher.h"
-#include "pipeline/plan.h"
 #include "ssdfeed/defaults.h"
-#include "util/units.h"
+#include "ssdfeed/entry_key.h"
+#include "ssdfeed/fetcher.h"
+#include "ssdfeed/plan.h"
+#include "ssdfeed/units.h"
 
 namespace ssdfeed::cli {
 

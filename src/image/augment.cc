@@ -61,6 +61,22 @@ uint64_t AugmentKey(uint64_t seed, uint64_t epoch, uint64_t id) {
 
 size_t DTypeSize(DType t) { return t == DType::kUint8 ? 1 : t == DType::kFloat16 ? 2 : 4; }
 
+SampleShape ServedSampleShape(const PrepareSpec& p, const AugmentSpec& a) {
+  SampleShape s;
+  s.channels = p.channels();
+  if (a.enabled) {
+    s.height = a.height;
+    s.width = a.width;
+  } else if (p.crop_h > 0) {
+    s.height = p.crop_h;
+    s.width = p.crop_w;
+  } else if (p.resize_h > 0) {
+    s.height = p.resize_h;
+    s.width = p.resize_w;
+  }
+  return s;
+}
+
 CropBox SampleCrop(const AugmentSpec& a, int H, int W, uint64_t key) {
   KeyedRng rng{key};
   CropBox b;
@@ -91,7 +107,7 @@ CropBox SampleCrop(const AugmentSpec& a, int H, int W, uint64_t key) {
   return b;
 }
 
-void RenderSample(const CachedSample& src, const CropBox& box, int out_h, int out_w,
+void RenderSample(const PixelsView& src, const CropBox& box, int out_h, int out_w,
                   const OutputSpec& out, void* dst, std::vector<uint8_t>* scratch) {
   int c = src.channels;
   int type = CV_8UC(c);

@@ -3,9 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
-#include "ssdfeed/cache.h"
-#include "ssdfeed/loader.h"
+#include "ssdfeed/augment.h"
 
 namespace ssdfeed {
 
@@ -17,14 +17,18 @@ struct CropBox {
 // torchvision's RandomResizedCrop.get_params with randomness keyed by key.
 CropBox SampleCrop(const AugmentSpec& a, int img_h, int img_w, uint64_t key);
 
+// Pixels someone else owns (a cache record, a decoded image): HWC uint8.
+struct PixelsView {
+  const uint8_t* pixels = nullptr;
+  int height = 0, width = 0, channels = 0;
+};
+
 // Crops box from src, resizes to out_h x out_w, flips, and writes one sample
 // into dst in the output dtype/layout. scratch is reused between calls.
-void RenderSample(const CachedSample& src, const CropBox& box, int out_h, int out_w,
+void RenderSample(const PixelsView& src, const CropBox& box, int out_h, int out_w,
                   const OutputSpec& out, void* dst, std::vector<uint8_t>* scratch);
 
 // The key of (seed, epoch, id).
 uint64_t AugmentKey(uint64_t seed, uint64_t epoch, uint64_t id);
-
-size_t DTypeSize(DType t);
 
 }  // namespace ssdfeed

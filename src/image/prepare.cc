@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <opencv2/imgproc.hpp>
 
 #include "image/resample.h"
@@ -33,6 +34,36 @@ std::string PrepareSpec::Canonical() const {
          ";long=" + std::to_string(max_long) + ";exact=" + std::to_string(resize_h) + "x" +
          std::to_string(resize_w) + ";crop=" + std::to_string(crop_h) + "x" +
          std::to_string(crop_w) + ";resample=gauss-aa/linear;jpeg=tj-dct248-islow";
+}
+
+std::string PrepareSpec::ToJson() const {
+  return nlohmann::json{{"resize_short", resize_short},
+                        {"max_long", max_long},
+                        {"resize_h", resize_h},
+                        {"resize_w", resize_w},
+                        {"crop_h", crop_h},
+                        {"crop_w", crop_w},
+                        {"gray", gray}}
+      .dump();
+}
+
+Result<PrepareSpec> PrepareSpec::FromJson(std::string_view text) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object()) return Status::InvalidArgument("prepare spec: not a JSON object");
+  PrepareSpec s;
+  try {  // nlohmann throws on a field of the wrong type
+    s.resize_short = j.value("resize_short", 0);
+    s.max_long = j.value("max_long", 0);
+    s.resize_h = j.value("resize_h", 0);
+    s.resize_w = j.value("resize_w", 0);
+    s.crop_h = j.value("crop_h", 0);
+    s.crop_w = j.value("crop_w", 0);
+    s.gray = j.value("gray", false);
+  } catch (const nlohmann::json::exception& e) {
+    return Status::InvalidArgument(std::string("prepare spec: ") + e.what());
+  }
+  SSDFEED_RETURN_IF_ERROR(s.Validate());
+  return s;
 }
 
 void ShortSideSize(int h, int w, int short_side, int max_long, int* out_h, int* out_w) {

@@ -1,4 +1,4 @@
-#include "pipeline/entry_key.h"
+#include "ssdfeed/entry_key.h"
 
 #include <nlohmann/json.hpp>
 
@@ -10,16 +10,11 @@ EntryKey MakeEntryKey(const Source& source, const SourceOptions& so, const Prepa
   k.source_identity = source.identity();
   k.spec = spec.Canonical();
   k.samples_total = source.size();
-  nlohmann::json j = {{"resize_short", spec.resize_short},
-                      {"max_long", spec.max_long},
-                      {"resize_h", spec.resize_h},
-                      {"resize_w", spec.resize_w},
-                      {"crop_h", spec.crop_h},
-                      {"crop_w", spec.crop_w},
-                      {"gray", spec.gray},
-                      {"image_key", so.image_key},
-                      {"label_key", so.label_key},
-                      {"allow_empty_classes", so.allow_empty_classes}};
+  // The spec's own object plus the source keys that reopen the source.
+  nlohmann::json j = nlohmann::json::parse(spec.ToJson());
+  j["image_key"] = so.image_key;
+  j["label_key"] = so.label_key;
+  j["allow_empty_classes"] = so.allow_empty_classes;
   k.prepare_json = j.dump();
   return k;
 }
@@ -27,21 +22,18 @@ EntryKey MakeEntryKey(const Source& source, const SourceOptions& so, const Prepa
 Status ParsePrepareJson(const std::string& text, PrepareSpec* spec, SourceOptions* so) {
   auto j = nlohmann::json::parse(text, nullptr, false);
   if (!j.is_object()) return Status::Corruption("manifest has no readable 'prepare' object");
+  Result<PrepareSpec> parsed = PrepareSpec::FromJson(text);
+  if (!parsed.ok())
+    return Status::Corruption("manifest 'prepare' object: " + parsed.status().message());
+  *spec = *parsed;
   try {  // nlohmann throws on a field of the wrong type: a damaged manifest
-    spec->resize_short = j.value("resize_short", 0);
-    spec->max_long = j.value("max_long", 0);
-    spec->resize_h = j.value("resize_h", 0);
-    spec->resize_w = j.value("resize_w", 0);
-    spec->crop_h = j.value("crop_h", 0);
-    spec->crop_w = j.value("crop_w", 0);
-    spec->gray = j.value("gray", false);
     so->image_key = j.value("image_key", "");
     so->label_key = j.value("label_key", "");
     so->allow_empty_classes = j.value("allow_empty_classes", false);
   } catch (const nlohmann::json::exception& e) {
     return Status::Corruption(std::string("manifest 'prepare' object: ") + e.what());
   }
-  return spec->Validate();
+  return Status::OK();
 }
 
 }  // namespace ssdfeed

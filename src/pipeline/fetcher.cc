@@ -1,4 +1,4 @@
-#include "pipeline/fetcher.h"
+#include "ssdfeed/fetcher.h"
 
 #include <chrono>
 #include <thread>

@@ -16,9 +16,9 @@
 
 #include "image/augment.h"
 #include "pipeline/batch_pool.h"
-#include "pipeline/entry_key.h"
-#include "pipeline/fetcher.h"
 #include "ssdfeed/defaults.h"
+#include "ssdfeed/entry_key.h"
+#include "ssdfeed/fetcher.h"
 #include "ssdfeed/metrics.h"
 
 namespace ssdfeed {
@@ -188,19 +188,11 @@ class LoaderImpl final : public Loader {
  private:
   // The output shape, when every sample will have the same one.
   void FixShape() {
-    const PrepareSpec& p = opts_.prepare;
-    channels_ = p.channels();
-    if (opts_.augment.enabled) {
-      out_h_ = opts_.augment.height;
-      out_w_ = opts_.augment.width;
-    } else if (p.crop_h > 0) {
-      out_h_ = p.crop_h;
-      out_w_ = p.crop_w;
-    } else if (p.resize_h > 0) {
-      out_h_ = p.resize_h;
-      out_w_ = p.resize_w;
-    }
-    fixed_ = out_h_ > 0;
+    SampleShape s = ServedSampleShape(opts_.prepare, opts_.augment);
+    channels_ = s.channels;
+    out_h_ = s.height;
+    out_w_ = s.width;
+    fixed_ = s.fixed();
   }
   bool fixed_shape() const { return fixed_; }
   bool skipping() const { return opts_.source_options.on_error == OnError::kSkip; }
@@ -401,7 +393,7 @@ class LoaderImpl final : public Loader {
                                      std::to_string(cs.height) + "x" + std::to_string(cs.width) +
                                      " differs from the batch's");
     }
-    RenderSample(cs, box, out_h_, out_w_, opts_.output,
+    RenderSample({cs.pixels, cs.height, cs.width, cs.channels}, box, out_h_, out_w_, opts_.output,
                  slot->buffer->images.data() + pos * sample_bytes(), render);
     return Status::OK();
   }
@@ -425,8 +417,8 @@ class LoaderImpl final : public Loader {
     buf->images.resize(sb * ims.size());
     std::vector<uint8_t> render;
     for (size_t i = 0; i < ims.size(); ++i) {
-      CachedSample cs{ims[i]->pixels.data(), ims[i]->height, ims[i]->width, ims[i]->channels, 0};
-      RenderSample(cs, {0, 0, h, w, false}, h, w, opts_.output, buf->images.data() + i * sb,
+      PixelsView px{ims[i]->pixels.data(), ims[i]->height, ims[i]->width, ims[i]->channels};
+      RenderSample(px, {0, 0, h, w, false}, h, w, opts_.output, buf->images.data() + i * sb,
                    &render);
     }
     return Status::OK();

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "pipeline/entry_key.h"
+#include "ssdfeed/entry_key.h"
 
 namespace ssdfeed {
 

@@ -1,4 +1,4 @@
-#include "pipeline/origin_check.h"
+#include "ssdfeed/origin_check.h"
 
 #include <algorithm>
 #include <atomic>
@@ -6,7 +6,7 @@
 #include <mutex>
 #include <thread>
 
-#include "pipeline/fetcher.h"
+#include "ssdfeed/fetcher.h"
 
 namespace ssdfeed {
 

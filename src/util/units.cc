@@ -1,4 +1,4 @@
-#include "util/units.h"
+#include "ssdfeed/units.h"
 
 #include <cmath>
 #include <cstdio>

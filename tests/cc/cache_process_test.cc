@@ -18,10 +18,10 @@
 #include <thread>
 
 #include "cache_test_util.h"
-#include "pipeline/entry_key.h"
-#include "pipeline/fetcher.h"
 #include "ssdfeed/cache.h"
 #include "ssdfeed/dataset.h"
+#include "ssdfeed/entry_key.h"
+#include "ssdfeed/fetcher.h"
 #include "test_util.h"
 
 extern char** environ;

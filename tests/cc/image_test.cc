@@ -5,6 +5,7 @@
 #include <cmath>
 #include <opencv2/imgproc.hpp>
 
+#include "ssdfeed/augment.h"
 #include "ssdfeed/dataset.h"
 
 namespace ssdfeed {
@@ -184,6 +185,60 @@ TEST(Prepare, ValidateAndCanonical) {
   bad.resize_w = 10;
   bad.resize_short = 5;
   EXPECT_FALSE(bad.Validate().ok());
+}
+
+TEST(Augment, ServedSampleShapeFollowsAugmentThenCropThenResize) {
+  PrepareSpec p;
+  AugmentSpec a;
+  SampleShape s = ServedSampleShape(p, a);
+  EXPECT_FALSE(s.fixed());
+  EXPECT_EQ(s.channels, 3);
+  p.resize_h = 40;
+  p.resize_w = 50;
+  s = ServedSampleShape(p, a);
+  EXPECT_EQ(s.height, 40);
+  EXPECT_EQ(s.width, 50);
+  p.crop_h = p.crop_w = 32;
+  p.gray = true;
+  s = ServedSampleShape(p, a);
+  EXPECT_EQ(s.height, 32);
+  EXPECT_EQ(s.channels, 1);
+  a.enabled = true;
+  a.height = 24;
+  a.width = 20;
+  s = ServedSampleShape(p, a);
+  EXPECT_EQ(s.height, 24);
+  EXPECT_EQ(s.width, 20);
+}
+
+TEST(Prepare, JsonRoundTrip) {
+  PrepareSpec a;
+  a.resize_short = 256;
+  a.max_long = 512;
+  a.crop_h = 224;
+  a.crop_w = 200;
+  a.gray = true;
+  Result<PrepareSpec> b = PrepareSpec::FromJson(a.ToJson());
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  EXPECT_EQ(b->Canonical(), a.Canonical());
+  // A manifest's object also holds source keys: ignored here.
+  Result<PrepareSpec> c = PrepareSpec::FromJson(R"({"resize_h":8,"resize_w":9,"image_key":"x"})");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->resize_h, 8);
+  EXPECT_EQ(c->resize_w, 9);
+  EXPECT_EQ(c->resize_short, 0);
+}
+
+TEST(Prepare, JsonErrorsSayWhatIsWrong) {
+  Result<PrepareSpec> not_json = PrepareSpec::FromJson("[1,");
+  ASSERT_FALSE(not_json.ok());
+  EXPECT_EQ(not_json.status().code(), Status::Code::kInvalidArgument);
+  Result<PrepareSpec> wrong_type = PrepareSpec::FromJson(R"({"crop_h":"big"})");
+  ASSERT_FALSE(wrong_type.ok());
+  EXPECT_NE(wrong_type.status().message().find("prepare spec"), std::string::npos);
+  Result<PrepareSpec> invalid = PrepareSpec::FromJson(R"({"resize_h":8})");
+  ASSERT_FALSE(invalid.ok());
+  EXPECT_NE(invalid.status().message().find("resize needs both"), std::string::npos);
 }
 
 }  // namespace

@@ -137,3 +137,64 @@ def test_keras_fit_runs_on_the_dataset(small_datasets):
     model.compile("sgd", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     hist = model.fit(ds, epochs=2, verbose=0)
     assert len(hist.history["loss"]) == 2 and np.isfinite(hist.history["loss"]).all()
+
+
+def test_tensorflow_dataset_resumes_from_a_restored_state(small_datasets):
+    pytest.importorskip("tensorflow")
+    import ssdfeed.tf as sftf
+    uri = _uri(small_datasets)
+    ref = ssdfeed.Loader(uri, **KW)
+    epoch0 = [(x, y) for x, y in ref]
+    epoch1 = [(x, y) for x, y in ref]
+    ds = sftf.dataset(uri, **KW)
+    it = iter(ds)
+    next(it), next(it)
+    state = ds.ssdfeed_loader.state_dict()
+    consumed = state["batches_consumed"]
+    assert state["epoch"] == 0 and 2 <= consumed < len(epoch0)
+    fresh = sftf.dataset(uri, **KW)
+    fresh.ssdfeed_loader.load_state_dict(state)
+    rest = [(x.numpy(), y.numpy()) for x, y in fresh]
+    assert len(rest) == len(epoch0) - consumed, "the restored position was ignored"
+    for (x, y), (rx, ry) in zip(rest, epoch0[consumed:]):
+        np.testing.assert_array_equal(x, rx)
+        np.testing.assert_array_equal(y, ry)
+    after = [(x.numpy(), y.numpy()) for x, y in fresh]  # the pass after: epoch 1
+    assert len(after) == len(epoch1)
+    for (x, y), (rx, ry) in zip(after, epoch1):
+        np.testing.assert_array_equal(x, rx)
+        np.testing.assert_array_equal(y, ry)
+
+
+class _CountingCudart:
+    """Stands in for torch.cuda.cudart() on a machine without CUDA."""
+
+    def __init__(self):
+        self.registered, self.unregistered = [], []
+
+    def cudaHostRegister(self, ptr, nbytes, flags):
+        self.registered.append(ptr)
+        return 0
+
+    def cudaHostUnregister(self, ptr):
+        self.unregistered.append(ptr)
+        return 0
+
+
+@pytest.mark.parametrize("how", ["close", "gc"])
+def test_torch_loader_unregisters_the_memory_it_pinned(small_datasets, monkeypatch, how):
+    torch = pytest.importorskip("torch")
+    import gc
+    import ssdfeed.torch as sft
+    fake = _CountingCudart()
+    monkeypatch.setattr(torch.cuda, "cudart", lambda: fake)
+    loader = sft.Loader(_uri(small_datasets), pin_memory=True, **KW)
+    batches = list(loader)
+    assert fake.registered and not fake.unregistered
+    del batches
+    if how == "close":
+        loader.close()
+    else:
+        del loader
+        gc.collect()
+    assert sorted(fake.unregistered) == sorted(fake.registered)

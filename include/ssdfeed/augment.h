@@ -1,0 +1,47 @@
+// What the image layer does after the cache, per epoch: the random resized
+// crop and flip (AugmentSpec) and the element type and layout of the batch
+// (OutputSpec). Loader options hold these; the image layer implements them.
+#pragma once
+
+#include <array>
+#include <cstddef>
+
+#include "ssdfeed/image.h"
+
+namespace ssdfeed {
+
+// torchvision's RandomResizedCrop (same meaning of size, scale and ratio),
+// then an optional horizontal flip with probability 1/2.
+struct AugmentSpec {
+  bool enabled = false;                             // Default off: samples are served as prepared.
+  int height = 224, width = 224;                    // Output size. Default 224x224.
+  double scale_min = 0.08, scale_max = 1.0;         // Area fraction. Default (0.08, 1).
+  double ratio_min = 3.0 / 4, ratio_max = 4.0 / 3;  // Aspect w/h. Default (3/4, 4/3).
+  bool flip = true;                                 // Random horizontal flip. Default true.
+};
+
+enum class DType { kUint8, kFloat32, kFloat16 };
+enum class Layout { kNHWC, kNCHW };
+
+struct OutputSpec {
+  DType dtype = DType::kUint8;    // Default uint8 (no normalisation).
+  Layout layout = Layout::kNHWC;  // Default NHWC.
+  // Float outputs are (pixel / 255 - mean[c]) / std[c]. Defaults: 0 and 1.
+  std::array<float, 3> mean{0.f, 0.f, 0.f};
+  std::array<float, 3> std{1.f, 1.f, 1.f};
+};
+
+// Bytes of one element of t.
+size_t DTypeSize(DType t);
+
+// (height, width, channels) of every served sample; height and width are 0
+// when they vary from sample to sample (no augment, crop or exact resize).
+// The one place that decides it: the loader sizes batches with it and the
+// Python adapters declare their element shapes with it.
+struct SampleShape {
+  int height = 0, width = 0, channels = 3;
+  bool fixed() const { return height > 0; }
+};
+SampleShape ServedSampleShape(const PrepareSpec& prepare, const AugmentSpec& augment);
+
+}  // namespace ssdfeed
