@@ -20,7 +20,7 @@ BUILD_REQS := "scikit-build-core>=0.10" "nanobind>=2.0"
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 .PHONY: all deps venv build install-py test test-cc test-py test-consumer demo \
-        asan tsan fuzz format clean image image-test
+        asan tsan fuzz format format-check clean image image-test
 
 all: build
 
@@ -103,6 +103,11 @@ fuzz:
 format:
 	@bash scripts/deps.sh --dev
 	clang-format -i $$(git ls-files '*.cc' '*.h')
+
+# What CI checks: every tracked .cc/.h as clang-format writes it.
+format-check:
+	@bash scripts/deps.sh --dev
+	bash scripts/check-format.sh
 
 # The container image (Dockerfile), from a local Debian 12 base made with
 # mmdebstrap when missing (BASE=...), with the wheel built here (WHEELS=source

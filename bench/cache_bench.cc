@@ -26,6 +26,13 @@ namespace cf = cache_format;
 
 namespace {
 
+// A rate over failed calls would be a false number: stop instead.
+void OrDie(const Status& s, const char* what) {
+  if (s.ok()) return;
+  std::fprintf(stderr, "%s: %s\n", what, s.ToString().c_str());
+  std::exit(1);
+}
+
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -149,8 +156,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   double t0 = Now();
-  for (int id = 0; id < samples; ++id) (*e)->Put(id, id, pixels.data(), h, w, 3);
-  (*e)->Sync();
+  for (int id = 0; id < samples; ++id)
+    OrDie((*e)->Put(id, id, pixels.data(), h, w, 3), "cache_bench: put");
+  OrDie((*e)->Sync(), "cache_bench: sync");
   double write_s = Now() - t0;
   double mb = static_cast<double>(pixels.size()) * samples / 1e6;
   std::string entry_dir = (*e)->dir();
@@ -163,7 +171,7 @@ int main(int argc, char** argv) {
     double t = Now();
     for (uint64_t id : order) {
       CachedSample s;
-      (*e)->Get(id, &buf, &s);
+      OrDie((*e)->Get(id, &buf, &s), "cache_bench: get");
     }
     return Now() - t;
   };

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -16,6 +17,13 @@
 using namespace ssdfeed;
 
 namespace {
+
+// A rate over failed calls would be a false number: stop instead.
+void OrDie(const Status& s, const char* what) {
+  if (s.ok()) return;
+  std::fprintf(stderr, "%s: %s\n", what, s.ToString().c_str());
+  std::exit(1);
+}
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -92,12 +100,14 @@ int main(int argc, char** argv) {
   spec.resize_short = resize_short;
   Row full =
       Measure("full decode + antialiased resize", files, mpix, rounds, [&](const std::string& f) {
-        dec.Decode(f, false, 0, 0, &img);
+        OrDie(dec.Decode(f, false, 0, 0, &img), "decode_bench: decode");
         Image out;
-        PrepareDecoded(img, spec, &out);
+        OrDie(PrepareDecoded(img, spec, &out), "decode_bench: prepare");
       });
   Row ours = Measure("ssdfeed decode+prepare (DCT scaling)", files, mpix, rounds,
-                     [&](const std::string& f) { dec.DecodeAndPrepare(f, spec, &img); });
+                     [&](const std::string& f) {
+                       OrDie(dec.DecodeAndPrepare(f, spec, &img), "decode_bench: decode+prepare");
+                     });
   tjDestroy(tj);
   if (json) {
     std::printf("{\"images\": %zu, \"resize_short\": %d, \"rows\": [", files.size(), resize_short);

@@ -26,7 +26,7 @@ struct CacheOptions {
   // Group-sharing mode for nodes where one group's jobs share a cache:
   // directories 02770 and files 0660 instead of 0700 / 0600. Default false.
   bool group_shared = false;
-  // Data is fsync'ed after this many bytes appended by one writer (and when
+  // Data is fdatasync'ed after this many bytes appended by one writer (and when
   // the entry closes). Smaller loses less on power loss. Default 64 MiB.
   uint64_t sync_bytes = 64ull << 20;
   // Capacity is reserved in chunks of this size. Default 64 MiB.

@@ -44,6 +44,7 @@ class WritableFile {
  public:
   virtual ~WritableFile() = default;
   virtual Status Append(const void* data, size_t n) = 0;
+  // fdatasync: the data and the size, not every inode field.
   virtual Status Sync() = 0;
   virtual Status Close() = 0;
   virtual uint64_t Size() const = 0;  // bytes appended so far (incl. existing)
@@ -122,9 +123,10 @@ class Env {
   // Reads a whole file (convenience over NewRandomAccessFile).
   Status ReadFileToString(const std::string& path, std::string* out,
                           const RandomAccessFileOptions& opts = {});
-  // Writes via temp file + rename, so readers see old or new. durable: fsync
-  // the file before and the directory after the rename (default), so a power
-  // cut keeps it too; false for files that only matter while processes live.
+  // Writes via temp file + rename, so readers see old or new. durable:
+  // fdatasync the file before and fsync the directory after the rename
+  // (default), so a power cut keeps it too; false for files that only matter
+  // while processes live.
   Status WriteFileAtomic(const std::string& path, const std::string& data, uint32_t mode = 0600,
                          bool durable = true);
 };

@@ -45,9 +45,9 @@ struct PrepareSpec {
 
   int channels() const { return gray ? 1 : 3; }
   Status Validate() const;
-  // Canonical text, e.g. "prep1;rgb;short=256;long=0;exact=0x0;crop=224x224;
-  // resample=area/linear;jpeg=tj-dct". Goes into cache fingerprints: change it
-  // whenever the output bytes of preparation change.
+  // Canonical text, e.g. "prep2;rgb;short=256;long=0;exact=0x0;crop=224x224;
+  // resample=gauss-aa/linear;jpeg=tj-dct248-islow". Goes into cache
+  // fingerprints: change it whenever the output bytes of preparation change.
   std::string Canonical() const;
   // The fields above as one JSON object, e.g. {"crop_h":224,"crop_w":224,
   // "gray":false,...}: what cache manifests record so that a tool can

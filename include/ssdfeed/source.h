@@ -57,8 +57,6 @@ class Source {
   virtual const std::string& uri() const = 0;
   // Parts of the origin left out under OnError::kSkip while opening.
   virtual size_t skipped() const { return 0; }
-  // Number of input files.
-  virtual size_t file_count() const = 0;
 };
 
 // Opens "folder:DIR" (or a bare directory), "tfrecord:GLOB" or "tar:GLOB".

@@ -49,7 +49,7 @@ Status MakeTestFile(const std::string& path, uint64_t bytes) {
     w[0] = done;
     if (::write(fd, buf.p, 1 << 20) != (1 << 20)) s = Status::FromErrno(errno, "write " + path);
   }
-  if (s.ok() && ::fdatasync(fd) != 0) s = Status::FromErrno(errno, "fsync " + path);
+  if (s.ok() && ::fdatasync(fd) != 0) s = Status::FromErrno(errno, "fdatasync " + path);
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
   ::close(fd);
   return s;

@@ -167,14 +167,17 @@ Status CreateEntryDir(const CacheOptions& opts, const EntryKey& key, const std::
                                 fp + "." + std::to_string(::getpid()) + "." + std::to_string(n++));
   auto maker = CreateStagingDir(env, opts, staging);
   if (!maker.ok()) {
-    (void)env->RemoveDirAndFiles(staging);
+    // Cleanup after the error returned below; EmptyTrash removes leftovers.
+    env->RemoveDirAndFiles(staging).IgnoreError();
     return maker.status().IsNoSpace() ? maker.status() : Status::NotFound("retry");
   }
   Status s = EnsureManifest(env, staging, key, fp, false, FileMode(opts));
   if (s.ok()) s = env->RenameFile(staging, dir);
-  if (s.ok()) (void)env->RemoveFile(JoinPath(dir, kMakerLock));  // in place: no longer staging
+  // In place: no longer staging. A lock file left behind is an empty file
+  // nobody locks again.
+  if (s.ok()) env->RemoveFile(JoinPath(dir, kMakerLock)).IgnoreError();
   if (!s.ok()) {
-    (void)env->RemoveDirAndFiles(staging);
+    env->RemoveDirAndFiles(staging).IgnoreError();  // as above
     // Another process put its entry in place first (or emptied our staging
     // dir from the trash): look again.
     return s.IsNoSpace() || s.code() == Status::Code::kInvalidArgument ? s

@@ -158,9 +158,11 @@ void EmptyTrash(Env* env, const RootPaths& p) {
     if (!fi.ok() || fi->is_symlink) continue;
     if (n.rfind(kStagingPrefix, 0) == 0 && StagingInProgress(env, dir)) continue;
     if (fi->is_dir) {
-      (void)env->RemoveDirAndFiles(dir);  // another process may be at it too
+      // Best effort, as is all of EmptyTrash: another process may be at it
+      // too, and what stays is removed by the next pass.
+      env->RemoveDirAndFiles(dir).IgnoreError();
     } else {
-      (void)env->RemoveFile(dir);
+      env->RemoveFile(dir).IgnoreError();
     }
   }
 }
@@ -339,7 +341,9 @@ void Capacity::Release() {
   std::vector<LedgerRow> rows = std::move(*read);
   size_t before = rows.size();
   std::erase_if(rows, [&](const LedgerRow& r) { return r.slot == slot_->id(); });
-  if (rows.size() != before) (void)WriteLedger(env, paths_.ledger, rows, FileMode(opts_));
+  // A row left behind names a slot that is free once we exit, and readers
+  // drop rows of free slots (ReadLiveLedger): nothing stays reserved.
+  if (rows.size() != before) WriteLedger(env, paths_.ledger, rows, FileMode(opts_)).IgnoreError();
 }
 
 }  // namespace ssdfeed

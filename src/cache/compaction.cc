@@ -17,6 +17,12 @@ namespace cf = cache_format;
 
 namespace {
 
+// For a loop that should try every step: the first failure is kept. A file
+// already gone is no failure.
+void KeepFirstError(Status s, Status* first) {
+  if (!s.ok() && !s.IsNotFound() && first->ok()) *first = std::move(s);
+}
+
 struct SegmentFiles {
   std::vector<std::string> segments, slot_locks;
   int next_n = 0;  // a segment number of slot 0 not in use
@@ -125,9 +131,14 @@ Status CompactEntry(const CacheOptions& in, const std::string& name, CompactRepo
       WriteCompacted(opts, dir, &index, before.next_n, &report->records, &report->bytes_after));
   // The new segments are durable: the old ones (and their slots, which
   // nobody holds: we hold the entry exclusively) can go.
-  for (const auto& n : before.segments) (void)env->RemoveFile(JoinPath(dir, n));
-  for (const auto& n : before.slot_locks) (void)env->RemoveFile(JoinPath(dir, n));
+  // An old segment that stays holds duplicates of the new records (readers
+  // take either) and its bytes: say so rather than report a compaction.
+  Status removed;
+  for (const auto& n : before.segments) KeepFirstError(env->RemoveFile(JoinPath(dir, n)), &removed);
+  for (const auto& n : before.slot_locks)
+    KeepFirstError(env->RemoveFile(JoinPath(dir, n)), &removed);
   SSDFEED_RETURN_IF_ERROR(env->SyncDir(dir));
+  SSDFEED_RETURN_IF_ERROR(removed.WithContext("compact " + dir + ": old segments left"));
   report->files_after = ListSegmentFiles(env, dir).segments.size();
   return Status::OK();
 }

@@ -68,7 +68,8 @@ Result<EntryKey> ParseEntryKey(const std::string& text, const std::string& where
 
 void TouchLastUsed(Env* env, const std::string& dir, uint32_t mode) {
   // Its mtime is what LRU eviction orders by; content is for people.
-  // Advisory (an LRU order): not worth an fsync on every job start.
+  // Advisory (an LRU order): not worth an fsync on every job start, nor a
+  // failed job when the write fails (the entry then just looks older).
   (void)env->WriteFileAtomic(JoinPath(dir, "last_used"),
                              std::to_string(static_cast<int64_t>(std::time(nullptr))) + "\n", mode,
                              /*durable=*/false);
@@ -88,6 +89,8 @@ void WriteStatus(Env* env, const std::string& dir, uint64_t present, uint64_t to
                       {"bytes", bytes},
                       {"state", present == total ? "complete" : "partial"},
                       {"updated", static_cast<int64_t>(std::time(nullptr))}};
+  // Informational only (no code reads it back): a failed write
+  // is no reason to fail the caller.
   (void)env->WriteFileAtomic(JoinPath(dir, "status.json"), j.dump(2) + "\n", mode,
                              /*durable=*/false);
 }

@@ -623,9 +623,11 @@ Status ImportEntry(const CacheOptions& in, int fd, const ImportOptions& io,
   // Held until the import ends, so no EmptyTrash deletes the staged entry.
   SSDFEED_ASSIGN_OR_RETURN(auto maker, CreateStagingDir(env, opts, staging));
   Status s = ImportBody(opts, io, &rd, sh, key, staging, &capacity, report);
-  if (!s.ok() || report->merged) (void)env->RemoveDirAndFiles(staging);
+  // Cleanup only (s is what the import did): EmptyTrash removes a staging
+  // dir left behind, and a maker lock left in place is an unused empty file.
+  if (!s.ok() || report->merged) env->RemoveDirAndFiles(staging).IgnoreError();
   if (s.ok() && !report->merged)
-    (void)env->RemoveFile(JoinPath(JoinPath(paths.entries, fp), kMakerLock));
+    env->RemoveFile(JoinPath(JoinPath(paths.entries, fp), kMakerLock)).IgnoreError();
   return s;
 }
 

@@ -66,8 +66,8 @@ void EncodeIndexEntry(const IndexEntry& e, char* out) {
   Put<uint16_t>(out + 20, e.height);
   Put<uint16_t>(out + 22, e.width);
   Put<uint8_t>(out + 24, e.channels);
-  Put<uint64_t>(out + 25, e.stamp);  // unaligned on purpose: packed
-  Put<uint64_t>(out + 33, e.record_checksum);
+  Put<uint64_t>(out + 25, e.stamp);              // unaligned on purpose: packed
+  std::memcpy(out + 33, &e.record_checksum, 7);  // 7 bytes: see IndexEntry
   Put<uint64_t>(out + 40, XXH3_64bits(out, 40));
 }
 
@@ -80,7 +80,8 @@ bool DecodeIndexEntry(const char* in, IndexEntry* e) {
   e->width = Get<uint16_t>(in + 22);
   e->channels = Get<uint8_t>(in + 24);
   e->stamp = Get<uint64_t>(in + 25);
-  e->record_checksum = Get<uint64_t>(in + 33);
+  e->record_checksum = 0;
+  std::memcpy(&e->record_checksum, in + 33, 7);
   return true;
 }
 

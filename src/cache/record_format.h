@@ -2,8 +2,13 @@
 // docs/cache-format.md. Little endian.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <string>
+
+// Fields are memcpy'd in native byte order; the format is little endian.
+static_assert(std::endian::native == std::endian::little,
+              "the cache format is written in native byte order: little-endian hosts only");
 
 namespace ssdfeed::cache_format {
 
@@ -33,7 +38,9 @@ struct IndexEntry {
   uint32_t record_len = 0;  // header + payload
   uint16_t height = 0, width = 0;
   uint8_t channels = 0;
-  uint64_t stamp = 0;  // microseconds; the newest record of an id wins
+  uint64_t stamp = 0;  // sequence number (claims); the highest of an id wins
+  // The record's checksum, its low 7 bytes only: the entry's own hash
+  // overwrites the eighth (docs/cache-format.md). Nothing checks it.
   uint64_t record_checksum = 0;
 };
 

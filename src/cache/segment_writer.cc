@@ -175,7 +175,11 @@ Status SegmentWriter::OpenSegmentLocked(int n, bool takeover) {
 
 Status SegmentWriter::Sync() {
   MutexLock l(&mu_);
-  return SyncLocked();
+  Status s = SyncLocked();
+  // Counted and warned like a failed background sync: callers that cannot
+  // return it (a loader stopping) leave a trace in the metrics.
+  if (!s.ok()) return StopAdmittingLocked(s, &counters_->write_errors);
+  return s;
 }
 
 Status SegmentWriter::SyncLocked() {

@@ -116,7 +116,8 @@ int VerifyOne(const CacheOptions& o, const EntryInfo& info, bool repair, bool co
       CachedSample cs;
       if (fetcher.Fetch(id, &scratch, &cs).ok() && (*entry)->Contains(id)) ++fixed;
     }
-    (*entry)->Sync();
+    // Repaired records that never reach the disk are not repaired.
+    if (Status s = (*entry)->Sync(); !s.ok()) return Fail(info.name + ": repair: " + s.message());
     (*out)["repaired"] = fixed;
   }
   return 0;

@@ -37,7 +37,7 @@ Status Env::WriteFileAtomic(const std::string& path, const std::string& data, ui
   if (s.ok()) s = f->Close();
   if (s.ok()) s = RenameFile(tmp, path);
   if (!s.ok()) {
-    RemoveFile(tmp);  // best effort; the error that matters is s
+    RemoveFile(tmp).IgnoreError();  // best effort; the error that matters is s
     return s;
   }
   return durable ? SyncDir(Dirname(path)) : Status::OK();

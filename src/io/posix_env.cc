@@ -1,4 +1,4 @@
-// The POSIX Env: pread/write/fsync/flock on plain file descriptors.
+// The POSIX Env: pread/write/fdatasync/flock on plain file descriptors.
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -14,22 +14,6 @@
 #include "ssdfeed/env.h"
 
 namespace ssdfeed {
-
-Status Status::FromErrno(int err, const std::string& what) {
-  std::string m = what + ": " + std::strerror(err);
-  if (err == ENOENT) return NotFound(m);
-  if (err == ENOSPC || err == EDQUOT) return NoSpace(m);
-  if (err == EWOULDBLOCK) return Busy(m);
-  return IOError(m);
-}
-
-std::string Status::ToString() const {
-  if (ok()) return "OK";
-  static const char* kNames[] = {"OK",      "NotFound", "Corruption",   "InvalidArgument",
-                                 "IOError", "NoSpace",  "NotSupported", "Busy",
-                                 "Aborted"};
-  return std::string(kNames[static_cast<int>(code_)]) + ": " + msg_;
-}
 
 namespace {
 
@@ -89,7 +73,7 @@ class PosixWritableFile final : public WritableFile {
     return Status::OK();
   }
   Status Sync() override {
-    if (::fdatasync(fd_) != 0) return Status::FromErrno(errno, "fsync " + path_);
+    if (::fdatasync(fd_) != 0) return Status::FromErrno(errno, "fdatasync " + path_);
     return Status::OK();
   }
   Status Close() override {

@@ -59,7 +59,9 @@ class FilePublisher final : public StatsPublisher {
     ::munmap(map_, metrics::kBlockBytes);
     ::close(fd_);  // releases the lock: the file now counts as ended
     std::vector<std::string> ignored;
-    (void)metrics::FoldEnded(env_, cache_, false, &ignored);
+    // Opportunistic: a file not folded now is folded by the next job or
+    // exporter; metrics never fail a job.
+    metrics::FoldEnded(env_, cache_, false, &ignored).IgnoreError();
   }
   static Result<std::unique_ptr<StatsPublisher>> Make(Env* env, const CacheOptions& c,
                                                       const std::string& entry);
@@ -190,7 +192,8 @@ std::unique_ptr<StatsPublisher> StatsPublisher::Create(Env* env, const CacheOpti
                                                        std::string* warning) {
   if (env == nullptr) env = Env::Default();
   std::vector<std::string> fold_warnings;
-  (void)metrics::FoldEnded(env, cache, false, &fold_warnings);
+  // Opportunistic, as in ~FilePublisher.
+  metrics::FoldEnded(env, cache, false, &fold_warnings).IgnoreError();
   auto p = FilePublisher::Make(env, cache, entry);
   if (p.ok()) return std::move(*p);
   if (warning != nullptr)

@@ -13,6 +13,7 @@
 // counted twice).
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -30,6 +31,9 @@ inline constexpr uint32_t kHistWords = kHistBounds + 3;
 inline constexpr size_t kAdmissionOffset = 56;
 inline constexpr size_t kCountersOffset = 128;
 inline constexpr size_t kHistsOffset = kCountersOffset + kCounterSlots * 8;
+// Words are stored in native byte order; the layout above is little endian.
+static_assert(std::endian::native == std::endian::little,
+              "the stats file is written in native byte order: little-endian hosts only");
 static_assert(static_cast<uint32_t>(Ctr::kCount) <= kCounterSlots);
 static_assert(static_cast<uint32_t>(Hist::kCount) <= kHistSlots);
 static_assert(kHistsOffset + kHistSlots * kHistWords * 8 <= kBlockBytes);

@@ -11,7 +11,6 @@ std::shared_ptr<BatchBuffer> BatchPool::Acquire(size_t image_bytes, size_t n) {
       free_.pop_back();
     } else {
       b = std::make_unique<BatchBuffer>();
-      ++created_;
     }
   }
   b->images.resize(image_bytes);  // no-op once sized: memory stays touched

@@ -16,7 +16,6 @@ class BatchPool : public std::enable_shared_from_this<BatchPool> {
   static std::shared_ptr<BatchPool> Create() { return std::shared_ptr<BatchPool>(new BatchPool()); }
   // A buffer with room for image_bytes and n labels (contents unspecified).
   std::shared_ptr<BatchBuffer> Acquire(size_t image_bytes, size_t n);
-  size_t created() const { return created_; }
 
  private:
   BatchPool() = default;
@@ -24,7 +23,6 @@ class BatchPool : public std::enable_shared_from_this<BatchPool> {
 
   std::mutex mu_;
   std::vector<std::unique_ptr<BatchBuffer>> free_;
-  size_t created_ = 0;
 };
 
 }  // namespace ssdfeed

@@ -58,7 +58,9 @@ void SampleFetcher::MaybeRefresh() {
   // Other processes' new records are picked up at most every 20 ms.
   int64_t now = NowUs(), last = last_refresh_us_.load();
   if (now - last < 20000 || !last_refresh_us_.compare_exchange_strong(last, now)) return;
-  cache_->Refresh();
+  // A failed refresh only hides other processes' newest records until the
+  // next one: those samples are prepared here instead, never served wrong.
+  cache_->Refresh().IgnoreError();
 }
 
 Status SampleFetcher::TimedGet(uint64_t id, FetchScratch* s, CachedSample* out) {
@@ -105,8 +107,9 @@ Status SampleFetcher::Fetch(uint64_t id, FetchScratch* s, CachedSample* out) {
     if (WaitForOther(id, s, out)) return Status::OK();
   } else if (admit) {
     // Another process may have stored it and let go of its claim since our
-    // last refresh: one more look saves preparing it twice.
-    cache_->Refresh();
+    // last refresh: one more look saves preparing it twice (best effort, as
+    // in MaybeRefresh).
+    cache_->Refresh().IgnoreError();
     if (GetCached(id, s, out)) {
       cache_->ReleaseClaim(id);
       return Status::OK();
@@ -130,7 +133,7 @@ bool SampleFetcher::WaitForOther(uint64_t id, FetchScratch* s, CachedSample* out
   int64_t deadline = NowUs() + static_cast<int64_t>(claim_wait_s_ * 1e6);
   while (NowUs() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    cache_->Refresh();
+    cache_->Refresh().IgnoreError();  // a failure: wait on, then prepare it here
     if (GetCached(id, s, out)) return true;
     if (cache_->TryClaim(id)) return false;  // its preparer died or gave up
   }

@@ -106,7 +106,9 @@ class LoaderImpl final : public Loader {
       start_batch_ = consumed_;
     }
     running_ = false;
-    if (cache_) cache_->Sync();
+    // Stop has no caller to tell; the writer counts the failure
+    // (write_errors) and warns, and records are checked on read.
+    if (cache_) cache_->Sync().IgnoreError();
   }
 
   size_t num_samples() const override { return order_.size(); }

@@ -63,11 +63,12 @@ void GenerateImage(uint64_t seed, uint64_t index, int classes, int min_side, int
 namespace {
 
 // The encoded bytes of sample i (deliberately damaged when chosen).
-std::string MakeSample(const MakeDatasetOptions& o, size_t i, int* label, bool* corrupt) {
+Result<std::string> MakeSample(const MakeDatasetOptions& o, size_t i, int* label, bool* corrupt) {
   Image img;
   GenerateImage(o.seed, i, o.classes, o.min_side, o.max_side, &img, label);
   std::string jpg;
-  EncodeJpeg(img, o.quality, &jpg);
+  Status s = EncodeJpeg(img, o.quality, &jpg);
+  if (!s.ok()) return s.WithContext("make-dataset: sample " + std::to_string(i));
   *corrupt = IsCorruptSample(o.seed, i, o.corrupt);
   if (!*corrupt) return jpg;
   switch (Mix64(o.seed + i) % 3) {
@@ -87,10 +88,11 @@ struct Encoded {
   std::string bytes;
   int label = 0;
   bool corrupt = false;
+  Status status;  // why bytes could not be made
 };
 
 // Generates samples [begin, end) on all threads.
-std::vector<Encoded> MakeRange(const MakeDatasetOptions& o, size_t begin, size_t end) {
+Result<std::vector<Encoded>> MakeRange(const MakeDatasetOptions& o, size_t begin, size_t end) {
   std::vector<Encoded> out(end - begin);
   std::atomic<size_t> next{begin};
   int n = o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
@@ -99,11 +101,17 @@ std::vector<Encoded> MakeRange(const MakeDatasetOptions& o, size_t begin, size_t
     ts.emplace_back([&] {
       for (size_t i; (i = next.fetch_add(1)) < end;) {
         Encoded& e = out[i - begin];
-        e.bytes = MakeSample(o, i, &e.label, &e.corrupt);
+        Result<std::string> bytes = MakeSample(o, i, &e.label, &e.corrupt);
+        if (bytes.ok()) {
+          e.bytes = std::move(bytes).value();
+        } else {
+          e.status = bytes.status();
+        }
       }
     });
   }
   for (auto& t : ts) t.join();
+  for (const auto& e : out) SSDFEED_RETURN_IF_ERROR(e.status);
   return out;
 }
 
@@ -194,7 +202,7 @@ Status MakeDataset(const MakeDatasetOptions& in, MakeDatasetReport* report) {
   *report = {};
   for (size_t s = 0; s < shards; ++s) {
     size_t begin = s * o.shard_size, end = std::min(o.count, begin + o.shard_size);
-    std::vector<Encoded> items = MakeRange(o, begin, end);
+    SSDFEED_ASSIGN_OR_RETURN(std::vector<Encoded> items, MakeRange(o, begin, end));
     SSDFEED_RETURN_IF_ERROR(WriteChunk(o, env, begin, s, shards, items));
     for (const auto& it : items) {
       report->bytes += it.bytes.size();

@@ -50,7 +50,6 @@ class FolderSource final : public Source {
   std::string Describe(size_t id) const override { return files_[id].path; }
   const std::string& identity() const override { return identity_; }
   const std::string& uri() const override { return uri_; }
-  size_t file_count() const override { return files_.size(); }
 
  private:
   std::string uri_;

@@ -164,7 +164,6 @@ class S3FolderSource final : public Source {
   std::string Describe(size_t id) const override { return bucket_.Path(objects_[id]); }
   const std::string& identity() const override { return identity_; }
   const std::string& uri() const override { return uri_; }
-  size_t file_count() const override { return objects_.size(); }
 
  private:
   std::string uri_;

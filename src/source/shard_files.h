@@ -68,7 +68,6 @@ class ShardedSource : public Source {
   const std::string& identity() const override { return identity_; }
   const std::string& uri() const override { return uri_; }
   size_t skipped() const override { return skipped_; }
-  size_t file_count() const override { return files_.files().size(); }
 
  protected:
   const std::string& file_path(size_t i) const { return files_.files()[i].path; }

@@ -6,10 +6,6 @@
 
 namespace ssdfeed {
 
-uint64_t Hash64(const void* data, size_t n, uint64_t seed) {
-  return XXH3_64bits_withSeed(data, n, seed);
-}
-
 Fingerprinter::Fingerprinter() : state_(XXH3_createState()) {
   XXH3_128bits_reset(static_cast<XXH3_state_t*>(state_));
 }

@@ -1,4 +1,4 @@
-// xxHash helpers: record checksums and hex fingerprints.
+// Hashing helpers: XXH3-128 hex fingerprints and a keyed mixer.
 #pragma once
 
 #include <cstdint>
@@ -6,8 +6,6 @@
 #include <string_view>
 
 namespace ssdfeed {
-
-uint64_t Hash64(const void* data, size_t n, uint64_t seed = 0);
 
 // Streams text into an XXH3-128 digest, printed as 32 hex characters.
 class Fingerprinter {

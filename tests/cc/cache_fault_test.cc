@@ -118,6 +118,26 @@ TEST(CacheDiskFull, InjectedEnospcStopsAdmissionKeepsEntryConsistent) {
   ASSERT_EQ(FillAll(again->get()), kN - 10);
 }
 
+// An explicit Sync that fails is counted and warned like a failed background
+// sync: a loader's Stop, which cannot return it, still leaves a trace.
+TEST(CacheDiskFull, FailedSyncIsCountedAndStopsAdmission) {
+  test::TempDir root;
+  FaultInjectionEnv env(Env::Default());
+  CacheOptions o = Opts(root.path(), &env);
+  o.sync_bytes = 1ull << 30;  // no background sync: only ours fails
+  auto e = CacheEntry::Open(o, FakeKey(kN));
+  ASSERT_TRUE(e.ok());
+  for (uint64_t id = 0; id < 3; ++id) ASSERT_TRUE(PutFake(e->get(), id).ok());
+  env.FailAfter(Op::kSync, 0, -1, Status::IOError("Input/output error"), ".dat");
+  Status s = (*e)->Sync();
+  EXPECT_TRUE(s.IsIOError()) << s.ToString();
+  EXPECT_EQ((*e)->counters().write_errors.load(), 1u);
+  EXPECT_FALSE((*e)->admitting());
+  EXPECT_NE((*e)->warning().find("Input/output error"), std::string::npos);
+  env.ClearFaults();
+  for (uint64_t id = 0; id < 3; ++id) EXPECT_TRUE(ReadsBackFake(e->get(), id));
+}
+
 TEST(CacheDiskFull, EioOnReadIsAnErrorNotWrongData) {
   test::TempDir root;
   FaultInjectionEnv env(Env::Default());

@@ -357,6 +357,35 @@ TEST(SharedNode, CompactFoldsManyWritersSegments) {
   for (uint64_t id = 0; id < 120; ++id) ASSERT_TRUE(ReadsBackFake(e->get(), id)) << id;
 }
 
+// Old segments that cannot be deleted leave duplicates and their bytes:
+// compaction says so (it reported success before) and every record still
+// reads back.
+TEST(SharedNode, CompactThatCannotDeleteOldSegmentsFails) {
+  test::TempDir root(test::FastTmp());
+  FaultInjectionEnv env(Env::Default());
+  CacheOptions o = Opts(root.Sub("c"), &env);
+  std::string dir;
+  {
+    std::vector<std::unique_ptr<CacheEntry>> writers;
+    for (uint64_t w = 0; w < 3; ++w) {
+      auto e = CacheEntry::Open(o, FakeKey(30));
+      ASSERT_TRUE(e.ok());
+      for (uint64_t id = w * 10u; id < w * 10u + 10; ++id) ASSERT_TRUE(PutFake(e->get(), id).ok());
+      dir = (*e)->dir();
+      writers.push_back(std::move(*e));
+    }
+  }
+  env.FailAfter(Op::kRemove, 0, -1, Status::IOError("EIO"), "/seg-");
+  CompactReport r;
+  Status s = CompactEntry(o, Basename(dir), &r);
+  EXPECT_TRUE(s.IsIOError()) << s.ToString();
+  EXPECT_NE(s.message().find("old segments left"), std::string::npos) << s.ToString();
+  env.ClearFaults();
+  auto e = CacheEntry::Open(o, FakeKey(30));
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  for (uint64_t id = 0; id < 30; ++id) ASSERT_TRUE(ReadsBackFake(e->get(), id)) << id;
+}
+
 // A staging directory lives exactly as long as its maker holds its lock: a
 // killed maker's is deleted even when its root slot number was reused.
 TEST(SharedNode, StagingOfAKilledMakerIsDeletedALiveOneIsKept) {

@@ -29,7 +29,8 @@ CacheOptions Opts(const std::string& root) {
 
 std::vector<std::string> EntryFiles(const std::string& dir, const std::string& ext) {
   std::vector<std::string> names, out;
-  Env::Default()->GetChildren(dir, &names);
+  Status s = Env::Default()->GetChildren(dir, &names);
+  EXPECT_TRUE(s.ok()) << s.ToString();
   for (auto& n : names)
     if (n.size() > ext.size() && n.compare(n.size() - ext.size(), ext.size(), ext) == 0)
       out.push_back(JoinPath(dir, n));
