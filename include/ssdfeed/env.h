@@ -64,6 +64,24 @@ struct RandomAccessFileOptions {
   // the cache root's rule, so nothing planted there is read through a link.
   // Sources pass false: a dataset assembled from symlinked images is normal.
   bool no_follow = true;
+  // Bypass the page cache (O_DIRECT): every Read's offset, length and buffer
+  // must then be multiples of kDirectIoAlignment. NotSupported where the
+  // filesystem refuses it (tmpfs). Default false.
+  bool direct = false;
+};
+
+// What offsets, lengths and buffers of direct reads are aligned to: the
+// largest logical block size in use (4 KiB), so any device accepts them.
+constexpr size_t kDirectIoAlignment = 4096;
+
+// One read of Env::ReadMany.
+struct ReadRequest {
+  const RandomAccessFile* file = nullptr;
+  uint64_t offset = 0;
+  size_t n = 0;
+  char* scratch = nullptr;
+  size_t got = 0;  // out: bytes read (< n only at end of file)
+  Status status;   // out
 };
 
 struct WritableFileOptions {
@@ -113,6 +131,11 @@ class Env {
   virtual Status FsSpace(const std::string& path, uint64_t* free_bytes, uint64_t* total) = 0;
 
   virtual int64_t NowMicros() = 0;
+
+  // Performs n independent reads, as many in flight at once as the Env can
+  // (the POSIX Env: io_uring, so direct reads keep the device's queue full).
+  // Each request gets its own status. Default: one Read after another.
+  virtual void ReadMany(ReadRequest* reqs, size_t n);
 
   // Deletes dir and the files directly inside it through a directory
   // descriptor (openat/unlinkat): never follows a symlink, never descends

@@ -6,6 +6,11 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#ifdef SSDFEED_HAVE_URING
+#include <liburing.h>
+#endif
+
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -60,11 +65,78 @@ class PosixRandomAccessFile final : public RandomAccessFile {
     return static_cast<uint64_t>(st.st_size);
   }
   const std::string& path() const override { return path_; }
+  int fd() const { return fd_; }
 
  private:
   std::string path_;
   int fd_;
 };
+
+#ifdef SSDFEED_HAVE_URING
+// One ring per thread (loader workers each submit their own batches); made
+// on first use, torn down when the thread ends. Null where the kernel or a
+// seccomp policy refuses io_uring: reads then go one after another.
+constexpr unsigned kRingDepth = 64;
+
+io_uring* ThreadRing() {
+  struct Ring {
+    io_uring ring;
+    bool ok = false;
+    Ring() { ok = io_uring_queue_init(kRingDepth, &ring, 0) == 0; }
+    ~Ring() {
+      if (ok) io_uring_queue_exit(&ring);
+    }
+  };
+  thread_local Ring r;
+  return r.ok ? &r.ring : nullptr;
+}
+
+// Submits up to kRingDepth reads and reaps them all. A short read (end of
+// file, or a signal) is finished with pread, as Read would.
+void UringBatch(io_uring* ring, ReadRequest* reqs, size_t n) {
+  size_t queued = 0;
+  for (size_t i = 0; i < n; ++i) {
+    auto* f = static_cast<const PosixRandomAccessFile*>(reqs[i].file);
+    io_uring_sqe* sqe = io_uring_get_sqe(ring);
+    io_uring_prep_read(sqe, f->fd(), reqs[i].scratch, static_cast<unsigned>(reqs[i].n),
+                       reqs[i].offset);
+    io_uring_sqe_set_data64(sqe, i);
+    ++queued;
+  }
+  int submitted = io_uring_submit(ring);
+  size_t reaped = 0;
+  while (reaped < queued && submitted > 0) {
+    io_uring_cqe* cqe = nullptr;
+    int w = io_uring_wait_cqe(ring, &cqe);
+    if (w == -EINTR) continue;
+    if (w != 0) break;
+    ReadRequest& r = reqs[io_uring_cqe_get_data64(cqe)];
+    int res = cqe->res;
+    io_uring_cqe_seen(ring, cqe);
+    ++reaped;
+    if (res >= 0 && static_cast<size_t>(res) == r.n) {
+      r.got = r.n;
+      r.status = Status::OK();
+      continue;
+    }
+    // EAGAIN / EINTR / a short read: finish it synchronously (res < 0 other
+    // than those two is a real error and comes back from pread too).
+    size_t done = res > 0 ? static_cast<size_t>(res) : 0;
+    size_t more = 0;
+    r.status = r.file->Read(r.offset + done, r.n - done, r.scratch + done, &more);
+    r.got = done + more;
+  }
+  if (reaped < queued) {
+    // The ring failed under us: the reads not reaped may still land in their
+    // buffers, so the ring is not reused for them; redo them synchronously.
+    // (Only reachable when io_uring_submit or wait fails outright.)
+    for (size_t i = 0; i < n; ++i)
+      if (reqs[i].got == 0 && reqs[i].status.ok())
+        reqs[i].status =
+            reqs[i].file->Read(reqs[i].offset, reqs[i].n, reqs[i].scratch, &reqs[i].got);
+  }
+}
+#endif
 
 class PosixWritableFile final : public WritableFile {
  public:
@@ -161,9 +233,37 @@ class PosixEnv final : public Env {
   Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
       const std::string& path, const RandomAccessFileOptions& o) override {
     struct stat st;
-    SSDFEED_ASSIGN_OR_RETURN(int fd,
-                             OpenRegular(path, O_RDONLY | (o.no_follow ? O_NOFOLLOW : 0), 0, &st));
-    return std::unique_ptr<RandomAccessFile>(new PosixRandomAccessFile(path, fd));
+    int flags = O_RDONLY | (o.no_follow ? O_NOFOLLOW : 0) | (o.direct ? O_DIRECT : 0);
+    auto fd = OpenRegular(path, flags, 0, &st);
+    if (!fd.ok() && o.direct) {
+      // tmpfs and some network filesystems refuse O_DIRECT (EINVAL): tell
+      // that apart from a missing or planted file by opening it plainly.
+      auto plain = OpenRegular(path, flags & ~O_DIRECT, 0, &st);
+      if (!plain.ok()) return plain.status();
+      ::close(*plain);
+      return Status::NotSupported(path + ": the filesystem refuses O_DIRECT");
+    }
+    SSDFEED_RETURN_IF_ERROR(fd.status());
+    // O_NONBLOCK only kept a FIFO from blocking the open; io_uring would
+    // return EAGAIN for a non-blocking file instead of waiting for the disk.
+    if (o.direct) ::fcntl(*fd, F_SETFL, ::fcntl(*fd, F_GETFL) & ~O_NONBLOCK);
+    return std::unique_ptr<RandomAccessFile>(new PosixRandomAccessFile(path, *fd));
+  }
+
+  void ReadMany(ReadRequest* reqs, size_t n) override {
+    for (size_t i = 0; i < n; ++i) reqs[i].got = 0;
+#ifdef SSDFEED_HAVE_URING
+    bool all_posix = true;
+    for (size_t i = 0; i < n && all_posix; ++i)
+      all_posix = dynamic_cast<const PosixRandomAccessFile*>(reqs[i].file) != nullptr;
+    io_uring* ring = n > 1 && all_posix ? ThreadRing() : nullptr;
+    if (ring != nullptr) {
+      for (size_t i = 0; i < n; i += kRingDepth)
+        UringBatch(ring, reqs + i, std::min<size_t>(kRingDepth, n - i));
+      return;
+    }
+#endif
+    Env::ReadMany(reqs, n);
   }
 
   Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path,

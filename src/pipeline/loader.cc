@@ -351,41 +351,85 @@ class LoaderImpl final : public Loader {
     }
   }
 
+  // How many consecutive plan positions a worker takes at once: one, unless
+  // the cache reads direct, where a group's records are read together so
+  // the device sees about kQueueDepth reads in flight across the workers.
+  size_t GroupSize() const {
+    if (!cache_ || !cache_->direct_reads()) return 1;
+    constexpr int kQueueDepth = 32;
+    return static_cast<size_t>(std::clamp(kQueueDepth / workers_, 4, kQueueDepth));
+  }
+
   void Work() {
     FetchScratch scratch;
     std::vector<uint8_t> render;
+    const size_t group = GroupSize();
+    std::vector<uint64_t> ids;
     while (true) {
       uint64_t k;
+      size_t n;
       Slot* slot;
       {
         std::unique_lock<std::mutex> l(mu_);
         if (stop_ || next_sample_ >= end_sample_) return;
-        k = next_sample_++;
+        k = next_sample_;
         uint64_t b = k / opts_.batch_size;
+        // A group never crosses its chunk: it fills one slot.
+        n = static_cast<size_t>(
+            std::min<uint64_t>({group, end_sample_ - k, (b + 1) * opts_.batch_size - k}));
+        next_sample_ += n;
         space_cv_.wait(l, [&] { return stop_ || b < next_chunk_ + nslots_; });
         if (stop_) return;
         slot = &slots_[b % nslots_];
       }
-      size_t pos = k % opts_.batch_size;
-      uint64_t id = order_[k];
-      Status s = Produce(id, slot, pos, &scratch, &render);
-      std::lock_guard<std::mutex> l(mu_);
-      if (!s.ok()) {
-        if (opts_.source_options.on_error == OnError::kSkip) {
-          slot->bad[pos] = true;
-          stats_->Add(Ctr::kSkipped);
-        } else if (slot->error.ok()) {
-          slot->error = s;
+      ids.assign(order_.begin() + static_cast<std::ptrdiff_t>(k),
+                 order_.begin() + static_cast<std::ptrdiff_t>(k + n));
+      if (n > 1) fetcher_.FetchCachedMany(ids.data(), n, &scratch);
+      for (size_t j = 0; j < n; ++j) {
+        size_t pos = (k + j) % opts_.batch_size;
+        Status s;
+        if (n == 1) {
+          s = Produce(ids[j], slot, pos, &scratch, &render);
+        } else {
+          CacheRead& r = scratch.reads[j];
+          s = r.status.ok() ? Render(ids[j], r.sample, slot, pos, &render)
+                            : ProduceAfter(ids[j], r.status, slot, pos, &scratch, &render);
         }
+        Finish(slot, pos, s);
       }
-      if (++slot->done == slot->count) ready_cv_.notify_all();
     }
+  }
+
+  void Finish(Slot* slot, size_t pos, const Status& s) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!s.ok()) {
+      if (opts_.source_options.on_error == OnError::kSkip) {
+        slot->bad[pos] = true;
+        stats_->Add(Ctr::kSkipped);
+      } else if (slot->error.ok()) {
+        slot->error = s;
+      }
+    }
+    if (++slot->done == slot->count) ready_cv_.notify_all();
   }
 
   Status Produce(uint64_t id, Slot* slot, size_t pos, FetchScratch* scratch,
                  std::vector<uint8_t>* render) {
     CachedSample cs;
     SSDFEED_RETURN_IF_ERROR(fetcher_.Fetch(id, scratch, &cs));
+    return Render(id, cs, slot, pos, render);
+  }
+
+  // A grouped cache read that missed or failed: the rest of Fetch's path.
+  Status ProduceAfter(uint64_t id, const Status& got, Slot* slot, size_t pos, FetchScratch* scratch,
+                      std::vector<uint8_t>* render) {
+    CachedSample cs;
+    SSDFEED_RETURN_IF_ERROR(fetcher_.Resolve(id, got, scratch, &cs));
+    return Render(id, cs, slot, pos, render);
+  }
+
+  Status Render(uint64_t id, const CachedSample& cs, Slot* slot, size_t pos,
+                std::vector<uint8_t>* render) {
     slot->buffer->labels[pos] = cs.label;
     if (!fixed_shape()) {  // served as prepared; shapes checked in RenderStaged
       Image& st = slot->staging[pos];
