@@ -126,6 +126,15 @@ struct CacheRead {
   Status status;        // out: as Get's
 };
 
+// The reads of CacheEntry::StartGetMany, in flight until Finish.
+class CacheReadBatch {
+ public:
+  virtual ~CacheReadBatch() = default;
+  // Waits for the reads and checks every record (the CacheReads' status and
+  // sample). Called once; the destructor waits if it was not.
+  virtual void Finish() = 0;
+};
+
 class CacheEntry {
  public:
   virtual ~CacheEntry() = default;
@@ -142,7 +151,14 @@ class CacheEntry {
   virtual Status Get(uint64_t id, std::string* buf, CachedSample* out) = 0;
   // Reads n samples at once, each checked as Get checks it; with direct
   // reads (CacheOptions::warm_read) they are all in flight together.
-  virtual void GetMany(CacheRead* reads, size_t n, ReadBuffers* bufs) = 0;
+  void GetMany(CacheRead* reads, size_t n, ReadBuffers* bufs) {
+    StartGetMany(reads, n, bufs)->Finish();
+  }
+  // GetMany in two halves: with direct reads the device works between them
+  // (a worker renders the previous group meanwhile). reads and bufs must
+  // live until Finish.
+  virtual std::unique_ptr<CacheReadBatch> StartGetMany(CacheRead* reads, size_t n,
+                                                       ReadBuffers* bufs) = 0;
   // True when records are read with O_DIRECT (warm_read, resolved at open).
   virtual bool direct_reads() const = 0;
   virtual bool Contains(uint64_t id) = 0;

@@ -74,7 +74,7 @@ struct RandomAccessFileOptions {
 // largest logical block size in use (4 KiB), so any device accepts them.
 constexpr size_t kDirectIoAlignment = 4096;
 
-// One read of Env::ReadMany.
+// One read of Env::StartReads.
 struct ReadRequest {
   const RandomAccessFile* file = nullptr;
   uint64_t offset = 0;
@@ -82,6 +82,15 @@ struct ReadRequest {
   char* scratch = nullptr;
   size_t got = 0;  // out: bytes read (< n only at end of file)
   Status status;   // out
+};
+
+// Reads started by Env::StartReads. Wait() returns once every one is done
+// (each request's got and status set); the destructor waits too, so the
+// buffers are never written after it.
+class PendingReads {
+ public:
+  virtual ~PendingReads() = default;
+  virtual void Wait() = 0;
 };
 
 struct WritableFileOptions {
@@ -132,10 +141,12 @@ class Env {
 
   virtual int64_t NowMicros() = 0;
 
-  // Performs n independent reads, as many in flight at once as the Env can
-  // (the POSIX Env: io_uring, so direct reads keep the device's queue full).
-  // Each request gets its own status. Default: one Read after another.
-  virtual void ReadMany(ReadRequest* reqs, size_t n);
+  // Starts n independent reads, as many in flight at once as the Env can
+  // (the POSIX Env: io_uring, so direct reads keep the device's queue full)
+  // and returns while they run; reqs must live until Wait. Each request
+  // gets its own status. Default: one Read after another, done on return.
+  virtual std::unique_ptr<PendingReads> StartReads(ReadRequest* reqs, size_t n);
+  void ReadMany(ReadRequest* reqs, size_t n) { StartReads(reqs, n)->Wait(); }
 
   // Deletes dir and the files directly inside it through a directory
   // descriptor (openat/unlinkat): never follows a symlink, never descends

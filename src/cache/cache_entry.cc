@@ -56,6 +56,27 @@ bool UseDirect(WarmRead mode, uint64_t data_bytes) {
   return avail > 0 && data_bytes > avail;
 }
 
+// Counts the corrupt records a batch found, as Get does.
+class CountingBatch final : public CacheReadBatch {
+ public:
+  CountingBatch(std::unique_ptr<CacheReadBatch> inner, CacheRead* reads, size_t n, CacheCounters* c)
+      : inner_(std::move(inner)), reads_(reads), n_(n), counters_(c) {}
+  ~CountingBatch() override { Finish(); }
+  void Finish() override {
+    if (!inner_) return;
+    inner_->Finish();
+    inner_.reset();
+    for (size_t i = 0; i < n_; ++i)
+      if (reads_[i].status.IsCorruption()) counters_->corrupt_records++;
+  }
+
+ private:
+  std::unique_ptr<CacheReadBatch> inner_;
+  CacheRead* reads_;
+  size_t n_;
+  CacheCounters* counters_;
+};
+
 class CacheEntryImpl final : public CacheEntry {
  public:
   CacheEntryImpl(const CacheOptions& opts, const EntryKey& key, std::string dir, bool foreign,
@@ -120,12 +141,14 @@ class CacheEntryImpl final : public CacheEntry {
     return s;
   }
 
-  void GetMany(CacheRead* reads, size_t n, ReadBuffers* bufs) override {
+  std::unique_ptr<CacheReadBatch> StartGetMany(CacheRead* reads, size_t n,
+                                               ReadBuffers* bufs) override {
     MaybeTouch();
     MaybeRedecide();
-    counters_.direct_reads += index_.GetMany(reads, n, bufs);
-    for (size_t i = 0; i < n; ++i)
-      if (reads[i].status.IsCorruption()) counters_.corrupt_records++;
+    uint64_t direct = 0;
+    auto inner = index_.StartGetMany(reads, n, bufs, &direct);
+    counters_.direct_reads += direct;
+    return std::make_unique<CountingBatch>(std::move(inner), reads, n, &counters_);
   }
   bool direct_reads() const override { return index_.direct(); }
 

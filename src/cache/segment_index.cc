@@ -184,9 +184,43 @@ struct SegmentIndex::Pending {
   size_t skew = 0;                             // record offset - aligned offset
 };
 
-uint64_t SegmentIndex::GetMany(CacheRead* reads, size_t n, ReadBuffers* bufs) {
-  std::vector<Pending> pend;
-  std::vector<ReadRequest> reqs;
+class SegmentIndex::Batch final : public CacheReadBatch {
+ public:
+  Batch(SegmentIndex* index, CacheRead* reads) : index_(index), reads_(reads) {}
+  ~Batch() override { Finish(); }
+
+  void Start(Env* env) {
+    if (!reqs_.empty()) inflight_ = env->StartReads(reqs_.data(), reqs_.size());
+  }
+
+  void Finish() override {
+    if (inflight_ == nullptr) return;
+    inflight_->Wait();
+    inflight_.reset();
+    for (size_t k = 0; k < pend_.size(); ++k) {
+      const Pending& p = pend_[k];
+      CacheRead& r = reads_[p.read];
+      r.status = reqs_[k].status;
+      if (!r.status.ok()) continue;
+      // A window past the end of the file comes back short: only the
+      // record's own bytes must be there.
+      size_t got = reqs_[k].got > p.skew ? reqs_[k].got - p.skew : 0;
+      r.status = index_->Check(r.id, p.loc, p.buffered, reqs_[k].scratch + p.skew, got, &r.sample);
+    }
+  }
+
+  std::vector<Pending> pend_;
+  std::vector<ReadRequest> reqs_;
+
+ private:
+  SegmentIndex* index_;
+  CacheRead* reads_;
+  std::unique_ptr<PendingReads> inflight_;
+};
+
+std::unique_ptr<CacheReadBatch> SegmentIndex::StartGetMany(CacheRead* reads, size_t n,
+                                                           ReadBuffers* bufs, uint64_t* direct) {
+  auto batch = std::make_unique<Batch>(this, reads);
   std::vector<Segment*> segs(n, nullptr);
   std::vector<Loc> locs(n);
   {
@@ -197,7 +231,7 @@ uint64_t SegmentIndex::GetMany(CacheRead* reads, size_t n, ReadBuffers* bufs) {
       if (locs[i].seg != kAbsent) segs[i] = segments_[locs[i].seg].get();
     }
   }
-  const bool direct = direct_.load(std::memory_order_relaxed);
+  const bool use_direct = direct_.load(std::memory_order_relaxed);
   constexpr uint64_t kAlign = kDirectIoAlignment;
   for (size_t i = 0; i < n; ++i) {
     CacheRead& r = reads[i];
@@ -210,7 +244,7 @@ uint64_t SegmentIndex::GetMany(CacheRead* reads, size_t n, ReadBuffers* bufs) {
       continue;
     }
     const Loc& loc = locs[i];
-    const RandomAccessFile* df = direct ? DirectFile(segs[i]) : nullptr;
+    const RandomAccessFile* df = use_direct ? DirectFile(segs[i]) : nullptr;
     // Records are packed, not aligned: read the aligned window holding one.
     uint64_t start = loc.offset / kAlign * kAlign;
     uint64_t end = (loc.offset + loc.len + kAlign - 1) / kAlign * kAlign;
@@ -230,26 +264,17 @@ uint64_t SegmentIndex::GetMany(CacheRead* reads, size_t n, ReadBuffers* bufs) {
     p.loc = loc;
     p.buffered = segs[i]->dat.get();
     p.skew = static_cast<size_t>(loc.offset - start);
-    pend.push_back(p);
+    batch->pend_.push_back(p);
     ReadRequest q;
     q.file = df;
     q.offset = start;
     q.n = static_cast<size_t>(end - start);
     q.scratch = buf;
-    reqs.push_back(q);
+    batch->reqs_.push_back(q);
   }
-  if (!reqs.empty()) env_->ReadMany(reqs.data(), reqs.size());
-  for (size_t k = 0; k < pend.size(); ++k) {
-    const Pending& p = pend[k];
-    CacheRead& r = reads[p.read];
-    r.status = reqs[k].status;
-    if (!r.status.ok()) continue;
-    // A window past the end of the file comes back short: only the record's
-    // own bytes must be there.
-    size_t got = reqs[k].got > p.skew ? reqs[k].got - p.skew : 0;
-    r.status = Check(r.id, p.loc, p.buffered, reqs[k].scratch + p.skew, got, &r.sample);
-  }
-  return reqs.size();
+  *direct = batch->reqs_.size();
+  batch->Start(env_);
+  return batch;
 }
 
 uint64_t SegmentIndex::DataBytes() {

@@ -32,7 +32,10 @@ class SegmentIndex {
   // Reads and checks n records, as Get does; with direct reads on, the
   // 4 KiB-aligned window around each record is read with O_DIRECT, all of
   // them in flight together (Env::ReadMany). Returns how many went direct.
-  uint64_t GetMany(CacheRead* reads, size_t n, ReadBuffers* bufs) EXCLUDES(mu_);
+  // The reads start here and are checked by the batch's Finish; *direct
+  // gets how many went direct.
+  std::unique_ptr<CacheReadBatch> StartGetMany(CacheRead* reads, size_t n, ReadBuffers* bufs,
+                                               uint64_t* direct) EXCLUDES(mu_);
   // Read records with O_DIRECT from now on (where the filesystem allows).
   void SetDirect(bool on) { direct_.store(on, std::memory_order_relaxed); }
   bool direct() const { return direct_.load(std::memory_order_relaxed); }
@@ -73,6 +76,7 @@ class SegmentIndex {
     std::unique_ptr<RandomAccessFile> direct;
   };
   struct Pending;  // a direct read in flight
+  class Batch;
 
   const RandomAccessFile* DirectFile(Segment* seg);
   Status Check(uint64_t id, const Loc& loc, const RandomAccessFile* dat, const char* rec,

@@ -19,9 +19,16 @@ Status Env::ReadFileToString(const std::string& path, std::string* out,
   return Status::OK();
 }
 
-void Env::ReadMany(ReadRequest* reqs, size_t n) {
+namespace {
+struct DoneReads final : PendingReads {
+  void Wait() override {}
+};
+}  // namespace
+
+std::unique_ptr<PendingReads> Env::StartReads(ReadRequest* reqs, size_t n) {
   for (size_t i = 0; i < n; ++i)
     reqs[i].status = reqs[i].file->Read(reqs[i].offset, reqs[i].n, reqs[i].scratch, &reqs[i].got);
+  return std::make_unique<DoneReads>();
 }
 
 Status Env::WriteFileAtomic(const std::string& path, const std::string& data, uint32_t mode,

@@ -14,7 +14,9 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "ssdfeed/env.h"
 
@@ -73,10 +75,10 @@ class PosixRandomAccessFile final : public RandomAccessFile {
 };
 
 #ifdef SSDFEED_HAVE_URING
-// One ring per thread (loader workers each submit their own batches); made
-// on first use, torn down when the thread ends. Null where the kernel or a
-// seccomp policy refuses io_uring: reads then go one after another.
-constexpr unsigned kRingDepth = 64;
+// One ring per thread (loader workers each keep their own reads in flight);
+// made on first use, torn down when the thread ends. Null where the kernel
+// or a seccomp policy refuses io_uring: reads then go one after another.
+constexpr unsigned kRingDepth = 128;
 
 io_uring* ThreadRing() {
   struct Ring {
@@ -91,51 +93,71 @@ io_uring* ThreadRing() {
   return r.ok ? &r.ring : nullptr;
 }
 
-// Submits up to kRingDepth reads and reaps them all. A short read (end of
-// file, or a signal) is finished with pread, as Read would.
-void UringBatch(io_uring* ring, ReadRequest* reqs, size_t n) {
-  size_t queued = 0;
-  for (size_t i = 0; i < n; ++i) {
-    auto* f = static_cast<const PosixRandomAccessFile*>(reqs[i].file);
-    io_uring_sqe* sqe = io_uring_get_sqe(ring);
-    io_uring_prep_read(sqe, f->fd(), reqs[i].scratch, static_cast<unsigned>(reqs[i].n),
-                       reqs[i].offset);
-    io_uring_sqe_set_data64(sqe, i);
-    ++queued;
+// A batch of reads on this thread's ring. Several may be in flight at once;
+// a completion found while waiting for one batch is credited to its own.
+class UringReads final : public PendingReads {
+ public:
+  UringReads(io_uring* ring, ReadRequest* reqs, size_t n)
+      : ring_(ring), reqs_(reqs), tags_(n), left_(n) {
+    for (size_t i = 0; i < n; ++i) {
+      tags_[i] = {this, i};
+      auto* f = static_cast<const PosixRandomAccessFile*>(reqs[i].file);
+      io_uring_sqe* sqe = io_uring_get_sqe(ring);
+      if (sqe == nullptr) {  // more in flight than the ring holds: this one now
+        io_uring_submit(ring);
+        sqe = io_uring_get_sqe(ring);
+      }
+      if (sqe == nullptr) {
+        Finish(i, 0);
+        continue;
+      }
+      io_uring_prep_read(sqe, f->fd(), reqs[i].scratch, static_cast<unsigned>(reqs[i].n),
+                         reqs[i].offset);
+      io_uring_sqe_set_data(sqe, &tags_[i]);
+    }
+    io_uring_submit(ring);
   }
-  int submitted = io_uring_submit(ring);
-  size_t reaped = 0;
-  while (reaped < queued && submitted > 0) {
-    io_uring_cqe* cqe = nullptr;
-    int w = io_uring_wait_cqe(ring, &cqe);
-    if (w == -EINTR) continue;
-    if (w != 0) break;
-    ReadRequest& r = reqs[io_uring_cqe_get_data64(cqe)];
-    int res = cqe->res;
-    io_uring_cqe_seen(ring, cqe);
-    ++reaped;
+  ~UringReads() override { Wait(); }
+
+  void Wait() override {
+    if (left_ > 0) io_uring_submit(ring_);  // any a failed submit left queued
+    while (left_ > 0) {
+      io_uring_cqe* cqe = nullptr;
+      int w = io_uring_wait_cqe(ring_, &cqe);
+      if (w == -EINTR) continue;
+      if (w != 0) std::abort();  // the kernel lost track of reads into our buffers
+      Tag* t = static_cast<Tag*>(io_uring_cqe_get_data(cqe));
+      int res = cqe->res;
+      io_uring_cqe_seen(ring_, cqe);
+      t->owner->Finish(t->i, res);
+    }
+  }
+
+ private:
+  struct Tag {
+    UringReads* owner = nullptr;
+    size_t i = 0;
+  };
+  // A short read (end of file, a signal) or EAGAIN is finished with pread,
+  // as Read would; any other error comes back from pread too.
+  void Finish(size_t i, int res) {
+    ReadRequest& r = reqs_[i];
+    --left_;
     if (res >= 0 && static_cast<size_t>(res) == r.n) {
       r.got = r.n;
       r.status = Status::OK();
-      continue;
+      return;
     }
-    // EAGAIN / EINTR / a short read: finish it synchronously (res < 0 other
-    // than those two is a real error and comes back from pread too).
-    size_t done = res > 0 ? static_cast<size_t>(res) : 0;
-    size_t more = 0;
+    size_t done = res > 0 ? static_cast<size_t>(res) : 0, more = 0;
     r.status = r.file->Read(r.offset + done, r.n - done, r.scratch + done, &more);
     r.got = done + more;
   }
-  if (reaped < queued) {
-    // The ring failed under us: the reads not reaped may still land in their
-    // buffers, so the ring is not reused for them; redo them synchronously.
-    // (Only reachable when io_uring_submit or wait fails outright.)
-    for (size_t i = 0; i < n; ++i)
-      if (reqs[i].got == 0 && reqs[i].status.ok())
-        reqs[i].status =
-            reqs[i].file->Read(reqs[i].offset, reqs[i].n, reqs[i].scratch, &reqs[i].got);
-  }
-}
+
+  io_uring* ring_;
+  ReadRequest* reqs_;
+  std::vector<Tag> tags_;
+  size_t left_;
+};
 #endif
 
 class PosixWritableFile final : public WritableFile {
@@ -250,20 +272,16 @@ class PosixEnv final : public Env {
     return std::unique_ptr<RandomAccessFile>(new PosixRandomAccessFile(path, *fd));
   }
 
-  void ReadMany(ReadRequest* reqs, size_t n) override {
+  std::unique_ptr<PendingReads> StartReads(ReadRequest* reqs, size_t n) override {
     for (size_t i = 0; i < n; ++i) reqs[i].got = 0;
 #ifdef SSDFEED_HAVE_URING
     bool all_posix = true;
     for (size_t i = 0; i < n && all_posix; ++i)
       all_posix = dynamic_cast<const PosixRandomAccessFile*>(reqs[i].file) != nullptr;
-    io_uring* ring = n > 1 && all_posix ? ThreadRing() : nullptr;
-    if (ring != nullptr) {
-      for (size_t i = 0; i < n; i += kRingDepth)
-        UringBatch(ring, reqs + i, std::min<size_t>(kRingDepth, n - i));
-      return;
-    }
+    io_uring* ring = n > 0 && all_posix ? ThreadRing() : nullptr;
+    if (ring != nullptr) return std::make_unique<UringReads>(ring, reqs, n);
 #endif
-    Env::ReadMany(reqs, n);
+    return Env::StartReads(reqs, n);
   }
 
   Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path,

@@ -93,16 +93,26 @@ Status SampleFetcher::Fetch(uint64_t id, FetchScratch* s, CachedSample* out) {
   return Resolve(id, st, s, out);
 }
 
-void SampleFetcher::FetchCachedMany(const uint64_t* ids, size_t n, FetchScratch* s) {
-  s->reads.resize(n);
-  for (size_t i = 0; i < n; ++i) s->reads[i] = CacheRead{ids[i], {}, Status::OK()};
-  double t0 = time_stages_ ? Seconds() : 0;
-  cache_->GetMany(s->reads.data(), n, &s->read_bufs);
-  // One clock pair for the lot: each read is charged its share.
-  double each = time_stages_ ? (Seconds() - t0) / static_cast<double>(n) : 0;
-  for (size_t i = 0; i < n; ++i) {
+SampleFetcher::Group SampleFetcher::StartCachedMany(const uint64_t* ids, size_t n, FetchScratch* s,
+                                                    int which) {
+  std::vector<CacheRead>& reads = s->reads[which];
+  reads.resize(n);
+  for (size_t i = 0; i < n; ++i) reads[i] = CacheRead{ids[i], {}, Status::OK()};
+  Group g;
+  g.which = which;
+  g.n = n;
+  g.t0 = time_stages_ ? Seconds() : 0;
+  g.batch = cache_->StartGetMany(reads.data(), n, &s->read_bufs[which]);
+  return g;
+}
+
+void SampleFetcher::FinishCachedMany(Group* g, FetchScratch* s) {
+  g->batch->Finish();
+  // One clock pair for the group: each read is charged its share.
+  double each = time_stages_ ? (Seconds() - g->t0) / static_cast<double>(g->n) : 0;
+  for (CacheRead& r : s->reads[g->which]) {
     if (time_stages_) stats_->Observe(Hist::kReadCache, each);
-    if (s->reads[i].status.ok()) CountHit(s->reads[i].sample);
+    if (r.status.ok()) CountHit(r.sample);
   }
 }
 

@@ -17,8 +17,9 @@ namespace ssdfeed {
 // Per-thread buffers; reused so the hot path allocates nothing.
 struct FetchScratch {
   std::string cache_buf;
-  ReadBuffers read_bufs;  // FetchMany's cache reads
-  std::vector<CacheRead> reads;
+  // Grouped cache reads: two groups, one in flight while the other is used.
+  ReadBuffers read_bufs[2];
+  std::vector<CacheRead> reads[2];
   EncodedSample encoded;
   Image image;
   Decoder decoder;
@@ -38,9 +39,16 @@ class SampleFetcher {
   Status Fetch(uint64_t id, FetchScratch* scratch, CachedSample* out);
 
   // The cache's records for ids[0..n), read together (with direct reads,
-  // all in flight at once) into scratch->reads[i]; a hit is counted here.
-  // A read that is not OK is then finished by Resolve, one at a time.
-  void FetchCachedMany(const uint64_t* ids, size_t n, FetchScratch* scratch);
+  // all in flight at once) into scratch->reads[group]; Finish waits, checks
+  // and counts the hits. A read that is not OK is then finished by Resolve.
+  struct Group {
+    std::unique_ptr<CacheReadBatch> batch;
+    int which = 0;
+    size_t n = 0;
+    double t0 = 0;
+  };
+  Group StartCachedMany(const uint64_t* ids, size_t n, FetchScratch* scratch, int which);
+  void FinishCachedMany(Group* g, FetchScratch* scratch);
   // What Fetch does after a cache read that gave `got` (not OK): wait for
   // another process, or prepare from the origin (repairing a corrupt record).
   Status Resolve(uint64_t id, Status got, FetchScratch* scratch, CachedSample* out);
