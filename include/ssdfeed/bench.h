@@ -65,6 +65,11 @@ struct LoaderBenchOptions {
   // record window (io_uring, QD 32) on the cache root's filesystem, and
   // report each epoch's images/s against its IOPS. Default false.
   bool vs_storage = false;
+  // After the epochs, measure on one thread the two CPU bounds the epochs
+  // are held to: decode + prepare (a cold epoch's work per sample) and the
+  // augmentation from a prepared image (a warm epoch's), over the first
+  // 200 samples of the source. Default false.
+  bool bounds = false;
 };
 
 // What `iostat -x` shows for a block device over an interval, from two
@@ -115,6 +120,10 @@ struct LoaderBenchResult {
   // window, QD 32); 0 iops when not measured.
   StorageRow storage;
   std::string storage_engine;
+  // bounds: images/s on one core (0 when not measured), and the cores the
+  // epochs' ratios divide by (min(workers, hardware threads)).
+  double decode_prepare_per_core = 0, augment_per_core = 0;
+  int cores = 0;
 };
 
 Result<LoaderBenchResult> BenchLoader(const LoaderBenchOptions& o);

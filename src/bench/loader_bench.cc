@@ -12,7 +12,9 @@
 #include <sstream>
 #include <thread>
 
+#include "image/augment.h"
 #include "ssdfeed/bench.h"
+#include "ssdfeed/defaults.h"
 #include "ssdfeed/metrics.h"
 
 namespace ssdfeed {
@@ -186,6 +188,47 @@ Status MeasureStorage(const LoaderBenchOptions& o, double record_bytes, LoaderBe
   return Status::OK();
 }
 
+// Single-thread images/s of decode + prepare and of the augmentation alone
+// (RandomResizedCrop + flip into the output), on the source's first samples:
+// what one core can do at best on a cold and on a warm epoch.
+Status MeasureBounds(const LoaderBenchOptions& o, LoaderBenchResult* r) {
+  const LoaderOptions& lo = o.loader;
+  SSDFEED_ASSIGN_OR_RETURN(auto src, OpenSource(lo.source, lo.source_options));
+  size_t n = std::min<size_t>(200, src->size());
+  std::vector<EncodedSample> enc(n);
+  for (size_t i = 0; i < n; ++i) SSDFEED_RETURN_IF_ERROR(src->Read(i, &enc[i]));
+  Decoder dec;
+  std::vector<Image> prepared(n);
+  double t0 = Now();
+  for (size_t i = 0; i < n; ++i)
+    SSDFEED_RETURN_IF_ERROR(dec.DecodeAndPrepare(enc[i].bytes, lo.prepare, &prepared[i]));
+  double decode_s = Now() - t0;
+  AugmentSpec aug = lo.augment;
+  int oh = aug.enabled ? aug.height : 0, ow = aug.enabled ? aug.width : 0;
+  std::vector<uint8_t> out, scratch;
+  // Several passes: one is too short to time on a fast core.
+  constexpr int kPasses = 5;
+  t0 = Now();
+  for (int pass = 0; pass < kPasses; ++pass) {
+    for (size_t i = 0; i < n; ++i) {
+      const Image& im = prepared[i];
+      CachedSample cs{im.pixels.data(), im.height, im.width, im.channels, 0};
+      CropBox box{0, 0, im.height, im.width, false};
+      int h = oh ? oh : im.height, w = ow ? ow : im.width;
+      if (aug.enabled) box = SampleCrop(aug, im.height, im.width, AugmentKey(lo.seed, pass, i));
+      out.resize(static_cast<size_t>(h) * w * im.channels * DTypeSize(lo.output.dtype));
+      RenderSample(cs, box, h, w, lo.output, out.data(), &scratch);
+    }
+  }
+  double aug_s = Now() - t0;
+  r->decode_prepare_per_core = decode_s > 0 ? n / decode_s : 0;
+  r->augment_per_core = aug_s > 0 ? n * kPasses / aug_s : 0;
+  int hw = static_cast<int>(std::thread::hardware_concurrency());
+  int workers = lo.workers > 0 ? lo.workers : DefaultWorkers();
+  r->cores = std::max(1, hw > 0 ? std::min(workers, hw) : workers);
+  return Status::OK();
+}
+
 Result<LoaderBenchResult> BenchLoader(const LoaderBenchOptions& o) {
   SSDFEED_ASSIGN_OR_RETURN(auto loader, Loader::Open(o.loader));
   const std::string& dev = o.loader.cache.root;
@@ -217,6 +260,7 @@ Result<LoaderBenchResult> BenchLoader(const LoaderBenchOptions& o) {
     for (const auto& e : r.epochs) rec = std::max(rec, e.record_bytes);
     if (rec > 0) SSDFEED_RETURN_IF_ERROR(MeasureStorage(o, rec, &r));
   }
+  if (o.bounds) SSDFEED_RETURN_IF_ERROR(MeasureBounds(o, &r));
   return r;
 }
 

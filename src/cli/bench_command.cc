@@ -78,7 +78,8 @@ struct LoaderBenchArgs {
   std::string source, model, gpu;
   CacheArgs cache;
   PrepareArgs prep;  // the same flags and defaults as warm: same spec, same entry
-  bool no_cache = false, fresh = false, json = false, drop_caches = false, vs_storage = false;
+  bool no_cache = false, fresh = false, json = false, drop_caches = false, vs_storage = false,
+       bounds = false;
   std::string warm_read = "auto";
   int metrics_cost = 0;  // rounds of warm epochs with vs without metrics
   int epochs = 2, workers = 0, crop = 224;
@@ -120,6 +121,7 @@ int RunLoaderBench(const LoaderBenchArgs& a) {
   o.compute_seconds = a.compute;
   o.drop_caches = a.drop_caches;
   o.vs_storage = a.vs_storage;
+  o.bounds = a.bounds;
   const ModelPreset* preset = nullptr;
   if (!a.model.empty() || !a.gpu.empty()) {
     preset = FindModelPreset(a.model, a.gpu);
@@ -183,6 +185,10 @@ int RunLoaderBench(const LoaderBenchArgs& a) {
                         {"compute_seconds", o.compute_seconds},
                         {"capacity_images_per_s", r->capacity_images_per_s},
                         {"accelerators_at_90", r->accelerators_at_90}};
+    if (r->augment_per_core > 0)
+      j["bounds"] = {{"decode_prepare_per_core", r->decode_prepare_per_core},
+                     {"augment_per_core", r->augment_per_core},
+                     {"cores", r->cores}};
     if (sr.iops > 0)
       j["storage"] = {{"engine", r->storage_engine},
                       {"block", sr.block},
@@ -219,6 +225,21 @@ int RunLoaderBench(const LoaderBenchArgs& a) {
         "storage: O_DIRECT random %u-byte reads (a record's aligned window) at QD %d (%s): "
         "%.0f IOPS = %.0f MB/s; 'vs storage' = images/s / IOPS\n",
         sr.block, sr.qd, r->storage_engine.c_str(), sr.iops, sr.mb_s);
+  if (r->augment_per_core > 0) {
+    // Cold epochs are held to decode + prepare, warm ones to the crop alone.
+    std::printf(
+        "bounds on one core (first 200 samples): decode+prepare %.0f images/s, crop+resize "
+        "%.0f images/s; x %d cores\n",
+        r->decode_prepare_per_core, r->augment_per_core, r->cores);
+    for (const auto& e : r->epochs) {
+      bool cold = e.hit_rate < 0.5;
+      double bound = (cold ? r->decode_prepare_per_core : r->augment_per_core) * r->cores;
+      std::printf(
+          "  epoch %d (%s): %.0f images/s = %.2fx of the %s bound (%.0f images/s per core)\n",
+          e.epoch, cold ? "cold" : "warm", e.images_per_s, e.images_per_s / bound,
+          cold ? "decode+prepare" : "crop+resize", e.images_per_s / r->cores);
+    }
+  }
   if (o.compute_seconds > 0) {
     std::printf("emulated accelerator: %.3f s per batch of %zu (%s)\n", o.compute_seconds,
                 lo.batch_size, preset ? preset->source : "--compute-time");
@@ -273,6 +294,9 @@ void AddBench(CLI::App& app, RunState* st) {
   l->add_flag("--vs-storage", a->vs_storage,
               "Then measure O_DIRECT random reads of the record size at QD 32 on the cache's "
               "filesystem; report each epoch against it");
+  l->add_flag("--bounds", a->bounds,
+              "Then measure decode+prepare and crop+resize on one core; report each epoch "
+              "against them");
   l->add_option("--warm-read", a->warm_read,
                 "How records are read back: auto (direct when the entry exceeds available "
                 "memory), buffered or direct (default auto)")
