@@ -105,7 +105,11 @@ struct LoaderBenchEpoch {
   double utilization = 0;       // compute / wall, with emulated compute; else 0
   bool dropped_caches = false;  // the page cache was dropped before it
   double record_bytes = 0;      // mean cache record read (header + pixels)
-  DeviceStats device;           // the cache root's device during the epoch
+  // CPU seconds this process used in the epoch (user + system, all
+  // threads): images / cpu_seconds is a per-core rate that other processes
+  // on a shared machine do not skew.
+  double cpu_seconds = 0;
+  DeviceStats device;  // the cache root's device during the epoch
   // This epoch's Loader.stats() counters (deltas), under Loader.stats()'s names.
   std::vector<std::pair<std::string, double>> stats;
 };

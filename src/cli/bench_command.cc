@@ -233,11 +233,16 @@ int RunLoaderBench(const LoaderBenchArgs& a) {
         r->decode_prepare_per_core, r->augment_per_core, r->cores);
     for (const auto& e : r->epochs) {
       bool cold = e.hit_rate < 0.5;
-      double bound = (cold ? r->decode_prepare_per_core : r->augment_per_core) * r->cores;
+      double bound = cold ? r->decode_prepare_per_core : r->augment_per_core;
+      double per_core = e.images_per_s / r->cores;
+      double per_cpu_s = e.cpu_seconds > 0 ? e.images_per_s * e.seconds / e.cpu_seconds : 0;
+      // Per CPU-second: what other processes on a shared machine take from
+      // the workers does not count against them.
       std::printf(
-          "  epoch %d (%s): %.0f images/s = %.2fx of the %s bound (%.0f images/s per core)\n",
-          e.epoch, cold ? "cold" : "warm", e.images_per_s, e.images_per_s / bound,
-          cold ? "decode+prepare" : "crop+resize", e.images_per_s / r->cores);
+          "  epoch %d (%s): %.0f images/s per core = %.2fx of the %s bound; %.0f images per "
+          "CPU-second = %.2fx\n",
+          e.epoch, cold ? "cold" : "warm", per_core, per_core / bound,
+          cold ? "decode+prepare" : "crop+resize", per_cpu_s, per_cpu_s / bound);
     }
   }
   if (o.compute_seconds > 0) {
