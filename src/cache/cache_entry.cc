@@ -136,6 +136,7 @@ class CacheEntryImpl final : public CacheEntry {
 
   Status Get(uint64_t id, std::string* buf, CachedSample* out) override {
     MaybeTouch();
+    MaybeRedecide();  // the loader looks at direct_reads() at each epoch
     Status s = index_.Get(id, buf, out);
     if (s.IsCorruption()) counters_.corrupt_records++;
     return s;
