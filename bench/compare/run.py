@@ -289,7 +289,7 @@ def main():
                       f"window) at QD {st['qd']} ({st['engine']}), measured by `ssdfeed bench "
                       f"loader --vs-storage` in each round: {iops:,.0f} IOPS (median)."]
         for k in ("ssdfeed warm from device (O_DIRECT, io_uring)",
-                  "ssdfeed warm, page cache dropped (buffered)", "ssdfeed warm"):
+                  "ssdfeed warm, page cache dropped (buffered)"):
             if k in med:
                 lines.append(f"- {k}: {med[k][0] / iops:.2f}x of the device's IOPS")
     lines += [""] + [f"- {n}" for n in notes]
