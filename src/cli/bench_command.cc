@@ -172,6 +172,7 @@ int RunLoaderBench(const LoaderBenchArgs& a) {
           {"utilization", e.utilization},
           {"dropped_caches", e.dropped_caches},
           {"record_bytes", e.record_bytes},
+          {"cpu_seconds", e.cpu_seconds},
           {"stats", nlohmann::json(std::map<std::string, double>(e.stats.begin(), e.stats.end()))}};
       if (!e.device.device.empty())
         j["device"] = {{"name", e.device.device},           {"read_mb_s", e.device.read_mb_s},
