@@ -12,6 +12,15 @@ cache(filename) on the same disk, cold (first epoch writes the cache) and
 warm (a new job reading it); DALI's CPU pipeline when nvidia-dali imports
 (set SSDFEED_DALI_PYTHON to a python that has nvidia-dali-cuda130).
 
+As root it also measures warm epochs from the device rather than from RAM:
+the page cache dropped before the epoch (buffered reads, what the Python
+Loader picks for a dataset that fits in memory), and `ssdfeed bench loader
+--warm-read direct --drop-caches --vs-storage` (O_DIRECT + io_uring, what it
+picks for one that does not), with that bench's own O_DIRECT random-read
+IOPS at the record size and QD 32 measured in the same run: the ratio
+warm-from-device images/s / device IOPS says how much of the SSD the loader
+uses.
+
 Needs: the ssdfeed package installed in this interpreter (`pip install .`),
 torch and Pillow (PyTorch row), tensorflow (tf.data rows), numpy and
 matplotlib (the PNG).
@@ -170,6 +179,30 @@ def child(name, data, cache, epoch):
     return json.loads(r.stdout.strip().splitlines()[-1]), None
 
 
+def drop_page_cache():
+    # Root only: what a dataset larger than memory looks like to a warm epoch.
+    try:
+        os.sync()
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return True
+    except OSError:
+        return False
+
+
+def device_run(data, cache):
+    """ssdfeed bench loader on the filled entry: epochs with the page cache
+    dropped (O_DIRECT reads) and its storage row, side by side."""
+    exe = shutil.which("ssdfeed") or os.path.join(os.path.dirname(sys.executable), "ssdfeed")
+    cmd = [exe, "bench", "loader", "--source", f"folder:{data}", "--resize-short", "256",
+           "--cache", cache, "--epochs", "3", "--batch", str(BATCH), "--crop", str(CROP),
+           "--warm-read", "direct", "--drop-caches", "--vs-storage", "--json"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        return None, (r.stderr.strip().splitlines() or ["failed"])[-1]
+    return json.loads(r.stdout), None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -195,6 +228,7 @@ def main():
 
     rows = {}
     notes = []
+    storage = []
 
     def record(label, res, err):
         if res is None:
@@ -208,6 +242,20 @@ def main():
         shutil.rmtree(sf, ignore_errors=True)
         record("ssdfeed cold", *child("ssdfeed", data, sf, 0))
         record("ssdfeed warm", *child("ssdfeed", data, sf, 1))
+        if drop_page_cache():
+            record("ssdfeed warm, page cache dropped (buffered)", *child("ssdfeed", data, sf, 2))
+            res, err = device_run(data, sf)
+            if res is None:
+                notes.append(f"ssdfeed bench loader --warm-read direct: not run ({err})")
+            else:
+                dev = [e for e in res["epochs"] if e.get("dropped_caches")]
+                iops = res.get("storage", {}).get("iops", 0)
+                rate = statistics.median(e["images_per_s"] for e in dev)
+                rows.setdefault("ssdfeed warm from device (O_DIRECT, io_uring)", []).append(
+                    {"images_per_s": rate, "peak_rss_mb": 0, "storage_iops": iops})
+                storage.append(res.get("storage", {}))
+        elif rep == 0:
+            notes.append("warm-from-device rows need root (/proc/sys/vm/drop_caches)")
         record("PyTorch DataLoader + PIL", *child("torch", data, "", 0))
         tfc = os.path.join(work, "tf-cache")
         shutil.rmtree(tfc, ignore_errors=True)
@@ -234,6 +282,16 @@ def main():
     if "ssdfeed warm" in med and "tf.data cache(file) warm" in med:
         lines += ["", f"warm ssdfeed / warm tf.data cache: "
                       f"{med['ssdfeed warm'][0] / med['tf.data cache(file) warm'][0]:.1f}x"]
+    if storage:
+        iops = statistics.median(st["iops"] for st in storage if st.get("iops"))
+        st = storage[-1]
+        lines += ["", f"Device: O_DIRECT random {st['block']}-byte reads (a record's aligned "
+                      f"window) at QD {st['qd']} ({st['engine']}), measured by `ssdfeed bench "
+                      f"loader --vs-storage` in each round: {iops:,.0f} IOPS (median)."]
+        for k in ("ssdfeed warm from device (O_DIRECT, io_uring)",
+                  "ssdfeed warm, page cache dropped (buffered)"):
+            if k in med:
+                lines.append(f"- {k}: {med[k][0] / iops:.2f}x of the device's IOPS")
     lines += [""] + [f"- {n}" for n in notes]
     lines += ["", "Command: `python3 bench/compare/run.py --count "
               f"{args.count} --repeat {args.repeat}`. Peak RSS is the largest single process "

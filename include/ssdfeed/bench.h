@@ -56,13 +56,60 @@ struct LoaderBenchOptions {
   LoaderOptions loader;
   int epochs = 2;              // Default 2 (a cold and a warm one on a fresh cache).
   double compute_seconds = 0;  // Emulated accelerator time per batch; 0: none.
+  // Drop the page cache (sync, then /proc/sys/vm/drop_caches; root only)
+  // before every epoch after the first, so warm epochs read the device as
+  // they do when the dataset is larger than memory; then one more warm
+  // epoch without dropping gives the page-cache figure. Default false.
+  bool drop_caches = false;
+  // After the epochs, measure O_DIRECT random reads of the warm epochs'
+  // record window (io_uring, QD 32) on the cache root's filesystem, and
+  // report each epoch's images/s against its IOPS. Default false.
+  bool vs_storage = false;
+  // After the epochs, measure on one thread the two CPU bounds the epochs
+  // are held to: decode + prepare (a cold epoch's work per sample) and the
+  // augmentation from a prepared image (a warm epoch's), over the first
+  // 200 samples of the source. Default false.
+  bool bounds = false;
 };
+
+// What `iostat -x` shows for a block device over an interval, from two
+// reads of /proc/diskstats.
+struct DeviceStats {
+  std::string device;  // empty: the path is on no block device found there
+  double read_mb_s = 0, write_mb_s = 0, reads_per_s = 0;
+  double r_await_ms = 0;  // mean read latency, queueing included
+  double aqu_sz = 0;      // mean requests in flight
+  double util_pct = 0;    // time the device had requests in flight
+};
+
+// Samples /proc/diskstats for the device holding path; Stop() gives the
+// interval's figures.
+class DeviceSampler {
+ public:
+  explicit DeviceSampler(const std::string& path);
+  DeviceStats Stop() const;
+
+ private:
+  std::string device_;
+  std::vector<uint64_t> start_;
+  double t0_ = 0;
+};
+
+// sync; echo 3 > /proc/sys/vm/drop_caches. Needs root.
+Status DropPageCache();
 
 struct LoaderBenchEpoch {
   int epoch = 0;
   double seconds = 0, images_per_s = 0, mb_per_s = 0, hit_rate = 0;
   double p50_wait_ms = 0, p99_wait_ms = 0;
-  double utilization = 0;  // compute / wall, with emulated compute; else 0
+  double utilization = 0;       // compute / wall, with emulated compute; else 0
+  bool dropped_caches = false;  // the page cache was dropped before it
+  double record_bytes = 0;      // mean cache record read (header + pixels)
+  // CPU seconds this process used in the epoch (user + system, all
+  // threads): images / cpu_seconds is a per-core rate that other processes
+  // on a shared machine do not skew.
+  double cpu_seconds = 0;
+  DeviceStats device;  // the cache root's device during the epoch
   // This epoch's Loader.stats() counters (deltas), under Loader.stats()'s names.
   std::vector<std::pair<std::string, double>> stats;
 };
@@ -73,6 +120,14 @@ struct LoaderBenchResult {
   // loader can deliver. With compute: accelerators it keeps >= 90% busy.
   double capacity_images_per_s = 0;
   int accelerators_at_90 = 0;
+  // vs_storage: the random-read row measured (block = the record's aligned
+  // window, QD 32); 0 iops when not measured.
+  StorageRow storage;
+  std::string storage_engine;
+  // bounds: images/s on one core (0 when not measured), and the cores the
+  // epochs' ratios divide by (min(workers, hardware threads)).
+  double decode_prepare_per_core = 0, augment_per_core = 0;
+  int cores = 0;
 };
 
 Result<LoaderBenchResult> BenchLoader(const LoaderBenchOptions& o);

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
@@ -14,6 +15,19 @@
 #include "ssdfeed/status.h"
 
 namespace ssdfeed {
+
+// How warm epochs read records (see docs/cache-format.md, "Reading").
+enum class WarmRead {
+  // Direct when the entry's records do not fit in the memory available when
+  // it is opened (the page cache cannot hold them: every epoch reads the
+  // device); buffered otherwise, so a dataset that fits is served from RAM.
+  kAuto,
+  kBuffered,  // pread through the page cache.
+  // O_DIRECT reads of the record's 4 KiB-aligned window, many in flight
+  // (io_uring): the device's random-read speed, page cache untouched.
+  // Falls back to buffered where the filesystem refuses O_DIRECT.
+  kDirect,
+};
 
 struct CacheOptions {
   // The cache root directory (created 0700, or 0770 with group_shared).
@@ -36,6 +50,8 @@ struct CacheOptions {
   // How long to wait for a sample another live process is preparing before
   // preparing it too (bounds duplicated work vs. stalls). Default 3 s.
   double claim_wait_seconds = 3.0;
+  // How records are read back. Default kAuto.
+  WarmRead warm_read = WarmRead::kAuto;
   // Opening an entry counts as using it: its last_used (which orders LRU
   // eviction and `gc --older-than`) is refreshed at open, every minute while
   // in use, and at close. Tools that only inspect (verify, ls, export) set
@@ -66,6 +82,7 @@ struct CacheCounters {
   std::atomic<uint64_t> write_errors{0};     // ENOSPC / EIO while filling
   std::atomic<uint64_t> capacity_denied{0};  // puts refused: capacity reached
   std::atomic<uint64_t> evictions{0};        // entries this process evicted
+  std::atomic<uint64_t> direct_reads{0};     // records read with O_DIRECT
 };
 
 // A prepared sample read from the cache; pixels point into the caller's buffer.
@@ -74,6 +91,48 @@ struct CachedSample {
   int height = 0, width = 0, channels = 0;
   int64_t label = -1;
   size_t bytes() const { return static_cast<size_t>(height) * width * channels; }
+};
+
+// Buffers for CacheEntry::GetMany, kept between calls (the hot path
+// allocates nothing): one per read, aligned for O_DIRECT, grown as needed.
+class ReadBuffers {
+ public:
+  char* Get(size_t i, size_t n) {
+    if (i >= bufs_.size()) bufs_.resize(i + 1);
+    Buf& b = bufs_[i];
+    if (b.cap < n) {
+      size_t cap = (n + 4095) / 4096 * 4096;
+      b.p.reset(static_cast<char*>(std::aligned_alloc(4096, cap)));
+      b.cap = b.p ? cap : 0;
+    }
+    return b.p.get();
+  }
+
+ private:
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  struct Buf {
+    std::unique_ptr<char, Free> p;
+    size_t cap = 0;
+  };
+  std::vector<Buf> bufs_;
+};
+
+// One read of CacheEntry::GetMany.
+struct CacheRead {
+  uint64_t id = 0;
+  CachedSample sample;  // out: pixels point into the ReadBuffers
+  Status status;        // out: as Get's
+};
+
+// The reads of CacheEntry::StartGetMany, in flight until Finish.
+class CacheReadBatch {
+ public:
+  virtual ~CacheReadBatch() = default;
+  // Waits for the reads and checks every record (the CacheReads' status and
+  // sample). Called once; the destructor waits if it was not.
+  virtual void Finish() = 0;
 };
 
 class CacheEntry {
@@ -90,6 +149,18 @@ class CacheEntry {
   // Reads sample id into *buf. NotFound when absent; Corruption when the
   // record fails its checks (it is then dropped from the index: Put repairs).
   virtual Status Get(uint64_t id, std::string* buf, CachedSample* out) = 0;
+  // Reads n samples at once, each checked as Get checks it; with direct
+  // reads (CacheOptions::warm_read) they are all in flight together.
+  void GetMany(CacheRead* reads, size_t n, ReadBuffers* bufs) {
+    StartGetMany(reads, n, bufs)->Finish();
+  }
+  // GetMany in two halves: with direct reads the device works between them
+  // (a worker renders the previous group meanwhile). reads and bufs must
+  // live until Finish.
+  virtual std::unique_ptr<CacheReadBatch> StartGetMany(CacheRead* reads, size_t n,
+                                                       ReadBuffers* bufs) = 0;
+  // True when records are read with O_DIRECT (warm_read, resolved at open).
+  virtual bool direct_reads() const = 0;
   virtual bool Contains(uint64_t id) = 0;
 
   // Stores a prepared sample. NoSpace once the capacity is reached or the

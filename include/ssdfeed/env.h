@@ -65,6 +65,33 @@ struct RandomAccessFileOptions {
   // the cache root's rule, so nothing planted there is read through a link.
   // Sources pass false: a dataset assembled from symlinked images is normal.
   bool no_follow = true;
+  // Bypass the page cache (O_DIRECT): every Read's offset, length and buffer
+  // must then be multiples of kDirectIoAlignment. NotSupported where the
+  // filesystem refuses it (tmpfs). Default false.
+  bool direct = false;
+};
+
+// What offsets, lengths and buffers of direct reads are aligned to: the
+// largest logical block size in use (4 KiB), so any device accepts them.
+constexpr size_t kDirectIoAlignment = 4096;
+
+// One read of Env::StartReads.
+struct ReadRequest {
+  const RandomAccessFile* file = nullptr;
+  uint64_t offset = 0;
+  size_t n = 0;
+  char* scratch = nullptr;
+  size_t got = 0;  // out: bytes read (< n only at end of file)
+  Status status;   // out
+};
+
+// Reads started by Env::StartReads. Wait() returns once every one is done
+// (each request's got and status set); the destructor waits too, so the
+// buffers are never written after it.
+class PendingReads {
+ public:
+  virtual ~PendingReads() = default;
+  virtual void Wait() = 0;
 };
 
 struct WritableFileOptions {
@@ -114,6 +141,13 @@ class Env {
   virtual Status FsSpace(const std::string& path, uint64_t* free_bytes, uint64_t* total) = 0;
 
   virtual int64_t NowMicros() = 0;
+
+  // Starts n independent reads, as many in flight at once as the Env can
+  // (the POSIX Env: io_uring, so direct reads keep the device's queue full)
+  // and returns while they run; reqs must live until Wait. Each request
+  // gets its own status. Default: one Read after another, done on return.
+  virtual std::unique_ptr<PendingReads> StartReads(ReadRequest* reqs, size_t n);
+  void ReadMany(ReadRequest* reqs, size_t n) { StartReads(reqs, n)->Wait(); }
 
   // Deletes dir and the files directly inside it through a directory
   // descriptor (openat/unlinkat): never follows a symlink, never descends

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <string>
+#include <vector>
 
 #include "ssdfeed/cache.h"
 #include "ssdfeed/image.h"
@@ -16,6 +17,9 @@ namespace ssdfeed {
 // Per-thread buffers; reused so the hot path allocates nothing.
 struct FetchScratch {
   std::string cache_buf;
+  // Grouped cache reads: two groups, one in flight while the other is used.
+  ReadBuffers read_bufs[2];
+  std::vector<CacheRead> reads[2];
   EncodedSample encoded;
   Image image;
   Decoder decoder;
@@ -33,6 +37,21 @@ class SampleFetcher {
   // Prepared sample id into *out (pixels point into scratch). Errors name
   // the origin file (and record) and what is wrong.
   Status Fetch(uint64_t id, FetchScratch* scratch, CachedSample* out);
+
+  // The cache's records for ids[0..n), read together (with direct reads,
+  // all in flight at once) into scratch->reads[group]; Finish waits, checks
+  // and counts the hits. A read that is not OK is then finished by Resolve.
+  struct Group {
+    std::unique_ptr<CacheReadBatch> batch;
+    int which = 0;
+    size_t n = 0;
+    double t0 = 0;
+  };
+  Group StartCachedMany(const uint64_t* ids, size_t n, FetchScratch* scratch, int which);
+  void FinishCachedMany(Group* g, FetchScratch* scratch);
+  // What Fetch does after a cache read that gave `got` (not OK): wait for
+  // another process, or prepare from the origin (repairing a corrupt record).
+  Status Resolve(uint64_t id, Status got, FetchScratch* scratch, CachedSample* out);
 
   // The one place these counters live: Loader::stats(), `ssdfeed warm` and
   // the exporter all read them from here.

@@ -1,12 +1,21 @@
 // Runs the real loader, optionally emulating an accelerator's compute time
 // per batch (MLPerf Storage's method), and reports what a user needs to size
 // storage and CPUs: images/s, MB/s, hit rate, consumer wait, utilisation.
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
+#include "image/augment.h"
 #include "ssdfeed/bench.h"
+#include "ssdfeed/defaults.h"
 #include "ssdfeed/metrics.h"
 
 namespace ssdfeed {
@@ -41,12 +50,98 @@ double Percentile(std::vector<double> v, double q) {
   return v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))];
 }
 
-Result<LoaderBenchEpoch> RunEpoch(Loader* l, int epoch, double compute_s) {
+// The /proc/diskstats line of device major:minor: its name and the eleven
+// counters after it. Empty when absent.
+std::vector<uint64_t> DiskCounters(unsigned maj, unsigned min, std::string* name) {
+  std::ifstream in("/proc/diskstats");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    unsigned a = 0, b = 0;
+    std::string n;
+    if (!(ls >> a >> b >> n) || a != maj || b != min) continue;
+    std::vector<uint64_t> v;
+    uint64_t x;
+    while (v.size() < 11 && ls >> x) v.push_back(x);
+    if (v.size() < 11) return {};
+    *name = n;
+    return v;
+  }
+  return {};
+}
+
+}  // namespace
+
+DeviceSampler::DeviceSampler(const std::string& path) {
+  struct stat st;
+  t0_ = Now();
+  if (::stat(path.c_str(), &st) != 0) return;
+  start_ = DiskCounters(major(st.st_dev), minor(st.st_dev), &device_);
+}
+
+DeviceStats DeviceSampler::Stop() const {
+  DeviceStats d;
+  if (start_.empty()) return d;
+  double dt = Now() - t0_;
+  // Fields: 0 reads, 2 sectors read, 3 ms reading, 6 sectors written,
+  // 9 ms with I/O in flight, 10 weighted ms (sum of each request's time).
+  std::string name;
+  std::vector<uint64_t> end;
+  std::ifstream probe("/proc/diskstats");
+  {
+    // Same device: look it up by name among the current lines.
+    std::string line;
+    while (std::getline(probe, line)) {
+      std::istringstream ls(line);
+      unsigned a, b;
+      std::string n;
+      if (!(ls >> a >> b >> n) || n != device_) continue;
+      uint64_t x;
+      while (end.size() < 11 && ls >> x) end.push_back(x);
+      break;
+    }
+  }
+  if (end.size() < 11 || dt <= 0) return d;
+  auto delta = [&](int i) { return static_cast<double>(end[i] - start_[i]); };
+  d.device = device_;
+  d.reads_per_s = delta(0) / dt;
+  d.read_mb_s = delta(2) * 512 / dt / 1e6;
+  d.write_mb_s = delta(6) * 512 / dt / 1e6;
+  d.r_await_ms = delta(0) > 0 ? delta(3) / delta(0) : 0;
+  d.aqu_sz = delta(10) / (dt * 1e3);
+  d.util_pct = std::min(100.0, delta(9) / (dt * 1e3) * 100);
+  return d;
+}
+
+Status DropPageCache() {
+  ::sync();
+  std::ofstream f("/proc/sys/vm/drop_caches");
+  if (!f)
+    return Status::InvalidArgument(
+        "cannot open /proc/sys/vm/drop_caches: dropping the page cache needs root");
+  f << "3\n";
+  f.flush();
+  if (!f) return Status::IOError("writing /proc/sys/vm/drop_caches failed");
+  return Status::OK();
+}
+
+namespace {
+
+double CpuSeconds() {
+  struct rusage u;
+  if (::getrusage(RUSAGE_SELF, &u) != 0) return 0;
+  auto sec = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
+  return sec(u.ru_utime) + sec(u.ru_stime);
+}
+
+Result<LoaderBenchEpoch> RunEpoch(Loader* l, int epoch, double compute_s,
+                                  const std::string& device_path = "") {
   LoaderStats before = l->stats();
+  DeviceSampler dev(device_path.empty() ? "/" : device_path);
   l->SetEpoch(static_cast<uint64_t>(epoch));
   std::vector<double> waits;
   uint64_t images = 0, bytes = 0;
-  double t0 = Now(), busy = 0;
+  double t0 = Now(), busy = 0, cpu0 = CpuSeconds();
   while (true) {
     Batch b;
     double w0 = Now();
@@ -60,8 +155,9 @@ Result<LoaderBenchEpoch> RunEpoch(Loader* l, int epoch, double compute_s) {
       busy += compute_s;
     }
   }
-  double secs = Now() - t0;
+  double secs = Now() - t0, cpu = CpuSeconds() - cpu0;
   LoaderStats after = l->stats();
+  DeviceStats ds = device_path.empty() ? DeviceStats{} : dev.Stop();
   uint64_t hits = after.cache_hits - before.cache_hits;
   uint64_t misses = after.cache_misses - before.cache_misses;
   LoaderBenchEpoch e;
@@ -73,6 +169,10 @@ Result<LoaderBenchEpoch> RunEpoch(Loader* l, int epoch, double compute_s) {
   e.p50_wait_ms = Percentile(waits, 0.5) * 1e3;
   e.p99_wait_ms = Percentile(waits, 0.99) * 1e3;
   e.utilization = compute_s > 0 ? busy / secs : 0;
+  e.device = ds;
+  e.cpu_seconds = cpu;
+  if (hits > 0)
+    e.record_bytes = static_cast<double>(after.cache_bytes - before.cache_bytes) / hits + 40;
   auto b = LoaderStatsFields(before), a = LoaderStatsFields(after);
   for (size_t i = 0; i < a.size(); ++i) e.stats.emplace_back(a[i].first, a[i].second - b[i].second);
   return e;
@@ -80,15 +180,94 @@ Result<LoaderBenchEpoch> RunEpoch(Loader* l, int epoch, double compute_s) {
 
 }  // namespace
 
+// The storage row the warm epochs are held to: random O_DIRECT reads of the
+// window a record read takes (its bytes rounded out to 4 KiB at both ends)
+// at the queue depth the loader keeps, on the cache root's filesystem.
+Status MeasureStorage(const LoaderBenchOptions& o, double record_bytes, LoaderBenchResult* r) {
+  StorageBenchOptions so;
+  uint32_t window = static_cast<uint32_t>((record_bytes + 4095) / 4096 + 1) * 4096;
+  so.block_sizes = {window};
+  so.queue_depths = {32};
+  so.seconds_per_row = 3;
+  so.file_bytes = 1ull << 30;
+  SSDFEED_ASSIGN_OR_RETURN(StorageResult sr, BenchStorage(o.loader.cache.root, so));
+  for (const auto& row : sr.rows)
+    if (row.pattern == "randread") r->storage = row;
+  r->storage_engine = sr.engine + (sr.direct ? "" : " (buffered: O_DIRECT refused)");
+  return Status::OK();
+}
+
+double ThreadCpuSeconds() {
+  struct timespec ts;
+  if (::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+// Single-thread images/s of decode + prepare and of the augmentation alone
+// (RandomResizedCrop + flip into the output), on the source's first samples:
+// what one core can do at best on a cold and on a warm epoch.
+Status MeasureBounds(const LoaderBenchOptions& o, LoaderBenchResult* r) {
+  const LoaderOptions& lo = o.loader;
+  SSDFEED_ASSIGN_OR_RETURN(auto src, OpenSource(lo.source, lo.source_options));
+  size_t n = std::min<size_t>(200, src->size());
+  std::vector<EncodedSample> enc(n);
+  for (size_t i = 0; i < n; ++i) SSDFEED_RETURN_IF_ERROR(src->Read(i, &enc[i]));
+  Decoder dec;
+  std::vector<Image> prepared(n);
+  // Untimed first: the decoder's and the caches' first-use costs are not
+  // the steady state an epoch runs in.
+  for (size_t i = 0; i < std::min<size_t>(20, n); ++i)
+    SSDFEED_RETURN_IF_ERROR(dec.DecodeAndPrepare(enc[i].bytes, lo.prepare, &prepared[i]));
+  // CPU time of this thread, like the epochs' per-CPU-second rates.
+  double t0 = ThreadCpuSeconds();
+  for (size_t i = 0; i < n; ++i)
+    SSDFEED_RETURN_IF_ERROR(dec.DecodeAndPrepare(enc[i].bytes, lo.prepare, &prepared[i]));
+  double decode_s = ThreadCpuSeconds() - t0;
+  AugmentSpec aug = lo.augment;
+  int oh = aug.enabled ? aug.height : 0, ow = aug.enabled ? aug.width : 0;
+  std::vector<uint8_t> out, scratch;
+  // Several passes: one is too short to time on a fast core.
+  constexpr int kPasses = 5;
+  t0 = ThreadCpuSeconds();
+  for (int pass = 0; pass < kPasses; ++pass) {
+    for (size_t i = 0; i < n; ++i) {
+      const Image& im = prepared[i];
+      PixelsView px{im.pixels.data(), im.height, im.width, im.channels};
+      CropBox box{0, 0, im.height, im.width, false};
+      int h = oh ? oh : im.height, w = ow ? ow : im.width;
+      if (aug.enabled) box = SampleCrop(aug, im.height, im.width, AugmentKey(lo.seed, pass, i));
+      out.resize(static_cast<size_t>(h) * w * im.channels * DTypeSize(lo.output.dtype));
+      RenderSample(px, box, h, w, lo.output, out.data(), &scratch);
+    }
+  }
+  double aug_s = ThreadCpuSeconds() - t0;
+  r->decode_prepare_per_core = decode_s > 0 ? n / decode_s : 0;
+  r->augment_per_core = aug_s > 0 ? n * kPasses / aug_s : 0;
+  int hw = static_cast<int>(std::thread::hardware_concurrency());
+  int workers = lo.workers > 0 ? lo.workers : DefaultWorkers();
+  r->cores = std::max(1, hw > 0 ? std::min(workers, hw) : workers);
+  return Status::OK();
+}
+
 Result<LoaderBenchResult> BenchLoader(const LoaderBenchOptions& o) {
   SSDFEED_ASSIGN_OR_RETURN(auto loader, Loader::Open(o.loader));
+  const std::string& dev = o.loader.cache.root;
   LoaderBenchResult r;
   for (int e = 0; e < o.epochs; ++e) {
-    SSDFEED_ASSIGN_OR_RETURN(LoaderBenchEpoch ep, RunEpoch(loader.get(), e, o.compute_seconds));
+    bool drop = o.drop_caches && e > 0;
+    if (drop) SSDFEED_RETURN_IF_ERROR(DropPageCache());
+    SSDFEED_ASSIGN_OR_RETURN(LoaderBenchEpoch ep,
+                             RunEpoch(loader.get(), e, o.compute_seconds, dev));
+    ep.dropped_caches = drop;
+    r.epochs.push_back(ep);
+  }
+  if (o.drop_caches && o.epochs > 1) {  // the page-cache figure, next to the device's
+    SSDFEED_ASSIGN_OR_RETURN(LoaderBenchEpoch ep,
+                             RunEpoch(loader.get(), o.epochs, o.compute_seconds, dev));
     r.epochs.push_back(ep);
   }
   if (o.compute_seconds > 0) {
-    SSDFEED_ASSIGN_OR_RETURN(LoaderBenchEpoch cap, RunEpoch(loader.get(), o.epochs, 0));
+    SSDFEED_ASSIGN_OR_RETURN(LoaderBenchEpoch cap, RunEpoch(loader.get(), o.epochs + 1, 0));
     r.capacity_images_per_s = cap.images_per_s;
     // One accelerator at 90% busy consumes 0.9 * batch / compute images/s.
     double per_gpu = 0.9 * o.loader.batch_size / o.compute_seconds;
@@ -96,6 +275,12 @@ Result<LoaderBenchResult> BenchLoader(const LoaderBenchOptions& o) {
   } else if (!r.epochs.empty()) {
     r.capacity_images_per_s = r.epochs.back().images_per_s;
   }
+  if (o.vs_storage && !dev.empty()) {
+    double rec = 0;
+    for (const auto& e : r.epochs) rec = std::max(rec, e.record_bytes);
+    if (rec > 0) SSDFEED_RETURN_IF_ERROR(MeasureStorage(o, rec, &r));
+  }
+  if (o.bounds) SSDFEED_RETURN_IF_ERROR(MeasureBounds(o, &r));
   return r;
 }
 

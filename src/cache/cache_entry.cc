@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <fstream>
 
 #include "cache/capacity.h"
 #include "cache/claims.h"
@@ -33,6 +34,48 @@ namespace {
 constexpr char kEntrySlotPrefix[] = "w-";
 // last_used is refreshed at most this often while the entry is in use.
 constexpr int64_t kTouchEveryMicros = 60ll * 1000000;
+
+// MemAvailable of /proc/meminfo: what the page cache could give this entry
+// without evicting what others need. 0 when unknown (not Linux).
+uint64_t MemAvailableBytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return 0;
+}
+
+// warm_read=auto: direct once the records cannot all stay in the page cache
+// (then every epoch reads the device anyway, and buffered reads only add a
+// copy and evict other jobs' pages); buffered while they fit.
+bool UseDirect(WarmRead mode, uint64_t data_bytes) {
+  if (mode != WarmRead::kAuto) return mode == WarmRead::kDirect;
+  uint64_t avail = MemAvailableBytes();
+  return avail > 0 && data_bytes > avail;
+}
+
+// Counts the corrupt records a batch found, as Get does.
+class CountingBatch final : public CacheReadBatch {
+ public:
+  CountingBatch(std::unique_ptr<CacheReadBatch> inner, CacheRead* reads, size_t n, CacheCounters* c)
+      : inner_(std::move(inner)), reads_(reads), n_(n), counters_(c) {}
+  ~CountingBatch() override { Finish(); }
+  void Finish() override {
+    if (!inner_) return;
+    inner_->Finish();
+    inner_.reset();
+    for (size_t i = 0; i < n_; ++i)
+      if (reads_[i].status.IsCorruption()) counters_->corrupt_records++;
+  }
+
+ private:
+  std::unique_ptr<CacheReadBatch> inner_;
+  CacheRead* reads_;
+  size_t n_;
+  CacheCounters* counters_;
+};
 
 class CacheEntryImpl final : public CacheEntry {
  public:
@@ -85,15 +128,30 @@ class CacheEntryImpl final : public CacheEntry {
       }
     }
     last_touch_us_ = opts_.env->NowMicros();
-    return index_.Refresh();
+    SSDFEED_RETURN_IF_ERROR(index_.Refresh());
+    index_.SetDirect(UseDirect(opts_.warm_read, index_.DataBytes()));
+    last_decide_us_ = last_touch_us_.load();
+    return Status::OK();
   }
 
   Status Get(uint64_t id, std::string* buf, CachedSample* out) override {
     MaybeTouch();
+    MaybeRedecide();  // the loader looks at direct_reads() at each epoch
     Status s = index_.Get(id, buf, out);
     if (s.IsCorruption()) counters_.corrupt_records++;
     return s;
   }
+
+  std::unique_ptr<CacheReadBatch> StartGetMany(CacheRead* reads, size_t n,
+                                               ReadBuffers* bufs) override {
+    MaybeTouch();
+    MaybeRedecide();
+    uint64_t direct = 0;
+    auto inner = index_.StartGetMany(reads, n, bufs, &direct);
+    counters_.direct_reads += direct;
+    return std::make_unique<CountingBatch>(std::move(inner), reads, n, &counters_);
+  }
+  bool direct_reads() const override { return index_.direct(); }
 
   bool Contains(uint64_t id) override { return index_.Contains(id); }
 
@@ -128,6 +186,15 @@ class CacheEntryImpl final : public CacheEntry {
   CacheCounters& counters() override { return counters_; }
 
  private:
+  // warm_read=auto: an entry filled after it was opened (the cold epoch) may
+  // have outgrown memory since; looked at again every 10 s.
+  void MaybeRedecide() {
+    if (opts_.warm_read != WarmRead::kAuto) return;
+    int64_t now = opts_.env->NowMicros(), last = last_decide_us_.load(std::memory_order_relaxed);
+    if (now - last < 10 * 1000000 || !last_decide_us_.compare_exchange_strong(last, now)) return;
+    index_.SetDirect(UseDirect(opts_.warm_read, index_.DataBytes()));
+  }
+
   // An entry in use for weeks must not look weeks old to `gc --older-than`.
   void MaybeTouch() {
     if (foreign_ || !opts_.record_use) return;
@@ -148,6 +215,7 @@ class CacheEntryImpl final : public CacheEntry {
   SegmentIndex index_;
   std::unique_ptr<SegmentWriter> writer_;
   std::atomic<int64_t> last_touch_us_{0};
+  std::atomic<int64_t> last_decide_us_{0};
 };
 
 // Makes the entry directory with its manifest in trash/ and renames it into

@@ -133,6 +133,24 @@ uint32_t SegmentIndex::RecordLength(uint64_t id) {
   return id < index_.size() && index_[id].seg != kAbsent ? index_[id].len : 0;
 }
 
+Status SegmentIndex::Check(uint64_t id, const Loc& loc, const RandomAccessFile* dat,
+                           const char* rec, size_t got, CachedSample* out) {
+  cf::RecordHeader h;
+  std::string bad =
+      got >= loc.len ? cf::CheckRecord(rec, loc.len, id, &h) : std::string("record cut short");
+  if (!bad.empty()) {
+    Drop(id, loc);
+    return Status::Corruption(dat->path() + " offset " + std::to_string(loc.offset) + ": sample " +
+                              std::to_string(id) + ": " + bad);
+  }
+  out->pixels = reinterpret_cast<const uint8_t*>(rec) + cf::kRecordHeaderSize;
+  out->height = h.height;
+  out->width = h.width;
+  out->channels = h.channels;
+  out->label = h.label;
+  return Status::OK();
+}
+
 Status SegmentIndex::Get(uint64_t id, std::string* buf, CachedSample* out) {
   if (id >= size_) return Status::InvalidArgument("sample id out of range");
   Loc loc;
@@ -146,20 +164,132 @@ Status SegmentIndex::Get(uint64_t id, std::string* buf, CachedSample* out) {
   buf->resize(loc.len);
   size_t got = 0;
   SSDFEED_RETURN_IF_ERROR(dat->Read(loc.offset, loc.len, buf->data(), &got));
-  cf::RecordHeader h;
-  std::string bad = got == loc.len ? cf::CheckRecord(buf->data(), loc.len, id, &h)
-                                   : std::string("record cut short");
-  if (!bad.empty()) {
-    Drop(id, loc);
-    return Status::Corruption(dat->path() + " offset " + std::to_string(loc.offset) + ": sample " +
-                              std::to_string(id) + ": " + bad);
+  return Check(id, loc, dat, buf->data(), got, out);
+}
+
+const RandomAccessFile* SegmentIndex::DirectFile(Segment* seg) {
+  std::call_once(seg->direct_once, [&] {
+    RandomAccessFileOptions o;
+    o.direct = true;
+    auto f = env_->NewRandomAccessFile(JoinPath(dir_, seg->base + ".dat"), o);
+    if (f.ok()) seg->direct = std::move(*f);
+  });
+  return seg->direct.get();
+}
+
+struct SegmentIndex::Pending {
+  size_t read = 0;  // index into the caller's reads
+  Loc loc;
+  const RandomAccessFile* buffered = nullptr;  // names the file in errors
+  size_t skew = 0;                             // record offset - aligned offset
+};
+
+class SegmentIndex::Batch final : public CacheReadBatch {
+ public:
+  Batch(SegmentIndex* index, CacheRead* reads) : index_(index), reads_(reads) {}
+  ~Batch() override { Finish(); }
+
+  void Start(Env* env) {
+    if (!reqs_.empty()) inflight_ = env->StartReads(reqs_.data(), reqs_.size());
   }
-  out->pixels = reinterpret_cast<const uint8_t*>(buf->data()) + cf::kRecordHeaderSize;
-  out->height = h.height;
-  out->width = h.width;
-  out->channels = h.channels;
-  out->label = h.label;
-  return Status::OK();
+
+  void Finish() override {
+    if (inflight_ == nullptr) return;
+    inflight_->Wait();
+    inflight_.reset();
+    for (size_t k = 0; k < pend_.size(); ++k) {
+      const Pending& p = pend_[k];
+      CacheRead& r = reads_[p.read];
+      r.status = reqs_[k].status;
+      if (!r.status.ok()) continue;
+      // A window past the end of the file comes back short: only the
+      // record's own bytes must be there.
+      size_t got = reqs_[k].got > p.skew ? reqs_[k].got - p.skew : 0;
+      r.status = index_->Check(r.id, p.loc, p.buffered, reqs_[k].scratch + p.skew, got, &r.sample);
+    }
+  }
+
+  std::vector<Pending> pend_;
+  std::vector<ReadRequest> reqs_;
+
+ private:
+  SegmentIndex* index_;
+  CacheRead* reads_;
+  std::unique_ptr<PendingReads> inflight_;
+};
+
+std::unique_ptr<CacheReadBatch> SegmentIndex::StartGetMany(CacheRead* reads, size_t n,
+                                                           ReadBuffers* bufs, uint64_t* direct) {
+  auto batch = std::make_unique<Batch>(this, reads);
+  std::vector<Segment*> segs(n, nullptr);
+  std::vector<Loc> locs(n);
+  {
+    ReaderLock l(&mu_);
+    for (size_t i = 0; i < n; ++i) {
+      if (reads[i].id >= size_) continue;
+      locs[i] = index_[reads[i].id];
+      if (locs[i].seg != kAbsent) segs[i] = segments_[locs[i].seg].get();
+    }
+  }
+  const bool use_direct = direct_.load(std::memory_order_relaxed);
+  constexpr uint64_t kAlign = kDirectIoAlignment;
+  for (size_t i = 0; i < n; ++i) {
+    CacheRead& r = reads[i];
+    if (r.id >= size_) {
+      r.status = Status::InvalidArgument("sample id out of range");
+      continue;
+    }
+    if (segs[i] == nullptr) {
+      r.status = Status::NotFound("not cached");
+      continue;
+    }
+    const Loc& loc = locs[i];
+    const RandomAccessFile* df = use_direct ? DirectFile(segs[i]) : nullptr;
+    // Records are packed, not aligned: read the aligned window holding one.
+    uint64_t start = loc.offset / kAlign * kAlign;
+    uint64_t end = (loc.offset + loc.len + kAlign - 1) / kAlign * kAlign;
+    char* buf = bufs->Get(i, df ? end - start : loc.len);
+    if (buf == nullptr) {
+      r.status = Status::IOError("out of memory for a read buffer");
+      continue;
+    }
+    if (df == nullptr) {
+      size_t got = 0;
+      r.status = segs[i]->dat->Read(loc.offset, loc.len, buf, &got);
+      if (r.status.ok()) r.status = Check(r.id, loc, segs[i]->dat.get(), buf, got, &r.sample);
+      continue;
+    }
+    Pending p;
+    p.read = i;
+    p.loc = loc;
+    p.buffered = segs[i]->dat.get();
+    p.skew = static_cast<size_t>(loc.offset - start);
+    batch->pend_.push_back(p);
+    ReadRequest q;
+    q.file = df;
+    q.offset = start;
+    q.n = static_cast<size_t>(end - start);
+    q.scratch = buf;
+    batch->reqs_.push_back(q);
+  }
+  *direct = batch->reqs_.size();
+  batch->Start(env_);
+  return batch;
+}
+
+uint64_t SegmentIndex::DataBytes() {
+  std::vector<const RandomAccessFile*> files;
+  {
+    ReaderLock l(&mu_);
+    for (const auto& s : segments_)
+      if (s->dat) files.push_back(s->dat.get());
+  }
+  uint64_t total = 0;
+  for (const RandomAccessFile* f : files) {
+    auto sz = f->Size();
+    if (sz.ok()) total += *sz;
+  }
+  return total;
 }
 
 }  // namespace ssdfeed

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,19 @@ class SegmentIndex {
   // Reads and checks sample id's record. NotFound when absent; Corruption
   // (the record is then dropped from the index) when a check fails.
   Status Get(uint64_t id, std::string* buf, CachedSample* out) EXCLUDES(mu_);
+  // Reads and checks n records, as Get does; with direct reads on, the
+  // 4 KiB-aligned window around each record is read with O_DIRECT, all of
+  // them in flight together (Env::ReadMany). Returns how many went direct.
+  // The reads start here and are checked by the batch's Finish; *direct
+  // gets how many went direct.
+  std::unique_ptr<CacheReadBatch> StartGetMany(CacheRead* reads, size_t n, ReadBuffers* bufs,
+                                               uint64_t* direct) EXCLUDES(mu_);
+  // Read records with O_DIRECT from now on (where the filesystem allows).
+  void SetDirect(bool on) { direct_.store(on, std::memory_order_relaxed); }
+  bool direct() const { return direct_.load(std::memory_order_relaxed); }
+  // Bytes of all the entry's .dat files (what warm_read=auto compares with
+  // the memory available).
+  uint64_t DataBytes() EXCLUDES(mu_);
   bool Contains(uint64_t id) EXCLUDES(mu_);
   // Bytes of id's record (header + payload) as indexed; 0 when absent.
   uint32_t RecordLength(uint64_t id) EXCLUDES(mu_);
@@ -56,7 +70,17 @@ class SegmentIndex {
     uint64_t idx_consumed = 0;  // bytes of .idx applied
     uint64_t idx_seen_size = 0;
     bool own = false;  // written by this process: never refreshed
+    // The .dat opened with O_DIRECT, on the first direct read (null where
+    // the filesystem refuses it: those reads stay buffered).
+    std::once_flag direct_once;
+    std::unique_ptr<RandomAccessFile> direct;
   };
+  struct Pending;  // a direct read in flight
+  class Batch;
+
+  const RandomAccessFile* DirectFile(Segment* seg);
+  Status Check(uint64_t id, const Loc& loc, const RandomAccessFile* dat, const char* rec,
+               size_t got, CachedSample* out);
 
   Status ReadNewEntries(const std::string& base) REQUIRES(refresh_mu_) EXCLUDES(mu_);
   uint32_t SlotFor(const std::string& base) REQUIRES(refresh_mu_) EXCLUDES(mu_);
@@ -67,6 +91,7 @@ class SegmentIndex {
   const std::string dir_;
   const uint64_t size_;
   std::atomic<uint64_t> present_{0}, max_seq_{0};
+  std::atomic<bool> direct_{false};
 
   // Taken before mu_. Serialises refreshes; guards the name map and each
   // segment's idx_consumed (only refreshes touch them).

@@ -78,7 +78,9 @@ struct LoaderBenchArgs {
   std::string source, model, gpu;
   CacheArgs cache;
   PrepareArgs prep;  // the same flags and defaults as warm: same spec, same entry
-  bool no_cache = false, fresh = false, json = false;
+  bool no_cache = false, fresh = false, json = false, drop_caches = false, vs_storage = false,
+       bounds = false;
+  std::string warm_read = "auto";
   int metrics_cost = 0;  // rounds of warm epochs with vs without metrics
   int epochs = 2, workers = 0, crop = 224;
   size_t batch = 0;
@@ -117,6 +119,9 @@ int RunLoaderBench(const LoaderBenchArgs& a) {
   lo.workers = a.workers;
   lo.batch_size = a.batch > 0 ? a.batch : 256;
   o.compute_seconds = a.compute;
+  o.drop_caches = a.drop_caches;
+  o.vs_storage = a.vs_storage;
+  o.bounds = a.bounds;
   const ModelPreset* preset = nullptr;
   if (!a.model.empty() || !a.gpu.empty()) {
     preset = FindModelPreset(a.model, a.gpu);
@@ -134,6 +139,9 @@ int RunLoaderBench(const LoaderBenchArgs& a) {
   }
   if (!a.no_cache) {
     if (Status s = a.cache.ToOptions(&lo.cache); !s.ok()) return Fail(s.message(), kExitUsage);
+    lo.cache.warm_read = a.warm_read == "direct"     ? WarmRead::kDirect
+                         : a.warm_read == "buffered" ? WarmRead::kBuffered
+                                                     : WarmRead::kAuto;
     if (a.fresh) {
       auto src = OpenSource(a.source);
       if (!src.ok()) return Fail(src.status().message());
@@ -148,35 +156,95 @@ int RunLoaderBench(const LoaderBenchArgs& a) {
   if (a.metrics_cost > 0) return RunMetricsCost(lo, a.metrics_cost, a.json);
   auto r = BenchLoader(o);
   if (!r.ok()) return Fail(r.status().message());
+  const StorageRow& sr = r->storage;
+  auto vs = [&](const LoaderBenchEpoch& e) { return sr.iops > 0 ? e.images_per_s / sr.iops : 0; };
   if (a.json) {
     nlohmann::json eps = nlohmann::json::array();
-    for (const auto& e : r->epochs)
-      eps.push_back({{"epoch", e.epoch},
-                     {"seconds", e.seconds},
-                     {"images_per_s", e.images_per_s},
-                     {"mb_per_s", e.mb_per_s},
-                     {"hit_rate", e.hit_rate},
-                     {"p50_wait_ms", e.p50_wait_ms},
-                     {"p99_wait_ms", e.p99_wait_ms},
-                     {"utilization", e.utilization},
-                     {"stats", nlohmann::json(std::map<std::string, double>(e.stats.begin(),
-                                                                            e.stats.end()))}});
+    for (const auto& e : r->epochs) {
+      nlohmann::json j = {
+          {"epoch", e.epoch},
+          {"seconds", e.seconds},
+          {"images_per_s", e.images_per_s},
+          {"mb_per_s", e.mb_per_s},
+          {"hit_rate", e.hit_rate},
+          {"p50_wait_ms", e.p50_wait_ms},
+          {"p99_wait_ms", e.p99_wait_ms},
+          {"utilization", e.utilization},
+          {"dropped_caches", e.dropped_caches},
+          {"record_bytes", e.record_bytes},
+          {"cpu_seconds", e.cpu_seconds},
+          {"stats", nlohmann::json(std::map<std::string, double>(e.stats.begin(), e.stats.end()))}};
+      if (!e.device.device.empty())
+        j["device"] = {{"name", e.device.device},           {"read_mb_s", e.device.read_mb_s},
+                       {"write_mb_s", e.device.write_mb_s}, {"r_await_ms", e.device.r_await_ms},
+                       {"aqu_sz", e.device.aqu_sz},         {"util_pct", e.device.util_pct}};
+      if (sr.iops > 0) j["vs_storage"] = vs(e);
+      eps.push_back(j);
+    }
     nlohmann::json j = {{"epochs", eps},
                         {"batch", lo.batch_size},
                         {"compute_seconds", o.compute_seconds},
                         {"capacity_images_per_s", r->capacity_images_per_s},
                         {"accelerators_at_90", r->accelerators_at_90}};
+    if (r->augment_per_core > 0)
+      j["bounds"] = {{"decode_prepare_per_core", r->decode_prepare_per_core},
+                     {"augment_per_core", r->augment_per_core},
+                     {"cores", r->cores}};
+    if (sr.iops > 0)
+      j["storage"] = {{"engine", r->storage_engine},
+                      {"block", sr.block},
+                      {"qd", sr.qd},
+                      {"iops", sr.iops},
+                      {"mb_s", sr.mb_s}};
     if (preset) j["preset_source"] = preset->source;
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  std::printf("%5s %10s %9s %9s %12s %12s%s\n", "epoch", "images/s", "MB/s", "hit rate",
-              "p50 wait ms", "p99 wait ms", o.compute_seconds > 0 ? "  accel util" : "");
+  std::printf("%5s %-11s %10s %9s %9s %12s %12s %9s %9s %8s %7s %6s%s%s\n", "epoch", "page cache",
+              "images/s", "MB/s", "hit rate", "p50 wait ms", "p99 wait ms", "dev rMB/s",
+              "dev wMB/s", "r_await", "aqu-sz", "%util", sr.iops > 0 ? "  vs storage" : "",
+              o.compute_seconds > 0 ? "  accel util" : "");
   for (const auto& e : r->epochs) {
-    std::printf("%5d %10.0f %9.1f %8.0f%% %12.2f %12.2f", e.epoch, e.images_per_s, e.mb_per_s,
+    const DeviceStats& d = e.device;
+    std::printf("%5d %-11s %10.0f %9.1f %8.0f%% %12.2f %12.2f", e.epoch,
+                e.dropped_caches ? "dropped" : "as left", e.images_per_s, e.mb_per_s,
                 e.hit_rate * 100, e.p50_wait_ms, e.p99_wait_ms);
+    if (d.device.empty())
+      std::printf(" %9s %9s %8s %7s %6s", "-", "-", "-", "-", "-");
+    else
+      std::printf(" %9.1f %9.1f %8.2f %7.1f %6.0f", d.read_mb_s, d.write_mb_s, d.r_await_ms,
+                  d.aqu_sz, d.util_pct);
+    if (sr.iops > 0) std::printf("  %9.2fx", vs(e));
     if (o.compute_seconds > 0) std::printf("  %10.1f%%", e.utilization * 100);
     std::printf("\n");
+  }
+  if (!r->epochs.empty() && !r->epochs.back().device.device.empty())
+    std::printf("device: %s (/proc/diskstats, as iostat -x shows it)\n",
+                r->epochs.back().device.device.c_str());
+  if (sr.iops > 0)
+    std::printf(
+        "storage: O_DIRECT random %u-byte reads (a record's aligned window) at QD %d (%s): "
+        "%.0f IOPS = %.0f MB/s; 'vs storage' = images/s / IOPS\n",
+        sr.block, sr.qd, r->storage_engine.c_str(), sr.iops, sr.mb_s);
+  if (r->augment_per_core > 0) {
+    // Cold epochs are held to decode + prepare, warm ones to the crop alone.
+    std::printf(
+        "bounds on one core (first 200 samples): decode+prepare %.0f images/s, crop+resize "
+        "%.0f images/s; x %d cores\n",
+        r->decode_prepare_per_core, r->augment_per_core, r->cores);
+    for (const auto& e : r->epochs) {
+      bool cold = e.hit_rate < 0.5;
+      double bound = cold ? r->decode_prepare_per_core : r->augment_per_core;
+      double per_core = e.images_per_s / r->cores;
+      double per_cpu_s = e.cpu_seconds > 0 ? e.images_per_s * e.seconds / e.cpu_seconds : 0;
+      // Per CPU-second: what other processes on a shared machine take from
+      // the workers does not count against them.
+      std::printf(
+          "  epoch %d (%s): %.0f images/s per core = %.2fx of the %s bound; %.0f images per "
+          "CPU-second = %.2fx\n",
+          e.epoch, cold ? "cold" : "warm", per_core, per_core / bound,
+          cold ? "decode+prepare" : "crop+resize", per_cpu_s, per_cpu_s / bound);
+    }
   }
   if (o.compute_seconds > 0) {
     std::printf("emulated accelerator: %.3f s per batch of %zu (%s)\n", o.compute_seconds,
@@ -226,6 +294,19 @@ void AddBench(CLI::App& app, RunState* st) {
   l->add_option("--gpu", a->gpu, "a100, h100 or h200");
   l->add_option("--compute-time", a->compute, "Emulated compute seconds per batch");
   l->add_flag("--json", a->json, "JSON output");
+  l->add_flag("--drop-caches", a->drop_caches,
+              "Drop the page cache before each warm epoch (root), then one more warm epoch "
+              "without: the device's figure next to the page cache's");
+  l->add_flag("--vs-storage", a->vs_storage,
+              "Then measure O_DIRECT random reads of the record size at QD 32 on the cache's "
+              "filesystem; report each epoch against it");
+  l->add_flag("--bounds", a->bounds,
+              "Then measure decode+prepare and crop+resize on one core; report each epoch "
+              "against them");
+  l->add_option("--warm-read", a->warm_read,
+                "How records are read back: auto (direct when the entry exceeds available "
+                "memory), buffered or direct (default auto)")
+      ->check(CLI::IsMember({"auto", "buffered", "direct"}));
   l->add_option("--metrics-cost", a->metrics_cost,
                 "Instead: N rounds of warm epochs with metrics on and off, side by side");
   l->callback([st, a] { st->rc = RunLoaderBench(*a); });

@@ -6,10 +6,17 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#ifdef SSDFEED_HAVE_URING
+#include <liburing.h>
+#endif
+
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "ssdfeed/env.h"
 
@@ -44,11 +51,98 @@ class PosixRandomAccessFile final : public RandomAccessFile {
     return static_cast<uint64_t>(st.st_size);
   }
   const std::string& path() const override { return path_; }
+  int fd() const { return fd_; }
 
  private:
   std::string path_;
   int fd_;
 };
+
+#ifdef SSDFEED_HAVE_URING
+// One ring per thread (loader workers each keep their own reads in flight);
+// made on first use, torn down when the thread ends. Null where the kernel
+// or a seccomp policy refuses io_uring: reads then go one after another.
+constexpr unsigned kRingDepth = 128;
+
+io_uring* ThreadRing() {
+  struct Ring {
+    io_uring ring;
+    bool ok = false;
+    Ring() { ok = io_uring_queue_init(kRingDepth, &ring, 0) == 0; }
+    ~Ring() {
+      if (ok) io_uring_queue_exit(&ring);
+    }
+  };
+  thread_local Ring r;
+  return r.ok ? &r.ring : nullptr;
+}
+
+// A batch of reads on this thread's ring. Several may be in flight at once;
+// a completion found while waiting for one batch is credited to its own.
+class UringReads final : public PendingReads {
+ public:
+  UringReads(io_uring* ring, ReadRequest* reqs, size_t n)
+      : ring_(ring), reqs_(reqs), tags_(n), left_(n) {
+    for (size_t i = 0; i < n; ++i) {
+      tags_[i] = {this, i};
+      auto* f = static_cast<const PosixRandomAccessFile*>(reqs[i].file);
+      io_uring_sqe* sqe = io_uring_get_sqe(ring);
+      if (sqe == nullptr) {  // more in flight than the ring holds: this one now
+        io_uring_submit(ring);
+        sqe = io_uring_get_sqe(ring);
+      }
+      if (sqe == nullptr) {
+        Finish(i, 0);
+        continue;
+      }
+      io_uring_prep_read(sqe, f->fd(), reqs[i].scratch, static_cast<unsigned>(reqs[i].n),
+                         reqs[i].offset);
+      io_uring_sqe_set_data(sqe, &tags_[i]);
+    }
+    io_uring_submit(ring);
+  }
+  ~UringReads() override { Wait(); }
+
+  void Wait() override {
+    if (left_ > 0) io_uring_submit(ring_);  // any a failed submit left queued
+    while (left_ > 0) {
+      io_uring_cqe* cqe = nullptr;
+      int w = io_uring_wait_cqe(ring_, &cqe);
+      if (w == -EINTR) continue;
+      if (w != 0) std::abort();  // the kernel lost track of reads into our buffers
+      Tag* t = static_cast<Tag*>(io_uring_cqe_get_data(cqe));
+      int res = cqe->res;
+      io_uring_cqe_seen(ring_, cqe);
+      t->owner->Finish(t->i, res);
+    }
+  }
+
+ private:
+  struct Tag {
+    UringReads* owner = nullptr;
+    size_t i = 0;
+  };
+  // A short read (end of file, a signal) or EAGAIN is finished with pread,
+  // as Read would; any other error comes back from pread too.
+  void Finish(size_t i, int res) {
+    ReadRequest& r = reqs_[i];
+    --left_;
+    if (res >= 0 && static_cast<size_t>(res) == r.n) {
+      r.got = r.n;
+      r.status = Status::OK();
+      return;
+    }
+    size_t done = res > 0 ? static_cast<size_t>(res) : 0, more = 0;
+    r.status = r.file->Read(r.offset + done, r.n - done, r.scratch + done, &more);
+    r.got = done + more;
+  }
+
+  io_uring* ring_;
+  ReadRequest* reqs_;
+  std::vector<Tag> tags_;
+  size_t left_;
+};
+#endif
 
 class PosixWritableFile final : public WritableFile {
  public:
@@ -145,9 +239,33 @@ class PosixEnv final : public Env {
   Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
       const std::string& path, const RandomAccessFileOptions& o) override {
     struct stat st;
-    SSDFEED_ASSIGN_OR_RETURN(int fd,
-                             OpenRegular(path, O_RDONLY | (o.no_follow ? O_NOFOLLOW : 0), 0, &st));
-    return std::unique_ptr<RandomAccessFile>(new PosixRandomAccessFile(path, fd));
+    int flags = O_RDONLY | (o.no_follow ? O_NOFOLLOW : 0) | (o.direct ? O_DIRECT : 0);
+    auto fd = OpenRegular(path, flags, 0, &st);
+    if (!fd.ok() && o.direct) {
+      // tmpfs and some network filesystems refuse O_DIRECT (EINVAL): tell
+      // that apart from a missing or planted file by opening it plainly.
+      auto plain = OpenRegular(path, flags & ~O_DIRECT, 0, &st);
+      if (!plain.ok()) return plain.status();
+      ::close(*plain);
+      return Status::NotSupported(path + ": the filesystem refuses O_DIRECT");
+    }
+    SSDFEED_RETURN_IF_ERROR(fd.status());
+    // O_NONBLOCK only kept a FIFO from blocking the open; io_uring would
+    // return EAGAIN for a non-blocking file instead of waiting for the disk.
+    if (o.direct) ::fcntl(*fd, F_SETFL, ::fcntl(*fd, F_GETFL) & ~O_NONBLOCK);
+    return std::unique_ptr<RandomAccessFile>(new PosixRandomAccessFile(path, *fd));
+  }
+
+  std::unique_ptr<PendingReads> StartReads(ReadRequest* reqs, size_t n) override {
+    for (size_t i = 0; i < n; ++i) reqs[i].got = 0;
+#ifdef SSDFEED_HAVE_URING
+    bool all_posix = true;
+    for (size_t i = 0; i < n && all_posix; ++i)
+      all_posix = dynamic_cast<const PosixRandomAccessFile*>(reqs[i].file) != nullptr;
+    io_uring* ring = n > 0 && all_posix ? ThreadRing() : nullptr;
+    if (ring != nullptr) return std::make_unique<UringReads>(ring, reqs, n);
+#endif
+    return Env::StartReads(reqs, n);
   }
 
   Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path,

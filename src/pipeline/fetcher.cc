@@ -92,6 +92,34 @@ Status SampleFetcher::Fetch(uint64_t id, FetchScratch* s, CachedSample* out) {
     CountHit(*out);
     return st;
   }
+  return Resolve(id, st, s, out);
+}
+
+SampleFetcher::Group SampleFetcher::StartCachedMany(const uint64_t* ids, size_t n, FetchScratch* s,
+                                                    int which) {
+  std::vector<CacheRead>& reads = s->reads[which];
+  reads.resize(n);
+  for (size_t i = 0; i < n; ++i) reads[i] = CacheRead{ids[i], {}, Status::OK()};
+  Group g;
+  g.which = which;
+  g.n = n;
+  g.t0 = time_stages_ ? Seconds() : 0;
+  g.batch = cache_->StartGetMany(reads.data(), n, &s->read_bufs[which]);
+  return g;
+}
+
+void SampleFetcher::FinishCachedMany(Group* g, FetchScratch* s) {
+  g->batch->Finish();
+  // One clock pair for the group: each read is charged its share.
+  double each = time_stages_ ? (Seconds() - g->t0) / static_cast<double>(g->n) : 0;
+  for (CacheRead& r : s->reads[g->which]) {
+    if (time_stages_) stats_->Observe(Hist::kReadCache, each);
+    if (r.status.ok()) CountHit(r.sample);
+  }
+}
+
+Status SampleFetcher::Resolve(uint64_t id, Status st, FetchScratch* s, CachedSample* out) {
+  if (cache_ == nullptr) return FromOrigin(id, s, out);
   bool corrupt = st.IsCorruption();
   if (corrupt) {
     // Dropped from the index by Get; re-prepared below (repair).

@@ -345,41 +345,117 @@ class LoaderImpl final : public Loader {
     }
   }
 
+  // How many consecutive plan positions a worker takes at once: one, unless
+  // the cache reads direct, where a group's records are read together so
+  // the device sees about kQueueDepth reads in flight across the workers.
+  size_t GroupSize() const {
+    if (!cache_ || !cache_->direct_reads()) return 1;
+    constexpr int kQueueDepth = 32;
+    return static_cast<size_t>(std::clamp(kQueueDepth / workers_, 4, kQueueDepth));
+  }
+
+  // A run of consecutive plan positions a worker has taken.
+  struct Taken {
+    uint64_t k = 0;
+    size_t n = 0;
+    Slot* slot = nullptr;
+  };
+
+  // Takes the next run of up to `group` positions, never crossing a chunk
+  // (it fills one slot). Waits for ring space unless try_only: a worker
+  // holding an unfinished run must not wait, the consumer may need that run
+  // to free the space.
+  bool Take(size_t group, bool try_only, Taken* t) {
+    std::unique_lock<std::mutex> l(mu_);
+    if (stop_ || next_sample_ >= end_sample_) return false;
+    uint64_t k = next_sample_, b = k / opts_.batch_size;
+    if (try_only && b >= next_chunk_ + nslots_) return false;
+    t->k = k;
+    t->n = static_cast<size_t>(
+        std::min<uint64_t>({group, end_sample_ - k, (b + 1) * opts_.batch_size - k}));
+    next_sample_ += t->n;
+    space_cv_.wait(l, [&] { return stop_ || b < next_chunk_ + nslots_; });
+    if (stop_) return false;
+    t->slot = &slots_[b % nslots_];
+    return true;
+  }
+
   void Work() {
     FetchScratch scratch;
     std::vector<uint8_t> render;
-    while (true) {
-      uint64_t k;
-      Slot* slot;
-      {
-        std::unique_lock<std::mutex> l(mu_);
-        if (stop_ || next_sample_ >= end_sample_) return;
-        k = next_sample_++;
-        uint64_t b = k / opts_.batch_size;
-        space_cv_.wait(l, [&] { return stop_ || b < next_chunk_ + nslots_; });
-        if (stop_) return;
-        slot = &slots_[b % nslots_];
+    const size_t group = GroupSize();
+    Taken cur;
+    if (group == 1) {
+      while (Take(1, false, &cur)) {
+        size_t pos = cur.k % opts_.batch_size;
+        Finish(cur.slot, pos, Produce(order_[cur.k], cur.slot, pos, &scratch, &render));
       }
-      size_t pos = k % opts_.batch_size;
-      uint64_t id = order_[k];
-      Status s = Produce(id, slot, pos, &scratch, &render);
-      std::lock_guard<std::mutex> l(mu_);
-      if (!s.ok()) {
-        if (opts_.source_options.on_error == OnError::kSkip) {
-          slot->bad[pos] = true;
-          stats_->Add(Ctr::kSkipped);
-        } else if (slot->error.ok()) {
-          slot->error = s;
-        }
-      }
-      if (++slot->done == slot->count) ready_cv_.notify_all();
+      return;
     }
+    // Direct reads: the next run's records are in flight while this run is
+    // rendered, so the device always has work queued.
+    if (!Take(group, false, &cur)) return;
+    int which = 0;
+    auto g = fetcher_.StartCachedMany(&order_[cur.k], cur.n, &scratch, which);
+    while (true) {
+      Taken next;
+      bool ahead = Take(group, true, &next);
+      SampleFetcher::Group gn;
+      if (ahead) gn = fetcher_.StartCachedMany(&order_[next.k], next.n, &scratch, 1 - which);
+      fetcher_.FinishCachedMany(&g, &scratch);
+      RenderRun(cur, scratch.reads[which], &scratch, &render);
+      if (!ahead) {
+        if (!Take(group, false, &next)) return;
+        gn = fetcher_.StartCachedMany(&order_[next.k], next.n, &scratch, 1 - which);
+      }
+      cur = next;
+      g = std::move(gn);
+      which = 1 - which;
+    }
+  }
+
+  void RenderRun(const Taken& t, std::vector<CacheRead>& reads, FetchScratch* scratch,
+                 std::vector<uint8_t>* render) {
+    for (size_t j = 0; j < t.n; ++j) {
+      uint64_t id = order_[t.k + j];
+      size_t pos = (t.k + j) % opts_.batch_size;
+      CacheRead& r = reads[j];
+      Status s = r.status.ok() ? Render(id, r.sample, t.slot, pos, render)
+                               : ProduceAfter(id, r.status, t.slot, pos, scratch, render);
+      Finish(t.slot, pos, s);
+    }
+  }
+
+  void Finish(Slot* slot, size_t pos, const Status& s) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!s.ok()) {
+      if (opts_.source_options.on_error == OnError::kSkip) {
+        slot->bad[pos] = true;
+        stats_->Add(Ctr::kSkipped);
+      } else if (slot->error.ok()) {
+        slot->error = s;
+      }
+    }
+    if (++slot->done == slot->count) ready_cv_.notify_all();
   }
 
   Status Produce(uint64_t id, Slot* slot, size_t pos, FetchScratch* scratch,
                  std::vector<uint8_t>* render) {
     CachedSample cs;
     SSDFEED_RETURN_IF_ERROR(fetcher_.Fetch(id, scratch, &cs));
+    return Render(id, cs, slot, pos, render);
+  }
+
+  // A grouped cache read that missed or failed: the rest of Fetch's path.
+  Status ProduceAfter(uint64_t id, const Status& got, Slot* slot, size_t pos, FetchScratch* scratch,
+                      std::vector<uint8_t>* render) {
+    CachedSample cs;
+    SSDFEED_RETURN_IF_ERROR(fetcher_.Resolve(id, got, scratch, &cs));
+    return Render(id, cs, slot, pos, render);
+  }
+
+  Status Render(uint64_t id, const CachedSample& cs, Slot* slot, size_t pos,
+                std::vector<uint8_t>* render) {
     slot->buffer->labels[pos] = cs.label;
     if (!fixed_shape()) {  // served as prepared; shapes checked in RenderStaged
       Image& st = slot->staging[pos];

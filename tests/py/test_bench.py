@@ -55,3 +55,28 @@ def test_bench_loader_unknown_preset_is_a_clear_error(small_datasets):
     assert r.returncode == 2
     assert "no MLPerf Storage preset for resnet50 on h200" in r.stderr
     assert r.stderr.count("\n") == 1
+
+
+def test_bench_loader_warm_from_device(small_datasets, tmp_path):
+    # Dropping the page cache needs root; the direct reads, device stats and
+    # bounds are what the ratios are read from.
+    if os.geteuid() != 0:
+        import pytest
+        pytest.skip("--drop-caches needs root")
+    uri = small_datasets["folder"]["uri"]
+    r = run("bench", "loader", "--source", uri, "--cache", str(tmp_path / "c"), "--epochs", "2",
+            "--batch", "16", "--resize-short", "64", "--crop", "48", "--drop-caches",
+            "--warm-read", "direct", "--bounds", "--json")
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    eps = res["epochs"]
+    # cold, warm with the page cache dropped, then one more warm as left
+    assert [e["dropped_caches"] for e in eps] == [False, True, False]
+    assert eps[0]["hit_rate"] == 0 and eps[1]["hit_rate"] == 1 and eps[2]["hit_rate"] == 1
+    assert all(e["cpu_seconds"] > 0 and e["record_bytes"] >= 0 for e in eps)
+    assert eps[1]["record_bytes"] > 40
+    b = res["bounds"]
+    assert b["decode_prepare_per_core"] > 0 and b["augment_per_core"] > 0 and b["cores"] >= 1
+    dev = eps[1].get("device")
+    if dev is not None:  # on a block device listed in /proc/diskstats
+        assert dev["read_mb_s"] >= 0 and 0 <= dev["util_pct"] <= 100
