@@ -80,7 +80,12 @@ Result<std::unique_ptr<StatsPublisher>> FilePublisher::Make(Env* env, const Cach
   mo.mode = FileModeOf(c);
   // Allocated up front (NewMappedFile does): a store into a mapping of a
   // file the disk cannot back would be SIGBUS, not an error.
-  SSDFEED_ASSIGN_OR_RETURN(auto file, env->NewMappedFile(tmp, metrics::kBlockBytes, mo));
+  auto mapped = env->NewMappedFile(tmp, metrics::kBlockBytes, mo);
+  if (!mapped.ok()) {
+    (void)env->RemoveFile(tmp);  // created, then no room to allocate it
+    return mapped.status();
+  }
+  std::unique_ptr<MappedFile> file = std::move(*mapped);
   Status s = file->Lock(/*exclusive=*/false, /*blocking=*/true);
   uint8_t* b = file->data();
   if (s.ok()) {

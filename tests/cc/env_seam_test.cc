@@ -10,6 +10,7 @@
 #include "pipeline/entry_key.h"
 #include "pipeline/fetcher.h"
 #include "ssdfeed/dataset.h"
+#include "ssdfeed/metrics.h"
 #include "ssdfeed/source.h"
 #include "test_util.h"
 #include "util/fault_injection_env.h"
@@ -145,6 +146,25 @@ TEST(Claims, EntryWithoutClaimsWarnsThroughTheLoggerAndStillFills) {
   uint8_t px[12] = {1, 2, 3};
   EXPECT_TRUE((*e)->Put(3, 1, px, 2, 2, 3).ok());
   EXPECT_TRUE((*e)->Contains(3));
+}
+
+TEST(StatsFile, MappingFailureFallsBackToMemoryAndLeavesNothing) {
+  test::TempDir dir;
+  FaultInjectionEnv env(Env::Default());
+  env.FailAfter(Op::kMap, 0, -1, Status::NoSpace("disk full"), "/stats/");
+  CacheOptions co;
+  co.root = dir.path();
+  std::string warning;
+  auto p = StatsPublisher::Create(&env, co, "0123456789abcdef", &warning);
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(p->path().empty()) << "in memory";
+  EXPECT_NE(warning.find("disk full"), std::string::npos) << warning;
+  std::vector<std::string> left;
+  ASSERT_TRUE(env.GetChildren(dir.Sub("stats"), &left).ok());
+  for (const auto& n : left) EXPECT_EQ(n.rfind(".new-", 0), std::string::npos) << n;
+  env.ClearFaults();
+  auto q = StatsPublisher::Create(&env, co, "0123456789abcdef", &warning);
+  EXPECT_FALSE(q->path().empty()) << "mapped once the fault is gone";
 }
 
 struct Dataset {
