@@ -94,14 +94,15 @@ std::vector<Encoded> MakeRange(const MakeDatasetOptions& o, size_t begin, size_t
   std::vector<Encoded> out(end - begin);
   std::atomic<size_t> next{begin};
   int n = o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
+  Env* env = o.env != nullptr ? o.env : Env::Default();
   std::vector<std::thread> ts;
   for (int t = 0; t < std::max(1, n); ++t) {
-    ts.emplace_back([&] {
+    ts.push_back(env->StartThread([&] {
       for (size_t i; (i = next.fetch_add(1)) < end;) {
         Encoded& e = out[i - begin];
         e.bytes = MakeSample(o, i, &e.label, &e.corrupt);
       }
-    });
+    }));
   }
   for (auto& t : ts) t.join();
   return out;
