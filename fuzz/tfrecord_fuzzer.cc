@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "source/tfrecord_format.h"
-#include "ssdfeed/testing/string_file.h"
+#include "util/string_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace ssdfeed;

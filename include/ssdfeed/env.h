@@ -1,12 +1,16 @@
-// Env: every file operation of the core goes through this interface, so tests
-// can replace it (fault injection, dropped unsynced writes) and the cache and
-// sources never call the OS directly. Modelled on leveldb's Env.
+// Env: the core's one seam to the outside world (files, mapped files,
+// directory listings, locks, clocks, threads, warnings), so tests can replace
+// any of it (fault injection, dropped unsynced writes, a fake clock, a
+// captured log) and the cache and sources never call the OS directly.
+// Modelled on leveldb's Env.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ssdfeed/status.h"
@@ -58,6 +62,45 @@ class FileLock {
   // The locked file's inode (0 if unknown): lets a caller check that the
   // path still names the file it locked.
   virtual uint64_t inode() const { return 0; }
+};
+
+// A file mapped shared into memory (claims, stats blocks): stores through
+// data() reach every process mapping the same file. Unmapped and closed
+// (releasing any Lock) when the object dies.
+class MappedFile {
+ public:
+  virtual ~MappedFile() = default;
+  // The mapping; nullptr when size() is 0.
+  virtual uint8_t* data() const = 0;
+  // Bytes mapped: what was asked for, or a read-only file's size if shorter.
+  virtual uint64_t size() const = 0;
+  // Writes the mapping's dirty pages to the file (msync).
+  virtual Status Sync() = 0;
+  // flock(LOCK_EX or LOCK_SH) on this file's own descriptor, held until the
+  // object dies. A non-blocking lock held elsewhere gives Busy.
+  virtual Status Lock(bool exclusive, bool blocking) = 0;
+  virtual const std::string& path() const = 0;
+};
+
+struct MappedFileOptions {
+  // Map read-write (false: read-only, and the file must exist). Default true.
+  bool writable = true;
+  // Create the file if missing (writable only). Default true.
+  bool create = true;
+  // Fail with an error if the file exists (O_EXCL). Default false.
+  bool exclusive = false;
+  // Permission bits a new file gets exactly, whatever the umask (also set
+  // on an existing file we own). Default 0600.
+  uint32_t mode = 0600;
+};
+
+// Where the core's warnings go. Log must be safe from many threads at once.
+class Logger {
+ public:
+  enum class Level { kInfo, kWarning };
+  virtual ~Logger() = default;
+  // msg is one line without the "ssdfeed: warning: " prefix or a newline.
+  virtual void Log(Level level, const std::string& msg) = 0;
 };
 
 struct RandomAccessFileOptions {
@@ -140,7 +183,28 @@ class Env {
   // Bytes free to unprivileged users on the filesystem holding path, and its size.
   virtual Status FsSpace(const std::string& path, uint64_t* free_bytes, uint64_t* total) = 0;
 
+  // Maps `size` bytes of path shared. Never follows a symlink in the last
+  // component, refuses anything but a regular file, never blocks on open. A
+  // writable file is first allocated to at least `size` bytes (every block:
+  // a store into a sparse mapping on a full disk would be SIGBUS, not an
+  // error); a read-only one maps min(size, its size).
+  virtual Result<std::unique_ptr<MappedFile>> NewMappedFile(const std::string& path, uint64_t size,
+                                                            const MappedFileOptions& opts = {}) = 0;
+
+  // Wall-clock time (for timestamps stored in files).
   virtual int64_t NowMicros() = 0;
+  // A monotonic clock for timeouts and intervals; its epoch is arbitrary.
+  virtual int64_t MonotonicMicros() = 0;
+  virtual void SleepForMicroseconds(int64_t micros) = 0;
+
+  // Starts a thread running fn; the caller joins it.
+  virtual std::thread StartThread(std::function<void()> fn) = 0;
+
+  // Where the core's warnings go; the default writes "ssdfeed: warning: MSG"
+  // to stderr. Never null.
+  virtual Logger* GetLogger() = 0;
+  // Shorthand: GetLogger()->Log(kWarning, msg).
+  void Warn(const std::string& msg);
 
   // Starts n independent reads, as many in flight at once as the Env can
   // (the POSIX Env: io_uring, so direct reads keep the device's queue full)
@@ -163,6 +227,66 @@ class Env {
   // while processes live.
   Status WriteFileAtomic(const std::string& path, const std::string& data, uint32_t mode = 0600,
                          bool durable = true);
+};
+
+// Forwards every call to a target Env: a wrapper (fault injection, a fake
+// clock, a captured log) derives from it and overrides only what it changes,
+// as leveldb's EnvWrapper.
+class EnvWrapper : public Env {
+ public:
+  explicit EnvWrapper(Env* target) : target_(target) {}
+  Env* target() const { return target_; }
+
+  Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
+      const std::string& path, const RandomAccessFileOptions& opts = {}) override {
+    return target_->NewRandomAccessFile(path, opts);
+  }
+  Result<std::unique_ptr<WritableFile>> NewWritableFile(
+      const std::string& path, const WritableFileOptions& opts = {}) override {
+    return target_->NewWritableFile(path, opts);
+  }
+  Status GetChildren(const std::string& dir, std::vector<std::string>* names) override {
+    return target_->GetChildren(dir, names);
+  }
+  Result<FileInfo> Stat(const std::string& path) override { return target_->Stat(path); }
+  Result<FileInfo> Lstat(const std::string& path) override { return target_->Lstat(path); }
+  bool FileExists(const std::string& path) override { return target_->FileExists(path); }
+  Status CreateDir(const std::string& path, uint32_t mode = 0700) override {
+    return target_->CreateDir(path, mode);
+  }
+  Status RemoveFile(const std::string& path) override { return target_->RemoveFile(path); }
+  Status RemoveDir(const std::string& path) override { return target_->RemoveDir(path); }
+  Status RenameFile(const std::string& from, const std::string& to) override {
+    return target_->RenameFile(from, to);
+  }
+  Status SyncDir(const std::string& dir) override { return target_->SyncDir(dir); }
+  Status TruncateFile(const std::string& path, uint64_t size) override {
+    return target_->TruncateFile(path, size);
+  }
+  Result<std::unique_ptr<FileLock>> LockFile(const std::string& path, bool exclusive, bool blocking,
+                                             uint32_t mode = 0600) override {
+    return target_->LockFile(path, exclusive, blocking, mode);
+  }
+  Status FsSpace(const std::string& path, uint64_t* free_bytes, uint64_t* total) override {
+    return target_->FsSpace(path, free_bytes, total);
+  }
+  Result<std::unique_ptr<MappedFile>> NewMappedFile(const std::string& path, uint64_t size,
+                                                    const MappedFileOptions& opts = {}) override {
+    return target_->NewMappedFile(path, size, opts);
+  }
+  int64_t NowMicros() override { return target_->NowMicros(); }
+  int64_t MonotonicMicros() override { return target_->MonotonicMicros(); }
+  void SleepForMicroseconds(int64_t micros) override { target_->SleepForMicroseconds(micros); }
+  std::thread StartThread(std::function<void()> fn) override {
+    return target_->StartThread(std::move(fn));
+  }
+  Logger* GetLogger() override { return target_->GetLogger(); }
+  Status RemoveDirAndFiles(const std::string& dir) override {
+    return target_->RemoveDirAndFiles(dir);
+  }
+
+ private:
+  Env* target_;
 };
 
 // Creates every missing directory of path (mkdir -p).

@@ -30,9 +30,10 @@ class SampleFetcher {
   // cache may be null (origin every time). Neither pointer is owned.
   // Counts into stats (not owned; null: a private in-memory block). With
   // time_stages, each cache read, origin read and prepare is timed into its
-  // histogram (two clock reads each).
+  // histogram (two clock reads each). env: clock, sleeps and warnings
+  // (null: Env::Default()); a fake clock makes the claim wait testable.
   SampleFetcher(const Source* source, PrepareSpec spec, CacheEntry* cache, double claim_wait_s,
-                StatsPublisher* stats = nullptr, bool time_stages = true);
+                StatsPublisher* stats = nullptr, bool time_stages = true, Env* env = nullptr);
 
   // Prepared sample id into *out (pixels point into scratch). Errors name
   // the origin file (and record) and what is wrong.
@@ -71,7 +72,10 @@ class SampleFetcher {
   bool WaitForOther(uint64_t id, FetchScratch* s, CachedSample* out);
   Status FromOrigin(uint64_t id, FetchScratch* s, CachedSample* out);
   void MaybeRefresh();
+  int64_t NowUs() const { return env_->MonotonicMicros(); }
+  double Seconds() const { return static_cast<double>(env_->MonotonicMicros()) * 1e-6; }
 
+  Env* const env_;
   const Source* source_;
   PrepareSpec spec_;
   CacheEntry* cache_;

@@ -65,7 +65,8 @@ class Source {
 // Origin files and folders are read through symlinks.
 Result<std::unique_ptr<Source>> OpenSource(const std::string& uri, const SourceOptions& opts = {});
 
-// Expands brace ranges ({000..099}, {a,b}) and then shell globs; sorted.
-Result<std::vector<std::string>> ExpandGlob(const std::string& pattern);
+// Expands brace ranges ({000..099}, {a,b}) and then shell globs (* ? [..]
+// within one component, listed through env; null: Env::Default()); sorted.
+Result<std::vector<std::string>> ExpandGlob(const std::string& pattern, Env* env = nullptr);
 
 }  // namespace ssdfeed

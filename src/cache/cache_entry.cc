@@ -110,21 +110,17 @@ class CacheEntryImpl final : public CacheEntry {
           c = capacity->Reserve(MetaAllowance(key_.samples_total)).status();
         std::string dir = dir_;
         if (c.ok())  // no room for the claims: no coordination, never over capacity
-          c = claims_.Open(JoinPath(dir_, "claims"), key_.samples_total, FileMode(opts_),
+          c = claims_.Open(env, JoinPath(dir_, "claims"), key_.samples_total, FileMode(opts_),
                            slot_->id(), [env, dir, mode = FileMode(opts_)](uint32_t s) {
                              return SlotAlive(env, dir, kEntrySlotPrefix, s, mode);
                            });
         if (!c.ok())
-          std::fprintf(stderr,
-                       "ssdfeed: warning: %s; filling without coordination (samples may be "
-                       "prepared twice)\n",
-                       c.message().c_str());
+          env->Warn(c.message() + "; filling without coordination (samples may be prepared twice)");
         capacity->SetCounters(&counters_);
         writer_ = std::make_unique<SegmentWriter>(opts_, dir_, slot_->id(), std::move(capacity),
                                                   &index_, &counters_);
       } else {
-        std::fprintf(stderr, "ssdfeed: warning: %s; this process only reads the cache\n",
-                     slot.status().message().c_str());
+        env->Warn(slot.status().message() + "; this process only reads the cache");
       }
     }
     last_touch_us_ = opts_.env->NowMicros();
@@ -290,7 +286,7 @@ Result<Opened> TryOpenDir(const CacheOptions& opts, const EntryKey& key, const s
   Status m = EnsureManifest(env, dir, key, fp, o.foreign, FileMode(opts));
   if (m.IsCorruption() && !o.foreign) {
     // A damaged manifest is a damaged entry: rebuild it, once nobody uses it.
-    std::fprintf(stderr, "ssdfeed: warning: %s; rebuilding the entry\n", m.message().c_str());
+    env->Warn(m.message() + "; rebuilding the entry");
     o.use_lock.reset();
     EntryDirInfo e;
     e.name = fp;

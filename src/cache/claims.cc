@@ -1,12 +1,6 @@
 #include "cache/claims.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <atomic>
-#include <cerrno>
 #include <cstring>
 
 namespace ssdfeed {
@@ -18,40 +12,17 @@ constexpr char kMagic[8] = {'S', 'D', 'F', 'C', 'L', 'M', '0', '2'};
 
 }  // namespace
 
-Claims::~Claims() {
-  if (base_ != nullptr) ::munmap(base_, map_bytes_);
-}
+Claims::~Claims() = default;
 
-Status Claims::Open(const std::string& path, uint64_t n, uint32_t mode, uint32_t slot,
+Status Claims::Open(Env* env, const std::string& path, uint64_t n, uint32_t mode, uint32_t slot,
                     std::function<bool(uint32_t)> alive) {
   me_ = slot + 1;
   alive_ = std::move(alive);
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, mode);
-  if (fd < 0) return Status::FromErrno(errno, "open " + path);
-  size_t bytes = (kHeaderBytes + n * sizeof(uint32_t) + 4095) / 4096 * 4096;
-  struct stat st;
-  int err = 0;
-  if (::fstat(fd, &st) != 0) {
-    err = errno;
-  } else if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Status::IOError(path + ": not a regular file");
-  } else if (st.st_uid == ::geteuid() && (st.st_mode & 07777) != mode) {
-    ::fchmod(fd, mode);  // exact mode whatever the umask (group sharing)
-  }
-  // Allocates every block (no-op where already allocated), so a later write
-  // through the mapping can never hit a full disk.
-  if (err == 0) err = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
-  if (err != 0) {
-    ::close(fd);
-    return Status::FromErrno(err, "allocate " + path);
-  }
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  int e = errno;
-  ::close(fd);
-  if (p == MAP_FAILED) return Status::FromErrno(e, "mmap " + path);
-  base_ = static_cast<uint8_t*>(p);
-  map_bytes_ = bytes;
+  uint64_t bytes = (kHeaderBytes + n * sizeof(uint32_t) + 4095) / 4096 * 4096;
+  MappedFileOptions o;
+  o.mode = mode;
+  SSDFEED_ASSIGN_OR_RETURN(file_, env->NewMappedFile(path, bytes, o));
+  base_ = file_->data();
   slots_ = reinterpret_cast<uint32_t*>(base_ + kHeaderBytes);
   n_ = n;
   if (std::memcmp(base_, kMagic, sizeof(kMagic)) != 0) std::memcpy(base_, kMagic, sizeof(kMagic));

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "ssdfeed/env.h"
@@ -22,7 +23,7 @@ class Claims {
   // process holding writer slot `slot`. alive(s) says whether slot s is held.
   // On failure the object stays unmapped and every claim succeeds (no
   // coordination: duplicated work, never wrong data).
-  Status Open(const std::string& path, uint64_t n, uint32_t mode, uint32_t slot,
+  Status Open(Env* env, const std::string& path, uint64_t n, uint32_t mode, uint32_t slot,
               std::function<bool(uint32_t)> alive);
   bool mapped() const { return base_ != nullptr; }
   bool TryClaim(uint64_t id);
@@ -36,10 +37,10 @@ class Claims {
   // writer drops the stale claims first, so nobody waits on them.
   void DropStaleClaims();
 
+  std::unique_ptr<MappedFile> file_;
   uint8_t* base_ = nullptr;
   uint32_t* slots_ = nullptr;
   uint64_t n_ = 0;
-  size_t map_bytes_ = 0;
   uint32_t me_ = 0;  // 1 + our writer slot
   std::function<bool(uint32_t)> alive_;
 };

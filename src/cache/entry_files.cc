@@ -1,6 +1,5 @@
 #include "cache/entry_files.h"
 
-#include <ctime>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -34,7 +33,7 @@ Status EnsureManifest(Env* env, const std::string& dir, const EntryKey& key,
       {"spec", key.spec},
       {"prepare", nlohmann::json::parse(key.prepare_json, nullptr, false)},
       {"samples_total", key.samples_total},
-      {"created", static_cast<int64_t>(std::time(nullptr))},
+      {"created", env->NowMicros() / 1000000},
   };
   return env->WriteFileAtomic(path, j.dump(2) + "\n", mode);
 }
@@ -71,7 +70,7 @@ void TouchLastUsed(Env* env, const std::string& dir, uint32_t mode) {
   // Advisory (an LRU order): not worth an fsync on every job start, nor a
   // failed job when the write fails (the entry then just looks older).
   (void)env->WriteFileAtomic(JoinPath(dir, "last_used"),
-                             std::to_string(static_cast<int64_t>(std::time(nullptr))) + "\n", mode,
+                             std::to_string(env->NowMicros() / 1000000) + "\n", mode,
                              /*durable=*/false);
 }
 
@@ -88,7 +87,7 @@ void WriteStatus(Env* env, const std::string& dir, uint64_t present, uint64_t to
                       {"samples_total", total},
                       {"bytes", bytes},
                       {"state", present == total ? "complete" : "partial"},
-                      {"updated", static_cast<int64_t>(std::time(nullptr))}};
+                      {"updated", env->NowMicros() / 1000000}};
   // Informational only (no code reads it back): a failed write
   // is no reason to fail the caller.
   (void)env->WriteFileAtomic(JoinPath(dir, "status.json"), j.dump(2) + "\n", mode,

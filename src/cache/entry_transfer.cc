@@ -16,7 +16,6 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "cache/capacity.h"
@@ -88,7 +87,9 @@ struct ReadCloser {
 
 class ExportWriter {
  public:
-  Status Open(int fd, bool zstd) {
+  // mtime: what every member is stamped with (seconds since the epoch).
+  Status Open(int fd, bool zstd, int64_t mtime) {
+    mtime_ = mtime;
     a_.reset(archive_write_new());
     // No padding of the last block: zeros after a zstd frame are not zstd,
     // and libarchive pads when writing to a pipe.
@@ -106,7 +107,7 @@ class ExportWriter {
     archive_entry_set_size(e, static_cast<int64_t>(data.size()));
     archive_entry_set_filetype(e, AE_IFREG);
     archive_entry_set_perm(e, 0644);
-    archive_entry_set_mtime(e, std::time(nullptr), 0);
+    archive_entry_set_mtime(e, mtime_, 0);
     int r = archive_write_header(a_.get(), e);
     archive_entry_free(e);
     if (r != ARCHIVE_OK) return Error("writing " + name);
@@ -134,6 +135,7 @@ class ExportWriter {
     return Status::IOError("export stream: " + what + ": " + (why ? why : "write failed"));
   }
   std::unique_ptr<archive, WriteCloser> a_;
+  int64_t mtime_ = 0;
   nlohmann::json table_ = nlohmann::json::array();
 };
 
@@ -197,7 +199,7 @@ Status ExportEntry(const CacheOptions& in, const std::string& name, int fd, cons
   SSDFEED_RETURN_IF_ERROR(ReadManifest(opts.env, le.dir, &manifest));
 
   ExportWriter w;
-  SSDFEED_RETURN_IF_ERROR(w.Open(fd, eo.zstd));
+  SSDFEED_RETURN_IF_ERROR(w.Open(fd, eo.zstd, opts.env->NowMicros() / 1000000));
   nlohmann::json header = {{"format", kFormatName},
                            {"version", kStreamVersion},
                            {"cache_format_version", cf::kFormatVersion},

@@ -202,7 +202,7 @@ void SegmentWriter::RequestSyncLocked() {
     sync_requested_ = true;
   }
   sync_cv_.notify_one();
-  if (!syncer_.joinable()) syncer_ = std::thread([this] { SyncLoop(); });
+  if (!syncer_.joinable()) syncer_ = opts_.env->StartThread([this] { SyncLoop(); });
 }
 
 void SegmentWriter::SyncLoop() {
@@ -230,10 +230,8 @@ Status SegmentWriter::StopAdmittingLocked(const Status& why, std::atomic<uint64_
   if (admitting_) {
     admitting_ = false;
     warning_ = why.message();
-    std::fprintf(stderr,
-                 "ssdfeed: warning: cache entry %s stops admitting samples (%s); what it holds "
-                 "is still served, the rest comes from the origin\n",
-                 dir_.c_str(), warning_.c_str());
+    opts_.env->Warn("cache entry " + dir_ + " stops admitting samples (" + warning_ +
+                    "); what it holds is still served, the rest comes from the origin");
   }
   return why;
 }

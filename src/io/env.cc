@@ -8,6 +8,8 @@
 
 namespace ssdfeed {
 
+void Env::Warn(const std::string& msg) { GetLogger()->Log(Logger::Level::kWarning, msg); }
+
 Status Env::ReadFileToString(const std::string& path, std::string* out,
                              const RandomAccessFileOptions& opts) {
   SSDFEED_ASSIGN_OR_RETURN(auto file, NewRandomAccessFile(path, opts));

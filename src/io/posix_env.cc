@@ -1,7 +1,8 @@
-// The POSIX Env: pread/write/fdatasync/flock on plain file descriptors.
+// The POSIX Env: pread/write/fdatasync/flock/mmap on plain file descriptors.
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -197,6 +199,51 @@ class PosixFileLock final : public FileLock {
 
  private:
   int fd_;
+};
+
+Status FlockFd(int fd, bool exclusive, bool blocking, const std::string& path) {
+  int op = (exclusive ? LOCK_EX : LOCK_SH) | (blocking ? 0 : LOCK_NB);
+  while (::flock(fd, op) != 0) {
+    if (errno == EINTR) continue;
+    return Status::FromErrno(errno, "flock " + path);
+  }
+  return Status::OK();
+}
+
+class PosixMappedFile final : public MappedFile {
+ public:
+  PosixMappedFile(std::string path, int fd, uint8_t* map, uint64_t size)
+      : path_(std::move(path)), fd_(fd), map_(map), size_(size) {}
+  ~PosixMappedFile() override {
+    if (map_ != nullptr) ::munmap(map_, size_);
+    ::close(fd_);  // drops any flock
+  }
+  uint8_t* data() const override { return map_; }
+  uint64_t size() const override { return size_; }
+  Status Sync() override {
+    if (map_ != nullptr && ::msync(map_, size_, MS_SYNC) != 0)
+      return Status::FromErrno(errno, "msync " + path_);
+    return Status::OK();
+  }
+  Status Lock(bool exclusive, bool blocking) override {
+    return FlockFd(fd_, exclusive, blocking, path_);
+  }
+  const std::string& path() const override { return path_; }
+
+ private:
+  std::string path_;
+  int fd_;
+  uint8_t* map_;
+  uint64_t size_;
+};
+
+class StderrLogger final : public Logger {
+ public:
+  void Log(Level level, const std::string& msg) override {
+    // One fprintf per line, so lines from many threads never interleave.
+    std::fprintf(stderr, "ssdfeed: %s%s\n", level == Level::kWarning ? "warning: " : "",
+                 msg.c_str());
+  }
 };
 
 FileInfo ToInfo(const struct stat& st) {
@@ -389,12 +436,9 @@ class PosixEnv final : public Env {
       ::close(fd);
       return Status::FromErrno(e, "chmod " + path);
     }
-    int op = (exclusive ? LOCK_EX : LOCK_SH) | (blocking ? 0 : LOCK_NB);
-    while (::flock(fd, op) != 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
+    if (Status s = FlockFd(fd, exclusive, blocking, path); !s.ok()) {
       ::close(fd);
-      return Status::FromErrno(e, "flock " + path);
+      return s;
     }
     return std::unique_ptr<FileLock>(new PosixFileLock(fd));
   }
@@ -431,10 +475,53 @@ class PosixEnv final : public Env {
     return Status::OK();
   }
 
+  Result<std::unique_ptr<MappedFile>> NewMappedFile(const std::string& path, uint64_t size,
+                                                    const MappedFileOptions& o) override {
+    int flags = O_NOFOLLOW | (o.writable ? O_RDWR : O_RDONLY);
+    if (o.writable && o.create) flags |= O_CREAT | (o.exclusive ? O_EXCL : 0);
+    struct stat st;
+    SSDFEED_ASSIGN_OR_RETURN(int fd, OpenRegular(path, flags, o.mode, &st));
+    auto fail = [&](int err, const std::string& what) {
+      ::close(fd);
+      return Status::FromErrno(err, what + " " + path);
+    };
+    // The umask must not narrow a group-shared cache's 0660 to 0640.
+    if (o.writable && st.st_uid == ::geteuid() && (st.st_mode & 07777) != o.mode &&
+        ::fchmod(fd, o.mode) != 0)
+      return fail(errno, "chmod");
+    if (o.writable) {
+      // A no-op where already allocated.
+      if (int err = ::posix_fallocate(fd, 0, static_cast<off_t>(size)); err != 0)
+        return fail(err, "allocate");
+    } else {
+      size = std::min<uint64_t>(size, static_cast<uint64_t>(st.st_size));
+    }
+    uint8_t* map = nullptr;
+    if (size > 0) {
+      int prot = PROT_READ | (o.writable ? PROT_WRITE : 0);
+      void* p = ::mmap(nullptr, size, prot, MAP_SHARED, fd, 0);
+      if (p == MAP_FAILED) return fail(errno, "mmap");
+      map = static_cast<uint8_t*>(p);
+    }
+    return std::unique_ptr<MappedFile>(new PosixMappedFile(path, fd, map, size));
+  }
+
   int64_t NowMicros() override {
     using namespace std::chrono;
     return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
   }
+  int64_t MonotonicMicros() override {
+    using namespace std::chrono;
+    return duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
+  }
+  void SleepForMicroseconds(int64_t micros) override {
+    std::this_thread::sleep_for(std::chrono::microseconds(micros));
+  }
+  std::thread StartThread(std::function<void()> fn) override { return std::thread(std::move(fn)); }
+  Logger* GetLogger() override { return &logger_; }
+
+ private:
+  StderrLogger logger_;
 };
 
 }  // namespace

@@ -1,10 +1,5 @@
 // Reading a root's stats files: folding ended processes into per-entry totals
 // and summing everything per entry, for the exporter.
-#include <fcntl.h>
-#include <sys/file.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -32,37 +27,23 @@ bool IsHexId(const std::string& s) {
 // One process's stats file, mapped read-only (or read, when too short to map).
 class StatsFileView {
  public:
-  ~StatsFileView() {
-    if (map_ != nullptr) ::munmap(map_, kBlockBytes);
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Status Open(const std::string& path) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd_ < 0) return Status::FromErrno(errno, path);
-    struct stat st;
-    if (::fstat(fd_, &st) != 0) return Status::FromErrno(errno, path);
-    if (static_cast<uint64_t>(st.st_size) < kBlockBytes) {
-      std::string head(static_cast<size_t>(st.st_size), '\0');
-      ssize_t got = ::pread(fd_, head.data(), head.size(), 0);
-      Status s = ValidateBlock(reinterpret_cast<const uint8_t*>(head.data()),
-                               got < 0 ? 0 : static_cast<size_t>(got), nullptr);
-      return Status::Corruption(path + ": " + (s.ok() ? "truncated" : s.message()));
-    }
-    void* m = ::mmap(nullptr, kBlockBytes, PROT_READ, MAP_SHARED, fd_, 0);
-    if (m == MAP_FAILED) return Status::FromErrno(errno, path + ": mmap");
-    map_ = static_cast<uint8_t*>(m);
-    Status s = ValidateBlock(map_, static_cast<size_t>(st.st_size), &header_);
+  Status Open(Env* env, const std::string& path) {
+    MappedFileOptions o;
+    o.writable = false;
+    SSDFEED_ASSIGN_OR_RETURN(file_, env->NewMappedFile(path, kBlockBytes, o));
+    size_t got = static_cast<size_t>(file_->size());
+    Status s = ValidateBlock(file_->data(), got, got < kBlockBytes ? nullptr : &header_);
+    if (s.ok() && got < kBlockBytes) return Status::Corruption(path + ": truncated");
     return s.ok() ? s : Status::Corruption(path + ": " + s.message());
   }
   // True while the owner holds its shared lock. A dead file stays locked
   // exclusively by us until this view is destroyed.
-  bool Live() { return ::flock(fd_, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK; }
+  bool Live() { return file_->Lock(/*exclusive=*/true, /*blocking=*/false).IsBusy(); }
   const BlockHeader& header() const { return header_; }
-  StatsSnapshot Read() const { return ReadBlock(map_); }
+  StatsSnapshot Read() const { return ReadBlock(file_->data()); }
 
  private:
-  int fd_ = -1;
-  uint8_t* map_ = nullptr;
+  std::unique_ptr<MappedFile> file_;
   BlockHeader header_;
 };
 
@@ -148,7 +129,7 @@ Status FoldEnded(Env* env, const CacheOptions& c, bool blocking,
   for (const auto& n : names) {
     if (!StartsWith(n, "p-") || !EndsWith(n, ".stats")) continue;
     auto v = std::make_unique<StatsFileView>();
-    if (Status s = v->Open(dir + "/" + n); !s.ok()) {
+    if (Status s = v->Open(env, dir + "/" + n); !s.ok()) {
       warnings->push_back(s.message() + " (skipped)");
       continue;
     }
@@ -181,7 +162,7 @@ Result<RootStats> CollectRootStats(Env* env, const CacheOptions& c) {
   for (const auto& n : names) {
     if (metrics::StartsWith(n, "p-") && metrics::EndsWith(n, ".stats")) {
       metrics::StatsFileView v;
-      if (Status s = v.Open(dir + "/" + n); !s.ok()) {
+      if (Status s = v.Open(env, dir + "/" + n); !s.ok()) {
         out.warnings.push_back(s.message() + " (skipped)");
         continue;
       }

@@ -4,7 +4,6 @@
 #include <prometheus/exposer.h>
 #include <prometheus/text_serializer.h>
 
-#include <cstdio>
 #include <exception>
 #include <mutex>
 #include <set>
@@ -40,14 +39,14 @@ class RootCollectable final : public prometheus::Collectable {
   // Each distinct warning once: a scrape every few seconds must not flood logs.
   void Warn(const std::string& w) const {
     std::lock_guard<std::mutex> l(mu_);
-    if (warned_.insert(w).second) std::fprintf(stderr, "ssdfeed: warning: %s\n", w.c_str());
+    if (warned_.insert(w).second) cache_.env->Warn(w);
   }
   // Listing entries reads every index file (samples present): at most once
   // per kListSeconds, however often Prometheus scrapes.
   Result<std::vector<EntryInfo>> Entries() const {
     static constexpr int64_t kListSeconds = 10;
     std::lock_guard<std::mutex> l(list_mu_);
-    int64_t now = cache_.env->NowMicros();
+    int64_t now = cache_.env->MonotonicMicros();
     if (listed_at_us_ == 0 || now - listed_at_us_ > kListSeconds * 1000000) {
       SSDFEED_ASSIGN_OR_RETURN(entries_, ListEntries(cache_));
       listed_at_us_ = now;

@@ -1,15 +1,9 @@
 #include "metrics/stats_file.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <sys/mman.h>
 #include <sys/random.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <map>
 #include <set>
@@ -56,8 +50,7 @@ class MemoryPublisher final : public StatsPublisher {
 class FilePublisher final : public StatsPublisher {
  public:
   ~FilePublisher() override {
-    ::munmap(map_, metrics::kBlockBytes);
-    ::close(fd_);  // releases the lock: the file now counts as ended
+    file_.reset();  // releases the lock: the file now counts as ended
     std::vector<std::string> ignored;
     // Opportunistic: a file not folded now is folded by the next job or
     // exporter; metrics never fail a job.
@@ -70,8 +63,7 @@ class FilePublisher final : public StatsPublisher {
   FilePublisher() = default;
   Env* env_ = nullptr;
   CacheOptions cache_;
-  int fd_ = -1;
-  uint8_t* map_ = nullptr;
+  std::unique_ptr<MappedFile> file_;
 };
 
 Result<std::unique_ptr<StatsPublisher>> FilePublisher::Make(Env* env, const CacheOptions& c,
@@ -85,39 +77,32 @@ Result<std::unique_ptr<StatsPublisher>> FilePublisher::Make(Env* env, const Cach
   // Created under a hidden name and renamed once locked, so no exporter ever
   // sees an unlocked new file and folds it as ended.
   std::string tmp = dir + "/.new-" + id, path = dir + "/p-" + id + ".stats";
-  int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, FileModeOf(c));
-  if (fd < 0) return Status::FromErrno(errno, tmp);
-  auto fail = [&](int err, const std::string& what) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return Status::FromErrno(err, tmp + ": " + what);
-  };
-  if (::fchmod(fd, FileModeOf(c)) != 0) return fail(errno, "fchmod");
-  // Allocated up front: a store into a mapping of a file the disk cannot
-  // back would be SIGBUS, not an error.
-  if (int err = ::posix_fallocate(fd, 0, metrics::kBlockBytes); err != 0)
-    return fail(err, "posix_fallocate");
-  void* m = ::mmap(nullptr, metrics::kBlockBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (m == MAP_FAILED) return fail(errno, "mmap");
-  if (::flock(fd, LOCK_SH) != 0) {
-    int err = errno;
-    ::munmap(m, metrics::kBlockBytes);
-    return fail(err, "flock");
+  MappedFileOptions mo;
+  mo.exclusive = true;
+  mo.mode = FileModeOf(c);
+  // Allocated up front (NewMappedFile does): a store into a mapping of a
+  // file the disk cannot back would be SIGBUS, not an error.
+  auto mapped = env->NewMappedFile(tmp, metrics::kBlockBytes, mo);
+  if (!mapped.ok()) {
+    (void)env->RemoveFile(tmp);  // created, then no room to allocate it
+    return mapped.status();
   }
-  auto* b = static_cast<uint8_t*>(m);
-  int64_t now_us = env->NowMicros();
-  metrics::InitBlock(b, raw, EntryShortId(entry), now_us);
-  if (Status s = env->RenameFile(tmp, path); !s.ok()) {
-    ::munmap(m, metrics::kBlockBytes);
-    ::close(fd);
-    ::unlink(tmp.c_str());
+  std::unique_ptr<MappedFile> file = std::move(*mapped);
+  Status s = file->Lock(/*exclusive=*/false, /*blocking=*/true);
+  uint8_t* b = file->data();
+  if (s.ok()) {
+    metrics::InitBlock(b, raw, EntryShortId(entry), env->NowMicros());
+    s = env->RenameFile(tmp, path);
+  }
+  if (!s.ok()) {
+    file.reset();
+    (void)env->RemoveFile(tmp);
     return s;
   }
   std::unique_ptr<FilePublisher> p(new FilePublisher());
   p->env_ = env;
   p->cache_ = c;
-  p->fd_ = fd;
-  p->map_ = b;
+  p->file_ = std::move(file);
   p->counters_ = reinterpret_cast<uint64_t*>(b + metrics::kCountersOffset);
   p->hists_ = reinterpret_cast<uint64_t*>(b + metrics::kHistsOffset);
   p->admission_ = reinterpret_cast<uint64_t*>(b + metrics::kAdmissionOffset);

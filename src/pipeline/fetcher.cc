@@ -1,27 +1,11 @@
 #include "ssdfeed/fetcher.h"
 
-#include <chrono>
-#include <thread>
-
 namespace ssdfeed {
 
-namespace {
-
-int64_t NowUs() {
-  using namespace std::chrono;
-  return duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
-}
-
-double Seconds() {
-  using namespace std::chrono;
-  return duration<double>(steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
-
 SampleFetcher::SampleFetcher(const Source* source, PrepareSpec spec, CacheEntry* cache,
-                             double claim_wait_s, StatsPublisher* stats, bool time_stages)
-    : source_(source),
+                             double claim_wait_s, StatsPublisher* stats, bool time_stages, Env* env)
+    : env_(env != nullptr ? env : Env::Default()),
+      source_(source),
       spec_(spec),
       cache_(cache),
       claim_wait_s_(claim_wait_s),
@@ -124,7 +108,7 @@ Status SampleFetcher::Resolve(uint64_t id, Status st, FetchScratch* s, CachedSam
   if (corrupt) {
     // Dropped from the index by Get; re-prepared below (repair).
     stats_->Add(Ctr::kCorruptRecords);
-    std::fprintf(stderr, "ssdfeed: warning: %s; repairing from the origin\n", st.message().c_str());
+    env_->Warn(st.message() + "; repairing from the origin");
   }
   if (st.IsNotFound()) {
     MaybeRefresh();
@@ -160,7 +144,7 @@ bool SampleFetcher::WaitForOther(uint64_t id, FetchScratch* s, CachedSample* out
   stats_->Add(Ctr::kClaimWaits);
   int64_t deadline = NowUs() + static_cast<int64_t>(claim_wait_s_ * 1e6);
   while (NowUs() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    env_->SleepForMicroseconds(2000);
     cache_->Refresh().IgnoreError();  // a failure: wait on, then prepare it here
     if (GetCached(id, s, out)) return true;
     if (cache_->TryClaim(id)) return false;  // its preparer died or gave up

@@ -6,9 +6,7 @@
 #include "ssdfeed/loader.h"
 
 #include <algorithm>
-#include <chrono>
 #include <condition_variable>
-#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -25,9 +23,7 @@ namespace ssdfeed {
 
 namespace {
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+Env* EnvOf(const LoaderOptions& o) { return o.cache.env != nullptr ? o.cache.env : Env::Default(); }
 
 struct Slot {
   uint64_t batch = 0;  // which batch of the epoch it holds
@@ -44,11 +40,12 @@ class LoaderImpl final : public Loader {
   LoaderImpl(LoaderOptions o, std::unique_ptr<Source> src, std::unique_ptr<CacheEntry> cache,
              std::unique_ptr<StatsPublisher> stats)
       : opts_(std::move(o)),
+        env_(EnvOf(opts_)),
         source_(std::move(src)),
         cache_(std::move(cache)),
         stats_(std::move(stats)),
         fetcher_(source_.get(), opts_.prepare, cache_.get(), opts_.cache.claim_wait_seconds,
-                 stats_.get(), opts_.metrics),
+                 stats_.get(), opts_.metrics, env_),
         pool_(BatchPool::Create()) {
     workers_ = opts_.workers > 0 ? opts_.workers : DefaultWorkers();
     nslots_ = static_cast<size_t>(std::max(1, opts_.prefetch)) + 1;
@@ -56,6 +53,7 @@ class LoaderImpl final : public Loader {
     FixShape();
   }
   ~LoaderImpl() override { Stop(); }
+  double NowSeconds() const { return static_cast<double>(env_->MonotonicMicros()) * 1e-6; }
 
   uint64_t cache_open_errors_ = 0;  // set once by Open
 
@@ -233,18 +231,18 @@ class LoaderImpl final : public Loader {
     if (head.count > 0) head.done = cursor_ - first * bs;  // consumed before a stop: not redone
     stop_ = false;
     running_ = true;
-    for (int w = 0; w < workers_; ++w) threads_.emplace_back([this] { Work(); });
+    for (int w = 0; w < workers_; ++w) threads_.push_back(env_->StartThread([this] { Work(); }));
   }
 
   // Waits until chunk c is filled; its first error under on_error=raise.
   Status WaitChunk(uint64_t c, Slot** out) {
     Slot& slot = slots_[c % nslots_];
-    double t0 = Now();
+    double t0 = NowSeconds();
     {
       std::unique_lock<std::mutex> l(mu_);
       ready_cv_.wait(l, [&] { return slot.batch == c && slot.done == slot.count; });
     }
-    waited_ += Now() - t0;
+    waited_ += NowSeconds() - t0;
     *out = &slot;
     return slot.error;
   }
@@ -514,6 +512,7 @@ class LoaderImpl final : public Loader {
 
  private:
   LoaderOptions opts_;
+  Env* env_;  // clock, threads, warnings
   std::unique_ptr<Source> source_;
   std::unique_ptr<CacheEntry> cache_;
   std::unique_ptr<StatsPublisher> stats_;
@@ -544,7 +543,7 @@ std::unique_ptr<StatsPublisher> OpenStats(const LoaderOptions& o, CacheEntry* ca
   if (cache == nullptr || !o.metrics) return StatsPublisher::InMemory();
   std::string warning;
   auto p = StatsPublisher::Create(o.cache.env, o.cache, Basename(cache->dir()), &warning);
-  if (!warning.empty()) std::fprintf(stderr, "ssdfeed: warning: %s\n", warning.c_str());
+  if (!warning.empty()) EnvOf(o)->Warn(warning);
   return p;
 }
 
@@ -581,8 +580,7 @@ Result<std::unique_ptr<Loader>> Loader::Open(const LoaderOptions& o) {
       return entry.status();  // a refused root or a bad option: the user must act
     } else {
       // No room, an I/O error, no descriptors left: train from the origin, say so.
-      std::fprintf(stderr, "ssdfeed: warning: %s; serving from the origin without a cache\n",
-                   entry.status().message().c_str());
+      EnvOf(o)->Warn(entry.status().message() + "; serving from the origin without a cache");
       cache_open_errors = 1;
     }
   }

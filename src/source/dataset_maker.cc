@@ -96,9 +96,10 @@ Result<std::vector<Encoded>> MakeRange(const MakeDatasetOptions& o, size_t begin
   std::vector<Encoded> out(end - begin);
   std::atomic<size_t> next{begin};
   int n = o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
+  Env* env = o.env != nullptr ? o.env : Env::Default();
   std::vector<std::thread> ts;
   for (int t = 0; t < std::max(1, n); ++t) {
-    ts.emplace_back([&] {
+    ts.push_back(env->StartThread([&] {
       for (size_t i; (i = next.fetch_add(1)) < end;) {
         Encoded& e = out[i - begin];
         Result<std::string> bytes = MakeSample(o, i, &e.label, &e.corrupt);
@@ -108,7 +109,7 @@ Result<std::vector<Encoded>> MakeRange(const MakeDatasetOptions& o, size_t begin
           e.status = bytes.status();
         }
       }
-    });
+    }));
   }
   for (auto& t : ts) t.join();
   for (const auto& e : out) SSDFEED_RETURN_IF_ERROR(e.status);
@@ -130,10 +131,32 @@ Status WriteFile(Env* env, const std::string& path, const std::string& data) {
   return f->Close();
 }
 
-Status WriteTar(const std::string& path, size_t first, const std::vector<Encoded>& items) {
+// libarchive's output goes to an Env file; a failed append is kept to be
+// reported instead of libarchive's generic message.
+struct TarOutput {
+  WritableFile* f;
+  Status error;
+};
+
+la_ssize_t WriteTarBytes(archive* a, void* user, const void* data, size_t n) {
+  auto* out = static_cast<TarOutput*>(user);
+  out->error = out->f->Append(data, n);
+  if (out->error.ok()) return static_cast<la_ssize_t>(n);
+  archive_set_error(a, EIO, "%s", out->error.message().c_str());
+  return -1;
+}
+
+Status WriteTar(Env* env, const std::string& path, size_t first,
+                const std::vector<Encoded>& items) {
+  WritableFileOptions wo;
+  wo.truncate = true;
+  wo.mode = 0644;
+  SSDFEED_ASSIGN_OR_RETURN(auto f, env->NewWritableFile(path, wo));
+  TarOutput out{f.get(), Status::OK()};
   archive* a = archive_write_new();
   archive_write_set_format_pax_restricted(a);
-  if (archive_write_open_filename(a, path.c_str()) != ARCHIVE_OK) {
+  archive_write_set_bytes_in_last_block(a, 1);  // no padding to 10 KiB, as for a file name
+  if (archive_write_open2(a, &out, nullptr, WriteTarBytes, nullptr, nullptr) != ARCHIVE_OK) {
     Status s = Status::IOError(path + ": " + archive_error_string(a));
     archive_write_free(a);
     return s;
@@ -159,7 +182,8 @@ Status WriteTar(const std::string& path, size_t first, const std::vector<Encoded
   if (archive_write_close(a) != ARCHIVE_OK && s.ok())
     s = Status::IOError(path + ": " + archive_error_string(a));
   archive_write_free(a);
-  return s;
+  if (!out.error.ok()) return out.error;
+  return s.ok() ? f->Close() : s;
 }
 
 Status WriteChunk(const MakeDatasetOptions& o, Env* env, size_t first, size_t shard, size_t shards,
@@ -175,7 +199,7 @@ Status WriteChunk(const MakeDatasetOptions& o, Env* env, size_t first, size_t sh
   }
   std::string stem = "train-" + Num(shard, 5) + "-of-" + Num(shards, 5);
   if (o.format == "tar")
-    return WriteTar(JoinPath(o.dir, "shard-" + Num(shard, 6) + ".tar"), first, items);
+    return WriteTar(env, JoinPath(o.dir, "shard-" + Num(shard, 6) + ".tar"), first, items);
   WritableFileOptions wo;
   wo.truncate = true;
   wo.mode = 0644;

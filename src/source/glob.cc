@@ -1,5 +1,6 @@
-// Brace ranges ({000..099}, {a,b}) then glob(3).
-#include <glob.h>
+// Brace ranges ({000..099}, {a,b}), then glob(3)'s wildcards matched
+// component by component over Env listings (so a test Env sees every lookup).
+#include <fnmatch.h>
 
 #include <algorithm>
 
@@ -45,19 +46,61 @@ Status ExpandBraces(const std::string& p, std::vector<std::string>* out) {
   return Status::OK();
 }
 
-Result<std::vector<std::string>> ExpandGlob(const std::string& pattern) {
+namespace {
+
+bool HasWildcard(const std::string& part) { return part.find_first_of("*?[") != std::string::npos; }
+
+std::string Child(const std::string& dir, const std::string& name) {
+  if (dir.empty()) return name;
+  return dir == "/" ? "/" + name : dir + "/" + name;
+}
+
+// Appends the paths under dir matching parts[i..]. Like glob(3) without
+// GLOB_ERR, an unreadable or missing directory matches nothing, and a
+// wildcard does not match a leading '.'.
+void GlobFrom(Env* env, const std::string& dir, const std::vector<std::string>& parts, size_t i,
+              std::vector<std::string>* out) {
+  if (i == parts.size()) {
+    if (env->Lstat(dir).ok()) out->push_back(dir);
+    return;
+  }
+  if (!HasWildcard(parts[i])) return GlobFrom(env, Child(dir, parts[i]), parts, i + 1, out);
+  std::vector<std::string> names;
+  if (!env->GetChildren(dir.empty() ? "." : dir, &names).ok()) return;
+  bool last = i + 1 == parts.size();
+  for (const auto& name : names) {
+    if (::fnmatch(parts[i].c_str(), name.c_str(), FNM_PERIOD) != 0) continue;
+    std::string path = Child(dir, name);
+    if (last) {
+      out->push_back(path);
+      continue;
+    }
+    auto fi = env->Stat(path);  // follows links, as glob(3) does
+    if (fi.ok() && fi->is_dir) GlobFrom(env, path, parts, i + 1, out);
+  }
+}
+
+std::vector<std::string> SplitComponents(const std::string& p) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= p.size()) {
+    size_t slash = p.find('/', start);
+    if (slash == std::string::npos) slash = p.size();
+    if (slash > start) parts.push_back(p.substr(start, slash - start));
+    start = slash + 1;
+  }
+  return parts;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> ExpandGlob(const std::string& pattern, Env* env) {
+  if (env == nullptr) env = Env::Default();
   std::vector<std::string> pats;
   SSDFEED_RETURN_IF_ERROR(ExpandBraces(pattern, &pats));
   std::vector<std::string> files;
-  for (const auto& p : pats) {
-    glob_t g{};
-    int r = ::glob(p.c_str(), GLOB_NOSORT, nullptr, &g);
-    if (r == 0) {
-      for (size_t i = 0; i < g.gl_pathc; ++i) files.emplace_back(g.gl_pathv[i]);
-    }
-    globfree(&g);
-    if (r != 0 && r != GLOB_NOMATCH) return Status::IOError("glob failed for " + p);
-  }
+  for (const auto& p : pats)
+    GlobFrom(env, p.rfind('/', 0) == 0 ? "/" : "", SplitComponents(p), 0, &files);
   std::sort(files.begin(), files.end());
   files.erase(std::unique(files.begin(), files.end()), files.end());
   if (files.empty()) return Status::NotFound("no files match " + pattern);

@@ -49,11 +49,11 @@ Result<std::unique_ptr<Source>> OpenSource(const std::string& uri, const SourceO
   if (starts("tfrecord:") && s3(9)) return OpenS3Source(uri, uri.substr(9), "tfrecord", opts);
   if (starts("tar:") && s3(4)) return OpenS3Source(uri, uri.substr(4), "tar", opts);
   if (starts("tfrecord:")) {
-    SSDFEED_ASSIGN_OR_RETURN(auto files, ExpandGlob(uri.substr(9)));
+    SSDFEED_ASSIGN_OR_RETURN(auto files, ExpandGlob(uri.substr(9), opts.env));
     return OpenTFRecordSource(uri, files, opts);
   }
   if (starts("tar:")) {
-    SSDFEED_ASSIGN_OR_RETURN(auto files, ExpandGlob(uri.substr(4)));
+    SSDFEED_ASSIGN_OR_RETURN(auto files, ExpandGlob(uri.substr(4), opts.env));
     return OpenTarSource(uri, files, opts);
   }
   size_t colon = uri.find(':');

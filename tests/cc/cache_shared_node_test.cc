@@ -14,8 +14,8 @@
 #include "cache/capacity.h"
 #include "cache_test_util.h"
 #include "ssdfeed/cache.h"
-#include "ssdfeed/testing/fault_injection_env.h"
 #include "test_util.h"
+#include "util/fault_injection_env.h"
 
 namespace ssdfeed {
 namespace {

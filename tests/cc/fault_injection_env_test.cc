@@ -1,4 +1,4 @@
-#include "ssdfeed/testing/fault_injection_env.h"
+#include "util/fault_injection_env.h"
 
 #include <gtest/gtest.h>
 

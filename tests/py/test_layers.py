@@ -31,3 +31,22 @@ def test_cli_includes_only_public_headers():
     bad = [(p, inc) for p, inc in _includes("cli")
            if not inc.startswith(("ssdfeed/", "cli/"))]
     assert not bad, bad
+
+
+def test_every_source_file_is_listed_in_cmake():
+    """CMake lists sources instead of globbing them, so a new .cc that no
+    CMakeLists.txt names would silently not be built (or tested)."""
+    if not (ROOT / "CMakeLists.txt").is_file():
+        pytest.skip("no source tree (installed package only)")
+    listed = set()
+    for cm in ROOT.rglob("CMakeLists.txt"):
+        if any(part.startswith(("build", ".venv")) for part in cm.relative_to(ROOT).parts):
+            continue
+        for name in re.findall(r"[\w./${}_-]+\.cc\b", cm.read_text()):
+            listed.add((cm.parent / name.split("}/")[-1]).resolve())
+            listed.add((ROOT / name).resolve())
+    sources = [p for d in ("src", "python", "tests/cc", "tests/util", "bench", "fuzz")
+               for p in (ROOT / d).rglob("*.cc")]
+    assert sources
+    missing = sorted(str(p.relative_to(ROOT)) for p in sources if p.resolve() not in listed)
+    assert not missing, f"not named in any CMakeLists.txt: {missing}"

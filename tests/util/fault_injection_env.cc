@@ -1,4 +1,4 @@
-#include "ssdfeed/testing/fault_injection_env.h"
+#include "util/fault_injection_env.h"
 
 namespace ssdfeed {
 
@@ -211,6 +211,13 @@ Result<std::unique_ptr<FileLock>> FaultInjectionEnv::LockFile(const std::string&
 Status FaultInjectionEnv::FsSpace(const std::string& p, uint64_t* f, uint64_t* t) {
   SSDFEED_RETURN_IF_ERROR(MaybeFail(Op::kFsSpace, p));
   return base_->FsSpace(p, f, t);
+}
+
+Result<std::unique_ptr<MappedFile>> FaultInjectionEnv::NewMappedFile(const std::string& p,
+                                                                     uint64_t size,
+                                                                     const MappedFileOptions& o) {
+  SSDFEED_RETURN_IF_ERROR(MaybeFail(Op::kMap, p));
+  return base_->NewMappedFile(p, size, o);
 }
 
 Status FaultInjectionEnv::DropUnsyncedData() {

@@ -1,4 +1,4 @@
-#include "ssdfeed/testing/string_file.h"
+#include "util/string_file.h"
 
 #include <cstring>
 

@@ -3,7 +3,8 @@
 // free-space queries) with any Status, and can throw away what a power cut
 // would: every byte written since the last Sync() of each file, and every file
 // or directory created (or renamed into place) since the last SyncDir() of
-// its parent. For tests only.
+// its parent. For tests only: built into ssdfeed_testutil, never into the
+// shipped library.
 #pragma once
 
 #include <map>
@@ -14,7 +15,7 @@
 
 namespace ssdfeed {
 
-class FaultInjectionEnv : public Env {
+class FaultInjectionEnv : public EnvWrapper {
  public:
   enum class Op {
     kRead,
@@ -26,10 +27,11 @@ class FaultInjectionEnv : public Env {
     kSyncDir,
     kList,
     kFsSpace,
-    kRemove
+    kRemove,
+    kMap
   };
 
-  explicit FaultInjectionEnv(Env* base) : base_(base) {}
+  explicit FaultInjectionEnv(Env* base) : EnvWrapper(base), base_(base) {}
 
   // After `skip` more successful calls of op on files whose path contains
   // path_substr, fail the next `count` calls (count < 0: all later calls).
@@ -45,27 +47,22 @@ class FaultInjectionEnv : public Env {
   // Number of successful calls so far, per op.
   int Count(Op op) const;
 
-  // Env
+  // Env: only what may fail or must be tracked; EnvWrapper forwards the rest.
   Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
       const std::string& path, const RandomAccessFileOptions& o = {}) override;
   Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path,
                                                         const WritableFileOptions& o = {}) override;
   Status GetChildren(const std::string& d, std::vector<std::string>* n) override;
-  Result<FileInfo> Stat(const std::string& p) override { return base_->Stat(p); }
-  Result<FileInfo> Lstat(const std::string& p) override { return base_->Lstat(p); }
-  bool FileExists(const std::string& p) override { return base_->FileExists(p); }
-  Status CreateDir(const std::string& p, uint32_t m) override;
+  Status CreateDir(const std::string& p, uint32_t m = 0700) override;
   Status RemoveFile(const std::string& p) override;
   Status RemoveDir(const std::string& p) override;
   Status RenameFile(const std::string& f, const std::string& t) override;
   Status SyncDir(const std::string& d) override;
-  Status TruncateFile(const std::string& p, uint64_t s) override {
-    return base_->TruncateFile(p, s);
-  }
   Result<std::unique_ptr<FileLock>> LockFile(const std::string& p, bool ex, bool bl,
                                              uint32_t mode = 0600) override;
   Status FsSpace(const std::string& p, uint64_t* f, uint64_t* t) override;
-  int64_t NowMicros() override { return base_->NowMicros(); }
+  Result<std::unique_ptr<MappedFile>> NewMappedFile(const std::string& p, uint64_t size,
+                                                    const MappedFileOptions& o = {}) override;
   Status RemoveDirAndFiles(const std::string& d) override;
 
   // Called by the wrapped files.

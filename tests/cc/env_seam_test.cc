@@ -1,0 +1,260 @@
+// Env as the one seam: what a wrapping Env (fake clock, captured log, fault
+// injection, counted listings) can now observe or control in the core.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <fstream>
+#include <mutex>
+
+#include "cache/claims.h"
+#include "ssdfeed/dataset.h"
+#include "ssdfeed/entry_key.h"
+#include "ssdfeed/fetcher.h"
+#include "ssdfeed/metrics.h"
+#include "ssdfeed/source.h"
+#include "test_util.h"
+#include "util/fault_injection_env.h"
+
+namespace ssdfeed {
+namespace {
+
+using Op = FaultInjectionEnv::Op;
+
+class CaptureLogger final : public Logger {
+ public:
+  void Log(Level level, const std::string& msg) override {
+    std::lock_guard<std::mutex> l(mu_);
+    lines_.push_back(msg);
+  }
+  std::vector<std::string> lines() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return lines_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::string> lines_;
+};
+
+// A monotonic clock that moves only when someone sleeps, and a captured log.
+class FakeClockEnv final : public EnvWrapper {
+ public:
+  explicit FakeClockEnv(Env* target) : EnvWrapper(target) {}
+  int64_t MonotonicMicros() override { return now_us_.load(); }
+  void SleepForMicroseconds(int64_t micros) override {
+    now_us_ += micros;
+    sleeps_++;
+  }
+  Logger* GetLogger() override { return &log_; }
+  int64_t now() const { return now_us_.load(); }
+  int sleeps() const { return sleeps_.load(); }
+  const CaptureLogger& log() const { return log_; }
+
+ private:
+  // Far from 0, as a real monotonic clock is: "never refreshed" is 0.
+  std::atomic<int64_t> now_us_{1'000'000'000'000};
+  std::atomic<int> sleeps_{0};
+  CaptureLogger log_;
+};
+
+bool Contains(const std::vector<std::string>& lines, const std::string& what) {
+  for (const auto& l : lines)
+    if (l.find(what) != std::string::npos) return true;
+  return false;
+}
+
+TEST(EnvWrapper, ForwardsWhatItDoesNotOverride) {
+  test::TempDir dir;
+  FakeClockEnv env(Env::Default());
+  ASSERT_TRUE(env.WriteFileAtomic(dir.Sub("f"), "abc").ok());
+  std::string s;
+  ASSERT_TRUE(env.ReadFileToString(dir.Sub("f"), &s).ok());
+  EXPECT_EQ(s, "abc");
+  std::vector<std::string> names;
+  ASSERT_TRUE(env.GetChildren(dir.path(), &names).ok());
+  EXPECT_EQ(names, std::vector<std::string>{"f"});
+  std::thread t = env.StartThread([&] { s = "ran"; });
+  t.join();
+  EXPECT_EQ(s, "ran");
+  EXPECT_GT(env.NowMicros(), 1'600'000'000'000'000) << "the wall clock is the target's";
+}
+
+TEST(MappedFile, SharedBetweenMappingsAndRefusesLinks) {
+  test::TempDir dir;
+  Env* env = Env::Default();
+  std::string p = dir.Sub("m");
+  MappedFileOptions o;
+  o.mode = 0640;
+  auto a = env->NewMappedFile(p, 8192, o);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  auto b = env->NewMappedFile(p, 8192, o);
+  ASSERT_TRUE(b.ok());
+  (*a)->data()[100] = 42;
+  EXPECT_EQ((*b)->data()[100], 42) << "MAP_SHARED: one file, two views";
+  ASSERT_TRUE((*a)->Sync().ok());
+  EXPECT_EQ(env->Stat(p)->size, 8192u) << "allocated to the mapped size";
+  EXPECT_EQ(env->Stat(p)->mode, 0640u) << "exact mode, whatever the umask";
+
+  MappedFileOptions ro;
+  ro.writable = false;
+  auto r = env->NewMappedFile(p, 1 << 20, ro);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)->size(), 8192u) << "read-only maps no further than the file";
+  EXPECT_EQ((*r)->data()[100], 42);
+
+  ASSERT_TRUE((*a)->Lock(/*exclusive=*/false, /*blocking=*/true).ok());
+  EXPECT_TRUE((*r)->Lock(/*exclusive=*/true, /*blocking=*/false).IsBusy());
+  a->reset();  // unmapping and closing drops the lock
+  EXPECT_TRUE((*r)->Lock(/*exclusive=*/true, /*blocking=*/false).ok());
+
+  ASSERT_EQ(::symlink(p.c_str(), dir.Sub("link").c_str()), 0);
+  auto l = env->NewMappedFile(dir.Sub("link"), 8192, o);
+  EXPECT_FALSE(l.ok()) << "never through a symlink";
+  MappedFileOptions excl = o;
+  excl.exclusive = true;
+  EXPECT_FALSE(env->NewMappedFile(p, 8192, excl).ok());
+}
+
+TEST(Claims, MappingFailureIsCleanAndLeavesNoCoordination) {
+  test::TempDir dir;
+  FaultInjectionEnv env(Env::Default());
+  env.FailAfter(Op::kMap, 0, -1, Status::NoSpace("disk full"), "claims");
+  Claims c;
+  Status s = c.Open(&env, dir.Sub("claims"), 100, 0600, 0, [](uint32_t) { return true; });
+  EXPECT_TRUE(s.IsNoSpace()) << s.ToString();
+  EXPECT_NE(s.message().find(dir.Sub("claims")), std::string::npos) << s.message();
+  EXPECT_FALSE(c.mapped());
+  EXPECT_TRUE(c.TryClaim(7)) << "unmapped: every claim succeeds";
+  EXPECT_TRUE(c.TryClaim(7));
+  EXPECT_EQ(c.NextSeq(41), 42u);
+}
+
+TEST(Claims, EntryWithoutClaimsWarnsThroughTheLoggerAndStillFills) {
+  test::TempDir dir;
+  FakeClockEnv logged(Env::Default());
+  FaultInjectionEnv env(&logged);
+  env.FailAfter(Op::kMap, 0, -1, Status::IOError("EIO"), "claims");
+  CacheOptions co;
+  co.root = dir.Sub("cache");
+  co.env = &env;
+  auto e = CacheEntry::Open(co, EntryKey{"test:a", "id-a", "spec", 10});
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  auto lines = logged.log().lines();
+  EXPECT_TRUE(Contains(lines, "injected fault on " + (*e)->dir() + "/claims")) << lines.size();
+  EXPECT_TRUE(Contains(lines, "filling without coordination"));
+  EXPECT_TRUE((*e)->TryClaim(3));
+  uint8_t px[12] = {1, 2, 3};
+  EXPECT_TRUE((*e)->Put(3, 1, px, 2, 2, 3).ok());
+  EXPECT_TRUE((*e)->Contains(3));
+}
+
+TEST(StatsFile, MappingFailureFallsBackToMemoryAndLeavesNothing) {
+  test::TempDir dir;
+  FaultInjectionEnv env(Env::Default());
+  env.FailAfter(Op::kMap, 0, -1, Status::NoSpace("disk full"), "/stats/");
+  CacheOptions co;
+  co.root = dir.path();
+  std::string warning;
+  auto p = StatsPublisher::Create(&env, co, "0123456789abcdef", &warning);
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(p->path().empty()) << "in memory";
+  EXPECT_NE(warning.find("disk full"), std::string::npos) << warning;
+  std::vector<std::string> left;
+  ASSERT_TRUE(env.GetChildren(dir.Sub("stats"), &left).ok());
+  for (const auto& n : left) EXPECT_EQ(n.rfind(".new-", 0), std::string::npos) << n;
+  env.ClearFaults();
+  auto q = StatsPublisher::Create(&env, co, "0123456789abcdef", &warning);
+  EXPECT_FALSE(q->path().empty()) << "mapped once the fault is gone";
+}
+
+struct Dataset {
+  test::TempDir dir;
+  std::unique_ptr<Source> source;
+  PrepareSpec spec;
+  CacheOptions cache;
+
+  Dataset() {
+    MakeDatasetOptions mo;
+    mo.dir = dir.Sub("ds");
+    mo.format = "folder";
+    mo.count = 6;
+    mo.classes = 2;
+    mo.min_side = 32;
+    mo.max_side = 48;
+    MakeDatasetReport mr;
+    EXPECT_TRUE(MakeDataset(mo, &mr).ok());
+    source = std::move(OpenSource(mr.uri).value());
+    spec.resize_short = 16;
+    cache.root = dir.Sub("cache");
+  }
+  std::unique_ptr<CacheEntry> Entry() {
+    return std::move(CacheEntry::Open(cache, MakeEntryKey(*source, {}, spec)).value());
+  }
+};
+
+// A writer that claimed a sample and stalls (alive, never storing it) holds
+// the others up for claim_wait_seconds, then they prepare it themselves.
+// With a fake clock the ten-second wait takes no real time.
+TEST(ClaimWait, StalledWritersClaimIsTakenOverAfterTheTimeout) {
+  Dataset d;
+  auto stalled = d.Entry();  // writer slot 0, lock held: alive
+  auto waiter = d.Entry();   // writer slot 1
+  ASSERT_TRUE(stalled->TryClaim(3));
+  FakeClockEnv clock(Env::Default());
+  const double wait_s = 10;
+  SampleFetcher f(d.source.get(), d.spec, waiter.get(), wait_s, nullptr, true, &clock);
+  FetchScratch scratch;
+  CachedSample out;
+  int64_t t0 = clock.now();
+  ASSERT_TRUE(f.Fetch(3, &scratch, &out).ok());
+  int64_t waited = clock.now() - t0;
+  EXPECT_GE(waited, static_cast<int64_t>(wait_s * 1e6)) << "gave up before the timeout";
+  EXPECT_LT(waited, static_cast<int64_t>(wait_s * 1e6) + 10000) << "waited past it";
+  EXPECT_EQ(f.stats().Snapshot()[Ctr::kClaimWaits], 1u);
+  EXPECT_EQ(f.stats().Snapshot()[Ctr::kCacheMisses], 1u);
+  EXPECT_TRUE(waiter->Contains(3)) << "the waiter prepared and stored it";
+  // Not held up again once it is stored.
+  int sleeps = clock.sleeps();
+  ASSERT_TRUE(f.Fetch(3, &scratch, &out).ok());
+  EXPECT_EQ(clock.sleeps(), sleeps);
+  EXPECT_EQ(f.stats().Snapshot()[Ctr::kCacheHits], 1u);
+}
+
+// Counts the directory listings a glob makes.
+class ListingEnv final : public EnvWrapper {
+ public:
+  explicit ListingEnv(Env* target) : EnvWrapper(target) {}
+  Status GetChildren(const std::string& dir, std::vector<std::string>* names) override {
+    listed.push_back(dir);
+    return EnvWrapper::GetChildren(dir, names);
+  }
+  std::vector<std::string> listed;
+};
+
+TEST(Glob, ListsThroughTheEnvLikeGlob3) {
+  test::TempDir dir;
+  Env* env = Env::Default();
+  for (const char* d : {"a1", "a2", "b1", ".a3"}) ASSERT_TRUE(env->CreateDir(dir.Sub(d)).ok());
+  for (const char* f : {"a1/s-0.tar", "a1/s-1.tar", "a2/s-0.tar", "a2/.s-2.tar", "b1/s-0.tar",
+                        ".a3/s-0.tar", "a9.tar"})
+    std::ofstream(dir.Sub(f)) << "x";
+  ListingEnv counted(env);
+  auto files = ExpandGlob(dir.Sub("a*/s-?.tar"), &counted);
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  std::vector<std::string> want = {dir.Sub("a1/s-0.tar"), dir.Sub("a1/s-1.tar"),
+                                   dir.Sub("a2/s-0.tar")};
+  EXPECT_EQ(*files, want) << "sorted; dot files and non-directories are not matched";
+  EXPECT_EQ(counted.listed.size(), 3u) << "the root, then a1 and a2";
+  auto braces = ExpandGlob(dir.Sub("{a,b}1/s-[0-9].tar"), &counted);
+  ASSERT_TRUE(braces.ok());
+  EXPECT_EQ(braces->size(), 3u);
+  auto literal = ExpandGlob(dir.Sub("a9.tar"), &counted);
+  ASSERT_TRUE(literal.ok());
+  EXPECT_EQ(*literal, std::vector<std::string>{dir.Sub("a9.tar")});
+  auto none = ExpandGlob(dir.Sub("missing/*.tar"), &counted);
+  EXPECT_TRUE(none.status().IsNotFound());
+  EXPECT_NE(none.status().message().find(dir.Sub("missing/*.tar")), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ssdfeed
