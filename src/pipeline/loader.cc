@@ -58,19 +58,21 @@ class LoaderImpl final : public Loader {
   uint64_t cache_open_errors_ = 0;  // set once by Open
 
   void SetEpoch(uint64_t epoch) override {
-    Stop();
+    std::lock_guard<std::mutex> c(consumer_mu_);
+    StopLocked();
     epoch_ = epoch;
     start_pos_ = start_batch_ = 0;
   }
 
   Result<bool> Next(Batch* out) override {
+    std::lock_guard<std::mutex> c(consumer_mu_);
     if (!running_) StartEpoch();
     uint64_t batch_start = cursor_;
     bool got = false;
     waited_ = 0;
     Status s = NextBatch(out, &got);
     if (!s.ok()) {
-      Stop();
+      StopLocked();
       start_pos_ = batch_start;  // a retry resumes at the failed batch
       start_batch_ = consumed_;
       return s;
@@ -78,7 +80,7 @@ class LoaderImpl final : public Loader {
     if (!got) {
       // The pass is over: the next one is the following epoch (reshuffled)
       // unless SetEpoch or LoadState says otherwise.
-      Stop();
+      StopLocked();
       epoch_++;
       start_pos_ = start_batch_ = 0;
       return false;
@@ -91,6 +93,14 @@ class LoaderImpl final : public Loader {
   }
 
   void Stop() override {
+    std::lock_guard<std::mutex> c(consumer_mu_);
+    StopLocked();
+  }
+
+  // The consumer side (Next, SetEpoch, LoadState, state) may be driven from
+  // two threads: tf.data runs the generator on its own thread while the
+  // user calls state_dict(). consumer_mu_ makes a state a batch boundary.
+  void StopLocked() {
     {
       std::lock_guard<std::mutex> l(mu_);
       stop_ = true;
@@ -154,6 +164,7 @@ class LoaderImpl final : public Loader {
   }
 
   LoaderState state() const override {
+    std::lock_guard<std::mutex> c(consumer_mu_);
     LoaderState s;
     s.epoch = epoch_;
     s.batches_consumed = running_ ? consumed_ : start_batch_;
@@ -176,7 +187,8 @@ class LoaderImpl final : public Loader {
       return Status::InvalidArgument(
           "state does not match this loader (seed, rank, world_size, dataset size, "
           "batch_size, shard and rotate_every must be the same)");
-    Stop();
+    std::lock_guard<std::mutex> c(consumer_mu_);
+    StopLocked();
     epoch_ = s.epoch;
     start_batch_ = std::min<uint64_t>(s.batches_consumed, num_batches());
     // A state without a position (older ones) had no skips: batches * size.
@@ -214,7 +226,7 @@ class LoaderImpl final : public Loader {
   // Chunk c holds plan positions [c * batch_size, (c + 1) * batch_size);
   // workers fill chunks, the consumer cuts batches out of them in plan order.
   void StartEpoch() {
-    Stop();
+    StopLocked();
     size_t bs = opts_.batch_size;
     order_ = Plan(epoch_);
     // Skipped samples are replaced by the ones after them, so with skips
@@ -527,6 +539,7 @@ class LoaderImpl final : public Loader {
   uint64_t epoch_ = 0;
   uint64_t start_pos_ = 0, start_batch_ = 0;  // where the next StartEpoch begins
   std::vector<uint64_t> order_;
+  mutable std::mutex consumer_mu_;  // Next/SetEpoch/LoadState/Stop/state
   std::mutex mu_;
   std::condition_variable ready_cv_, space_cv_;
   std::vector<Slot> slots_;

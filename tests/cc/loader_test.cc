@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "ssdfeed/dataset.h"
 #include "test_util.h"
@@ -147,6 +149,34 @@ TEST(Loader, ExactMidEpochResume) {
   LoaderState other = st;
   other.seed = 99;
   EXPECT_FALSE((*resumed)->LoadState(other).ok());
+}
+
+// tf.data runs the generator (Next) on its own thread while the user calls
+// state_dict(): every state seen must be a batch boundary, never a position
+// ahead of the batches it counts.
+TEST(Loader, StateTakenFromAnotherThreadIsABatchBoundary) {
+  Data d;
+  LoaderOptions o = d.Opts();
+  auto l = Loader::Open(o);
+  ASSERT_TRUE(l.ok());
+  std::atomic<bool> done{false};
+  std::thread consumer([&] {
+    Batch b;
+    for (int e = 0; e < 3; ++e)
+      while (*(*l)->Next(&b)) {
+      }
+    done = true;
+  });
+  uint64_t seen = 0, bad = 0;
+  while (!done) {
+    LoaderState s = (*l)->state();
+    uint64_t expect = std::min<uint64_t>(s.batches_consumed * o.batch_size, 60);
+    if (s.position != expect) ++bad;
+    ++seen;
+  }
+  consumer.join();
+  EXPECT_EQ(bad, 0u) << "of " << seen << " states";
+  EXPECT_GT(seen, 0u);
 }
 
 TEST(Loader, CorruptSampleRaisesNamingItOrIsSkipped) {
