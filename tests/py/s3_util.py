@@ -3,6 +3,7 @@ port, plus a fault-injecting HTTP proxy in front of it."""
 
 import http.client
 import os
+import re
 import socket
 import socketserver
 import subprocess
@@ -19,27 +20,42 @@ def free_port():
 
 class MotoServer:
     """moto_server in a child process; env adds to its environment (e.g.
-    INITIAL_NO_AUTH_ACTION_COUNT)."""
+    INITIAL_NO_AUTH_ACTION_COUNT). It binds port 0 and we read the port it
+    got from its startup line, so no other process can take a port we picked
+    between choosing it and moto binding it (and we never talk to another
+    server by mistake)."""
 
     def __init__(self, env=None):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
         e = dict(os.environ, **(env or {}))
         self.proc = subprocess.Popen(
             [sys.executable, "-c", "from moto.server import main; main()",
-             "-H", "127.0.0.1", "-p", str(self.port)],
-            env=e, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             "-H", "127.0.0.1", "-p", "0"],
+            env=e, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        found = threading.Event()
+        self.port = None
+
+        def read_log():
+            for line in self.proc.stderr:  # werkzeug logs every request here: keep draining
+                m = re.search(r"Running on http://127\.0\.0\.1:(\d+)", line)
+                if m and self.port is None:
+                    self.port = int(m.group(1))
+                    found.set()
+            found.set()
+
+        threading.Thread(target=read_log, daemon=True).start()
+        if not found.wait(60) or self.port is None:
+            self.close()
+            raise RuntimeError("moto_server did not start within 60 s")
+        self.url = f"http://127.0.0.1:{self.port}"
         deadline = time.time() + 60
         while time.time() < deadline:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
                     return
             except OSError:
-                if self.proc.poll() is not None:
-                    raise RuntimeError("moto_server exited at start")
                 time.sleep(0.1)
         self.close()
-        raise RuntimeError("moto_server did not start within 60 s")
+        raise RuntimeError("moto_server did not accept connections within 60 s")
 
     def close(self):
         if self.proc.poll() is None:
