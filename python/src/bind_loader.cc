@@ -87,6 +87,10 @@ void BindOptions(nb::module_& m) {
       .value("GLOBAL", ShardMode::kGlobal)
       .value("STICKY", ShardMode::kSticky)
       .value("ROTATE", ShardMode::kRotate);
+  nb::enum_<WarmRead>(m, "WarmRead", "CacheOptions.warm_read")
+      .value("AUTO", WarmRead::kAuto)
+      .value("BUFFERED", WarmRead::kBuffered)
+      .value("DIRECT", WarmRead::kDirect);
 
   nb::class_<AugmentSpec>(m, "AugmentSpec", "RandomResizedCrop + flip (C++ AugmentSpec).")
       .def(nb::init<>())
@@ -129,7 +133,8 @@ void BindOptions(nb::module_& m) {
       .def_rw("reserve_chunk", &CacheOptions::reserve_chunk)
       .def_rw("segment_bytes", &CacheOptions::segment_bytes)
       .def_rw("claim_wait_seconds", &CacheOptions::claim_wait_seconds)
-      .def_rw("record_use", &CacheOptions::record_use);
+      .def_rw("record_use", &CacheOptions::record_use)
+      .def_rw("warm_read", &CacheOptions::warm_read);
 
   nb::class_<LoaderOptions>(m, "LoaderOptions", "C++ LoaderOptions; filled by ssdfeed.Loader.")
       .def(nb::init<>())

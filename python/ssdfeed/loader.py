@@ -162,6 +162,11 @@ class Loader:
             ``cls``).
         cache_capacity: most bytes the cache root may hold, int >= 1, or
             None (default): the bytes it holds now plus 80% of free space.
+        warm_read: how cached records are read: ``"auto"`` (default)
+            reads with O_DIRECT through io_uring when the entry is larger
+            than the memory available (every epoch reads the device) and
+            through the page cache otherwise; ``"buffered"`` or ``"direct"``
+            force one.
 
     Iteration: each pass (``for batch in loader``) is one epoch. A pass
     without a ``set_epoch()`` call before it takes the next epoch (0, 1,
@@ -184,12 +189,16 @@ class Loader:
                  dtype: str = "uint8", layout: str = "NHWC",
                  mean: Optional[Sequence[float]] = None, std: Optional[Sequence[float]] = None,
                  image_key: Optional[str] = None, label_key: Optional[str] = None,
-                 cache_capacity: Optional[int] = None, metrics: bool = True,
+                 cache_capacity: Optional[int] = None, warm_read: str = "auto",
+                 metrics: bool = True,
                  metrics_port: Optional[int] = None, metrics_host: str = "127.0.0.1"):
         o = _ssdfeed.LoaderOptions()
         _fill_source_side(o, source, cache, prepare, on_error, image_key, label_key)
         o.cache.capacity_bytes = 0 if cache_capacity is None else _int("cache_capacity",
                                                                         cache_capacity, 1)
+        if warm_read not in ("auto", "buffered", "direct"):
+            raise ValueError(f"warm_read must be 'auto', 'buffered' or 'direct', not {warm_read!r}")
+        o.cache.warm_read = _ssdfeed.WarmRead[warm_read.upper()]
         # metrics: publish counters for `ssdfeed serve-metrics`; metrics_port:
         # also serve this process's own /metrics on metrics_host:metrics_port.
         o.metrics = bool(metrics)
