@@ -249,7 +249,11 @@ void BindLoader(nb::module_& m) {
       .def("stats", &Loader::stats)
       .def("state",
            [](const Loader& l) {
-             LoaderState s = l.state();
+             LoaderState s;
+             {
+               nb::gil_scoped_release nogil;  // waits for a Next on another thread
+               s = l.state();
+             }
              nb::dict d;
              d["epoch"] = s.epoch;
              d["batches_consumed"] = s.batches_consumed;

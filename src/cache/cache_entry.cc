@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
 #include "cache/capacity.h"
@@ -47,12 +48,39 @@ uint64_t MemAvailableBytes() {
   return 0;
 }
 
+// The memory limit of this process's cgroup (v2 memory.max, or v1
+// memory.limit_in_bytes); 0 when unlimited or unknown. In a container the
+// page cache it can fill is bounded by its own limit, not by the host's
+// MemAvailable. A container sees its own cgroup either at its path or (with
+// a cgroup namespace, or v1 mounted for it) at the mount's root.
+uint64_t CgroupMemoryLimit() {
+  std::ifstream cg("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(cg, line)) {
+    bool v2 = line.rfind("0::", 0) == 0;
+    size_t at = line.find(":memory:");
+    if (!v2 && at == std::string::npos) continue;
+    std::string path = v2 ? line.substr(3) : line.substr(at + 8);
+    std::string base = v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory";
+    std::string file = v2 ? "/memory.max" : "/memory.limit_in_bytes";
+    for (const std::string& dir : {base + (path == "/" ? "" : path), base}) {
+      std::ifstream in(dir + file);
+      std::string v;
+      if (!(in >> v)) continue;
+      uint64_t n = v == "max" ? 0 : std::strtoull(v.c_str(), nullptr, 10);
+      return n >= (1ull << 60) ? 0 : n;  // v1 says "unlimited" with a huge number
+    }
+  }
+  return 0;
+}
+
 // warm_read=auto: direct once the records cannot all stay in the page cache
 // (then every epoch reads the device anyway, and buffered reads only add a
 // copy and evict other jobs' pages); buffered while they fit.
 bool UseDirect(WarmRead mode, uint64_t data_bytes) {
   if (mode != WarmRead::kAuto) return mode == WarmRead::kDirect;
-  uint64_t avail = MemAvailableBytes();
+  uint64_t avail = MemAvailableBytes(), limit = CgroupMemoryLimit();
+  if (limit > 0 && (avail == 0 || limit < avail)) avail = limit;
   return avail > 0 && data_bytes > avail;
 }
 

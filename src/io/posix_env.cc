@@ -106,8 +106,10 @@ class UringReads final : public PendingReads {
   ~UringReads() override { Wait(); }
 
   void Wait() override {
-    if (left_ > 0) io_uring_submit(ring_);  // any a failed submit left queued
     while (left_ > 0) {
+      // Any a failed submit left queued (-EBUSY, -EAGAIN): waiting alone
+      // would never send them.
+      if (io_uring_sq_ready(ring_) > 0) io_uring_submit(ring_);
       io_uring_cqe* cqe = nullptr;
       int w = io_uring_wait_cqe(ring_, &cqe);
       if (w == -EINTR) continue;
@@ -134,7 +136,9 @@ class UringReads final : public PendingReads {
       r.status = Status::OK();
       return;
     }
-    size_t done = res > 0 ? static_cast<size_t>(res) : 0, more = 0;
+    // Resume at an aligned point: on an O_DIRECT file an unaligned pread is
+    // EINVAL once a writer has appended past the old end of file.
+    size_t done = res > 0 ? static_cast<size_t>(res) & ~(kDirectIoAlignment - 1) : 0, more = 0;
     r.status = r.file->Read(r.offset + done, r.n - done, r.scratch + done, &more);
     r.got = done + more;
   }
