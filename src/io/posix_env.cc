@@ -70,7 +70,15 @@ io_uring* ThreadRing() {
   struct Ring {
     io_uring ring;
     bool ok = false;
-    Ring() { ok = io_uring_queue_init(kRingDepth, &ring, 0) == 0; }
+    Ring() {
+      int rc = io_uring_queue_init(kRingDepth, &ring, 0);
+      ok = rc == 0;
+      static std::atomic<bool> warned{false};
+      if (!ok && !warned.exchange(true))
+        Env::Default()->Warn(
+            std::string("io_uring unavailable (") + std::strerror(-rc) +
+            "): direct cache reads go one at a time, not the device's queue depth");
+    }
     ~Ring() {
       if (ok) io_uring_queue_exit(&ring);
     }
