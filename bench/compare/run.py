@@ -252,7 +252,7 @@ def main():
                 iops = res.get("storage", {}).get("iops", 0)
                 rate = statistics.median(e["images_per_s"] for e in dev)
                 rows.setdefault("ssdfeed warm from device (O_DIRECT, io_uring)", []).append(
-                    {"images_per_s": rate, "peak_rss_mb": 0, "storage_iops": iops})
+                    {"images_per_s": rate, "peak_rss_mb": None, "storage_iops": iops})
                 storage.append(res.get("storage", {}))
         elif rep == 0:
             notes.append("warm-from-device rows need root (/proc/sys/vm/drop_caches)")
@@ -268,8 +268,10 @@ def main():
     shutil.rmtree(os.path.join(work, "ssdfeed-cache"), ignore_errors=True)
     shutil.rmtree(os.path.join(work, "tf-cache"), ignore_errors=True)
 
+    # Peak RSS is not taken from `ssdfeed bench loader` (a CLI run): None, "n/a".
     med = {k: (statistics.median(r["images_per_s"] for r in v),
-               max(r["peak_rss_mb"] for r in v), len(v)) for k, v in rows.items()}
+               max((r["peak_rss_mb"] for r in v if r["peak_rss_mb"] is not None), default=None),
+               len(v)) for k, v in rows.items()}
     base = med.get("PyTorch DataLoader + PIL", (float("nan"),))[0]
     cores = os.cpu_count()
     lines = [f"# Loader comparison: {args.count} generated JPEGs, {cores} cores, "
@@ -277,8 +279,9 @@ def main():
              "| loader | images/s (median) | images/s per core | vs PyTorch+PIL | peak RSS MB | runs |",
              "|---|---:|---:|---:|---:|---:|"]
     for k, (rate, rss, n) in med.items():
+        rss_text = "n/a" if rss is None else f"{rss:,.0f}"
         lines.append(f"| {k} | {rate:,.0f} | {rate / cores:,.0f} | {rate / base:.1f}x | "
-                     f"{rss:,.0f} | {n} |")
+                     f"{rss_text} | {n} |")
     if "ssdfeed warm" in med and "tf.data cache(file) warm" in med:
         lines += ["", f"warm ssdfeed / warm tf.data cache: "
                       f"{med['ssdfeed warm'][0] / med['tf.data cache(file) warm'][0]:.1f}x"]
