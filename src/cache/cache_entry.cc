@@ -35,6 +35,8 @@ namespace {
 constexpr char kEntrySlotPrefix[] = "w-";
 // last_used is refreshed at most this often while the entry is in use.
 constexpr int64_t kTouchEveryMicros = 60ll * 1000000;
+// warm_read=auto looks again this often whether the entry fits in memory.
+constexpr int64_t kRedecideEveryMicros = 10ll * 1000000;
 
 // MemAvailable of /proc/meminfo: what the page cache could give this entry
 // without evicting what others need. 0 when unknown (not Linux).
@@ -159,8 +161,7 @@ class CacheEntryImpl final : public CacheEntry {
   }
 
   Status Get(uint64_t id, std::string* buf, CachedSample* out) override {
-    MaybeTouch();
-    MaybeRedecide();  // the loader looks at direct_reads() at each epoch
+    Periodic(/*redecide=*/true);  // the loader looks at direct_reads() at each epoch
     Status s = index_.Get(id, buf, out);
     if (s.IsCorruption()) counters_.corrupt_records++;
     return s;
@@ -168,8 +169,7 @@ class CacheEntryImpl final : public CacheEntry {
 
   std::unique_ptr<CacheReadBatch> StartGetMany(CacheRead* reads, size_t n,
                                                ReadBuffers* bufs) override {
-    MaybeTouch();
-    MaybeRedecide();
+    Periodic(/*redecide=*/true);
     uint64_t direct = 0;
     auto inner = index_.StartGetMany(reads, n, bufs, &direct);
     counters_.direct_reads += direct;
@@ -183,7 +183,7 @@ class CacheEntryImpl final : public CacheEntry {
              int channels) override {
     if (id >= key_.samples_total) return Status::InvalidArgument("sample id out of range");
     if (!writer_) return Status::NotSupported(warning());
-    MaybeTouch();
+    Periodic(/*redecide=*/false);
     return writer_->Put(id, claims_.NextSeq(index_.max_seq()), label, pixels, height, width,
                         channels);
   }
@@ -210,22 +210,25 @@ class CacheEntryImpl final : public CacheEntry {
   CacheCounters& counters() override { return counters_; }
 
  private:
-  // warm_read=auto: an entry filled after it was opened (the cold epoch) may
-  // have outgrown memory since; looked at again every 10 s.
-  void MaybeRedecide() {
-    if (opts_.warm_read != WarmRead::kAuto) return;
-    int64_t now = opts_.env->NowMicros(), last = last_decide_us_.load(std::memory_order_relaxed);
-    if (now - last < 10 * 1000000 || !last_decide_us_.compare_exchange_strong(last, now)) return;
-    index_.SetDirect(UseDirect(opts_.warm_read, index_.DataBytes()));
+  // Upkeep on the read and write paths, one clock read per call: last_used
+  // is refreshed every kTouchEveryMicros (an entry in use for weeks must not
+  // look weeks old to `gc --older-than`), and with warm_read=auto, Gets look
+  // again every 10 s whether the entry (filled after it was opened, in the
+  // cold epoch) has outgrown memory.
+  void Periodic(bool redecide) {
+    int64_t now = opts_.env->NowMicros();
+    if (!foreign_ && opts_.record_use && Due(&last_touch_us_, now, kTouchEveryMicros))
+      TouchLastUsed(opts_.env, dir_, FileMode(opts_));
+    if (redecide && opts_.warm_read == WarmRead::kAuto &&
+        Due(&last_decide_us_, now, kRedecideEveryMicros))
+      index_.SetDirect(UseDirect(opts_.warm_read, index_.DataBytes()));
   }
 
-  // An entry in use for weeks must not look weeks old to `gc --older-than`.
-  void MaybeTouch() {
-    if (foreign_ || !opts_.record_use) return;
-    int64_t now = opts_.env->NowMicros(), last = last_touch_us_.load(std::memory_order_relaxed);
-    if (now - last < kTouchEveryMicros) return;
-    if (!last_touch_us_.compare_exchange_strong(last, now)) return;  // another thread does it
-    TouchLastUsed(opts_.env, dir_, FileMode(opts_));
+  // True for the one thread that finds *last at least every micros old and
+  // moves it to now; the others go on.
+  static bool Due(std::atomic<int64_t>* last, int64_t now, int64_t every) {
+    int64_t seen = last->load(std::memory_order_relaxed);
+    return now - seen >= every && last->compare_exchange_strong(seen, now);
   }
 
   const CacheOptions opts_;
