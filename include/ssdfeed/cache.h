@@ -29,6 +29,22 @@ enum class WarmRead {
   kDirect,
 };
 
+// How a fill writes records (see docs/cache-format.md, "Writing").
+enum class FillWrite {
+  // Direct when the entry's records (samples x the first record's size)
+  // will not fit in the memory available (min of MemAvailable and the
+  // cgroup's limit) when the first record is stored; buffered otherwise, so a
+  // dataset that fits is in the page cache for its second epoch.
+  kAuto,
+  // write(2) through the page cache by the worker that prepared the sample.
+  kBuffered,
+  // Workers copy records into 1 MiB aligned chunks; one writer thread per
+  // entry writes them with O_DIRECT (no page-cache copy or writeback on the
+  // workers' cores) and indexes each record once its bytes are written.
+  // Falls back to buffered where the filesystem refuses O_DIRECT.
+  kDirect,
+};
+
 struct CacheOptions {
   // The cache root directory (created 0700, or 0770 with group_shared).
   // Required; the CLI and Python default it to $SSDFEED_CACHE, then
@@ -52,6 +68,8 @@ struct CacheOptions {
   double claim_wait_seconds = 3.0;
   // How records are read back. Default kAuto.
   WarmRead warm_read = WarmRead::kAuto;
+  // How a fill writes records. Default kAuto.
+  FillWrite fill_write = FillWrite::kAuto;
   // Opening an entry counts as using it: its last_used (which orders LRU
   // eviction and `gc --older-than`) is refreshed at open, every minute while
   // in use, and at close. Tools that only inspect (verify, ls, export) set
@@ -83,6 +101,7 @@ struct CacheCounters {
   std::atomic<uint64_t> capacity_denied{0};  // puts refused: capacity reached
   std::atomic<uint64_t> evictions{0};        // entries this process evicted
   std::atomic<uint64_t> direct_reads{0};     // records read with O_DIRECT
+  std::atomic<uint64_t> direct_writes{0};    // records written with O_DIRECT
 };
 
 // A prepared sample read from the cache; pixels point into the caller's buffer.

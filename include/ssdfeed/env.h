@@ -43,15 +43,20 @@ class RandomAccessFile {
   virtual const std::string& path() const = 0;
 };
 
-// Append-only writes. Data is durable only after Sync() returns OK.
+// Appends (or, on a direct file, positional writes). Data is durable only
+// after Sync() returns OK.
 class WritableFile {
  public:
   virtual ~WritableFile() = default;
   virtual Status Append(const void* data, size_t n) = 0;
+  // Writes n bytes at offset, extending the file if it ends before. On a
+  // file opened with WritableFileOptions::direct, offset, n and data must be
+  // multiples of kDirectIoAlignment. Default: NotSupported.
+  virtual Status WriteAt(uint64_t offset, const void* data, size_t n);
   // fdatasync: the data and the size, not every inode field.
   virtual Status Sync() = 0;
   virtual Status Close() = 0;
-  virtual uint64_t Size() const = 0;  // bytes appended so far (incl. existing)
+  virtual uint64_t Size() const = 0;  // end of what was written (incl. existing)
   virtual const std::string& path() const = 0;
 };
 
@@ -142,6 +147,10 @@ struct WritableFileOptions {
   bool truncate = false;
   // Permission bits for a new file. Default 0600: no group or world access.
   uint32_t mode = 0600;
+  // Bypass the page cache (O_DIRECT) and write only with WriteAt (Append is
+  // then refused). NotSupported where the filesystem refuses it (tmpfs).
+  // Default false.
+  bool direct = false;
 };
 
 class Env {

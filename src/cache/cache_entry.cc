@@ -79,11 +79,17 @@ uint64_t CgroupMemoryLimit() {
 // warm_read=auto: direct once the records cannot all stay in the page cache
 // (then every epoch reads the device anyway, and buffered reads only add a
 // copy and evict other jobs' pages); buffered while they fit.
-bool UseDirect(WarmRead mode, uint64_t data_bytes) {
-  if (mode != WarmRead::kAuto) return mode == WarmRead::kDirect;
+// False when bytes exceed the memory available to this process (the lesser
+// of MemAvailable and the cgroup's limit): the page cache cannot hold them.
+bool FitsInMemory(uint64_t bytes) {
   uint64_t avail = MemAvailableBytes(), limit = CgroupMemoryLimit();
   if (limit > 0 && (avail == 0 || limit < avail)) avail = limit;
-  return avail > 0 && data_bytes > avail;
+  return avail == 0 || bytes <= avail;
+}
+
+bool UseDirect(WarmRead mode, uint64_t data_bytes) {
+  if (mode != WarmRead::kAuto) return mode == WarmRead::kDirect;
+  return !FitsInMemory(data_bytes);
 }
 
 // Counts the corrupt records a batch found, as Get does.
@@ -147,8 +153,11 @@ class CacheEntryImpl final : public CacheEntry {
         if (!c.ok())
           env->Warn(c.message() + "; filling without coordination (samples may be prepared twice)");
         capacity->SetCounters(&counters_);
-        writer_ = std::make_unique<SegmentWriter>(opts_, dir_, slot_->id(), std::move(capacity),
-                                                  &index_, &counters_);
+        uint64_t samples = key_.samples_total;
+        writer_ = std::make_unique<SegmentWriter>(
+            opts_, dir_, slot_->id(), std::move(capacity), &index_, &counters_,
+            [samples](uint64_t record_bytes) { return !FitsInMemory(samples * record_bytes); },
+            [this](uint64_t id) { claims_.Release(id); });
       } else {
         env->Warn(slot.status().message() + "; this process only reads the cache");
       }
@@ -163,6 +172,8 @@ class CacheEntryImpl final : public CacheEntry {
   Status Get(uint64_t id, std::string* buf, CachedSample* out) override {
     Periodic(/*redecide=*/true);  // the loader looks at direct_reads() at each epoch
     Status s = index_.Get(id, buf, out);
+    // Our own Put, staged for a direct write: write it, then read it.
+    if (s.IsNotFound() && writer_ && writer_->FlushIfStaged(id)) s = index_.Get(id, buf, out);
     if (s.IsCorruption()) counters_.corrupt_records++;
     return s;
   }
@@ -170,6 +181,9 @@ class CacheEntryImpl final : public CacheEntry {
   std::unique_ptr<CacheReadBatch> StartGetMany(CacheRead* reads, size_t n,
                                                ReadBuffers* bufs) override {
     Periodic(/*redecide=*/true);
+    if (writer_ && writer_->staged() > 0)
+      for (size_t i = 0; i < n && !writer_->FlushIfStaged(reads[i].id); ++i) {
+      }
     uint64_t direct = 0;
     auto inner = index_.StartGetMany(reads, n, bufs, &direct);
     counters_.direct_reads += direct;
@@ -177,7 +191,10 @@ class CacheEntryImpl final : public CacheEntry {
   }
   bool direct_reads() const override { return index_.direct(); }
 
-  bool Contains(uint64_t id) override { return index_.Contains(id); }
+  bool Contains(uint64_t id) override {
+    if (index_.Contains(id)) return true;
+    return writer_ && writer_->FlushIfStaged(id) && index_.Contains(id);
+  }
 
   Status Put(uint64_t id, int64_t label, const uint8_t* pixels, int height, int width,
              int channels) override {
@@ -192,13 +209,18 @@ class CacheEntryImpl final : public CacheEntry {
 
   bool TryClaim(uint64_t id) override { return !writer_ || claims_.TryClaim(id); }
   void ReleaseClaim(uint64_t id) override {
-    if (writer_) claims_.Release(id);
+    // A staged record keeps its claim until it is indexed: another process
+    // waiting for it then finds it instead of preparing it again.
+    if (writer_ && !writer_->ReleaseWhenStored(id)) claims_.Release(id);
   }
 
   Status Refresh() override { return index_.Refresh(); }
   Status Sync() override { return writer_ ? writer_->Sync() : Status::OK(); }
 
-  uint64_t samples_present() override { return index_.present(); }
+  uint64_t samples_present() override {
+    if (writer_ && writer_->staged() > 0) writer_->Flush();
+    return index_.present();
+  }
   uint64_t samples_total() const override { return key_.samples_total; }
   bool read_only() const override { return foreign_; }
   const std::string& dir() const override { return dir_; }

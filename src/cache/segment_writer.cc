@@ -1,12 +1,38 @@
 #include "cache/segment_writer.h"
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include "cache/entry_files.h"
 
 namespace ssdfeed {
 
 namespace cf = cache_format;
+
+struct SegmentWriter::Chunk {
+  Chunk() {
+    void* p = nullptr;
+    if (::posix_memalign(&p, kDirectIoAlignment, kChunkBytes) != 0) std::abort();
+    buf = static_cast<char*>(p);
+  }
+  ~Chunk() { std::free(buf); }
+  Chunk(const Chunk&) = delete;
+  Chunk& operator=(const Chunk&) = delete;
+
+  int seg = 0;
+  uint64_t file_off = 0;  // a multiple of kDirectIoAlignment
+  size_t filled = 0;
+  char* buf = nullptr;  // kChunkBytes, aligned
+  std::vector<cf::IndexEntry> ends;  // records whose last byte is here
+};
+
+namespace {
+
+uint64_t AlignDown(uint64_t x) { return x & ~static_cast<uint64_t>(kDirectIoAlignment - 1); }
+uint64_t AlignUp(uint64_t x) { return AlignDown(x + kDirectIoAlignment - 1); }
+
+}  // namespace
 
 std::string SegmentBase(uint32_t slot, int n) {
   char buf[48];
@@ -26,15 +52,19 @@ bool ParseSegmentBase(const std::string& base, uint32_t* slot, int* n) {
 
 SegmentWriter::SegmentWriter(const CacheOptions& opts, std::string dir, uint32_t slot,
                              std::unique_ptr<Capacity> capacity, SegmentIndex* index,
-                             CacheCounters* counters)
+                             CacheCounters* counters, std::function<bool(uint64_t)> want_direct,
+                             std::function<void(uint64_t)> release_claim)
     : opts_(opts),
       dir_(std::move(dir)),
       slot_(slot),
       index_(index),
       counters_(counters),
+      want_direct_(std::move(want_direct)),
+      release_claim_(std::move(release_claim)),
       capacity_(std::move(capacity)) {}
 
 SegmentWriter::~SegmentWriter() {
+  StopWriter();  // writes what is staged first
   {
     std::lock_guard<std::mutex> f(flag_mu_);
     stop_syncer_ = true;
@@ -80,7 +110,17 @@ Status SegmentWriter::Put(uint64_t id, uint64_t seq, int64_t label, const uint8_
   h.channels = static_cast<uint8_t>(channels);
   h.label = label;
   uint32_t rec_len = static_cast<uint32_t>(cf::kRecordHeaderSize + h.payload_len);
-  uint64_t need = rec_len + cf::kIndexEntrySize;
+  if (!decided_) {
+    decided_ = true;
+    direct_ = opts_.fill_write == FillWrite::kDirect ||
+              (opts_.fill_write == FillWrite::kAuto && want_direct_ && want_direct_(rec_len));
+  }
+  // A direct segment's last block is padded to 4 KiB while it is written:
+  // its first record pays for the padding, so the files stay within what
+  // was reserved.
+  bool new_segment = direct_ ? (seg_n_ < 0 || end_ + rec_len > opts_.segment_bytes)
+                             : (!dat_ || dat_->Size() + rec_len > opts_.segment_bytes);
+  uint64_t need = rec_len + cf::kIndexEntrySize + (direct_ && new_segment ? kDirectIoAlignment : 0);
   if (reserved_left_ < need) {
     auto r = capacity_->Reserve(need);
     if (!r.ok()) return StopAdmittingLocked(r.status(), &counters_->capacity_denied);
@@ -90,29 +130,52 @@ Status SegmentWriter::Put(uint64_t id, uint64_t seq, int64_t label, const uint8_
   if (!s.ok()) return StopAdmittingLocked(s, &counters_->write_errors);
   char hdr[cf::kRecordHeaderSize];
   cf::EncodeRecordHeader(&h, pixels, hdr);
-  uint64_t offset = dat_->Size();
-  s = dat_->Append(hdr, sizeof(hdr));
-  if (s.ok()) s = dat_->Append(pixels, h.payload_len);
-  cf::IndexEntry ie{id, offset, rec_len, h.height, h.width, h.channels, seq, h.checksum};
+  cf::IndexEntry ie{id, 0, rec_len, h.height, h.width, h.channels, seq, h.checksum};
+  s = direct_ ? StageLocked(ie, hdr, pixels, h.payload_len)
+              : AppendLocked(ie, hdr, pixels, h.payload_len);
+  if (!s.ok()) return s;
+  reserved_left_ -= need;
+  return Status::OK();
+}
+
+Status SegmentWriter::AppendLocked(const cf::IndexEntry& entry, const char* hdr,
+                                   const uint8_t* pixels, uint32_t payload_len) {
+  cf::IndexEntry ie = entry;
+  ie.offset = dat_->Size();
+  Status s = dat_->Append(hdr, cf::kRecordHeaderSize);
+  if (s.ok()) s = dat_->Append(pixels, payload_len);
   char idx[cf::kIndexEntrySize];
   cf::EncodeIndexEntry(ie, idx);
   // The index entry goes after its record: a record without one is a torn
   // tail nobody reads; an entry without its record fails its checksum.
   if (s.ok()) s = idx_->Append(idx, sizeof(idx));
   if (!s.ok()) return StopAdmittingLocked(s, &counters_->write_errors);
-  reserved_left_ -= need;
-  unsynced_ += need;
+  unsynced_ += ie.record_len + cf::kIndexEntrySize;
   if (unsynced_ >= opts_.sync_bytes) RequestSyncLocked();
   index_->Apply(seg_index_slot_, ie);
   counters_->puts++;
-  counters_->put_bytes += rec_len;
+  counters_->put_bytes += ie.record_len;
   return Status::OK();
 }
 
 Status SegmentWriter::EnsureSegmentLocked(uint64_t need) {
-  if (dat_ && dat_->Size() + need <= opts_.segment_bytes) return Status::OK();
-  if (dat_) return OpenSegmentLocked(seg_n_ + 1, false);
-  // First put: take over the slot's last segment if it has room.
+  if (seg_n_ < 0) return FirstSegmentLocked(need);
+  if (direct_) {
+    if (end_ + need <= opts_.segment_bytes) return Status::OK();
+    // The writer thread closes the old files when it reaches the new
+    // segment's first chunk.
+    if (open_ && !open_->ends.empty()) SealLocked();
+    if (open_) spare_.push_back(std::move(open_));  // a carried block: written already
+    seg_n_++;
+    end_ = next_off_ = 0;
+    return Status::OK();
+  }
+  if (dat_->Size() + need <= opts_.segment_bytes) return Status::OK();
+  return OpenSegmentLocked(seg_n_ + 1, false);
+}
+
+// First put: take over the slot's last segment if it has room.
+Status SegmentWriter::FirstSegmentLocked(uint64_t need) {
   std::vector<std::string> names;
   SSDFEED_RETURN_IF_ERROR(opts_.env->GetChildren(dir_, &names));
   int last = -1;
@@ -123,11 +186,19 @@ Status SegmentWriter::EnsureSegmentLocked(uint64_t need) {
     if (SegmentBaseOf(name, ".dat", &base) && ParseSegmentBase(base, &s, &n) && s == slot_)
       last = std::max(last, n);
   }
-  if (last < 0) return OpenSegmentLocked(0, false);
-  auto fi = opts_.env->Lstat(JoinPath(dir_, SegmentBase(slot_, last) + ".dat"));
-  if (fi.ok() && !fi->is_symlink && fi->size + need <= opts_.segment_bytes)
-    return OpenSegmentLocked(last, true);
-  return OpenSegmentLocked(last + 1, false);
+  int n = last < 0 ? 0 : last;
+  bool takeover = false;
+  if (last >= 0) {
+    auto fi = opts_.env->Lstat(JoinPath(dir_, SegmentBase(slot_, last) + ".dat"));
+    takeover = fi.ok() && !fi->is_symlink && fi->size + need <= opts_.segment_bytes;
+    if (!takeover) n = last + 1;
+  }
+  if (direct_) {
+    Status s = OpenFirstDirectLocked(n, takeover);
+    if (!s.IsNotSupported()) return s;
+    direct_ = false;  // tmpfs and the like: buffered it is
+  }
+  return OpenSegmentLocked(n, takeover);
 }
 
 Status SegmentWriter::CutTornTail(const std::string& base) {
@@ -151,30 +222,41 @@ Status SegmentWriter::CutTornTail(const std::string& base) {
   return Status::OK();
 }
 
-Status SegmentWriter::OpenSegmentLocked(int n, bool takeover) {
+Status SegmentWriter::OpenPair(int n, bool takeover, bool direct,
+                               std::unique_ptr<WritableFile>* dat,
+                               std::unique_ptr<WritableFile>* idx, uint32_t* index_slot) {
   Env* env = opts_.env;
   std::string base = SegmentBase(slot_, n);
   if (takeover) SSDFEED_RETURN_IF_ERROR(CutTornTail(base));
+  WritableFileOptions wo;
+  wo.truncate = !takeover;
+  wo.mode = FileMode(opts_);
+  wo.direct = direct;
+  SSDFEED_ASSIGN_OR_RETURN(*dat, env->NewWritableFile(JoinPath(dir_, base + ".dat"), wo));
+  wo.direct = false;
+  SSDFEED_ASSIGN_OR_RETURN(*idx, env->NewWritableFile(JoinPath(dir_, base + ".idx"), wo));
+  if (!takeover) SSDFEED_RETURN_IF_ERROR(env->SyncDir(dir_));
+  SSDFEED_ASSIGN_OR_RETURN(auto reader, env->NewRandomAccessFile(JoinPath(dir_, base + ".dat")));
+  *index_slot = index_->AttachOwn(base, std::move(reader));
+  return Status::OK();
+}
+
+Status SegmentWriter::OpenSegmentLocked(int n, bool takeover) {
   MutexLock files(&files_mu_);  // the syncer must not hold old files
   if (dat_) {
     SSDFEED_RETURN_IF_ERROR(SyncFiles());
     SSDFEED_RETURN_IF_ERROR(dat_->Close());
     SSDFEED_RETURN_IF_ERROR(idx_->Close());
   }
-  WritableFileOptions wo;
-  wo.truncate = !takeover;
-  wo.mode = FileMode(opts_);
-  SSDFEED_ASSIGN_OR_RETURN(dat_, env->NewWritableFile(JoinPath(dir_, base + ".dat"), wo));
-  SSDFEED_ASSIGN_OR_RETURN(idx_, env->NewWritableFile(JoinPath(dir_, base + ".idx"), wo));
-  if (!takeover) SSDFEED_RETURN_IF_ERROR(env->SyncDir(dir_));
-  SSDFEED_ASSIGN_OR_RETURN(auto reader, env->NewRandomAccessFile(JoinPath(dir_, base + ".dat")));
-  seg_index_slot_ = index_->AttachOwn(base, std::move(reader));
+  SSDFEED_RETURN_IF_ERROR(OpenPair(n, takeover, false, &dat_, &idx_, &seg_index_slot_));
   seg_n_ = n;
   return Status::OK();
 }
 
 Status SegmentWriter::Sync() {
+  Flush();
   MutexLock l(&mu_);
+  if (!write_error_.ok()) return write_error_;  // counted when it happened
   Status s = SyncLocked();
   // Counted and warned like a failed background sync: callers that cannot
   // return it (a loader stopping) leave a trace in the metrics.
@@ -189,10 +271,17 @@ Status SegmentWriter::SyncLocked() {
 }
 
 Status SegmentWriter::SyncFiles() {
-  if (!dat_) return Status::OK();
   // Data first, then the index that points into it.
-  SSDFEED_RETURN_IF_ERROR(dat_->Sync());
-  return idx_->Sync();
+  if (dat_) {
+    SSDFEED_RETURN_IF_ERROR(dat_->Sync());
+    SSDFEED_RETURN_IF_ERROR(idx_->Sync());
+  }
+  if (wdat_) {
+    SSDFEED_RETURN_IF_ERROR(wdat_->Sync());
+    SSDFEED_RETURN_IF_ERROR(widx_->Sync());
+    file_unsynced_ = 0;
+  }
+  return Status::OK();
 }
 
 void SegmentWriter::RequestSyncLocked() {
@@ -234,6 +323,275 @@ Status SegmentWriter::StopAdmittingLocked(const Status& why, std::atomic<uint64_
                     "); what it holds is still served, the rest comes from the origin");
   }
   return why;
+}
+
+// ---- Direct mode ----
+
+
+// Opens the first segment for direct writes and stages, as the open chunk,
+// the part of its last block that records already fill (the chunk writes
+// the block again, with more after it).
+Status SegmentWriter::OpenFirstDirectLocked(int n, bool takeover) {
+  MutexLock files(&files_mu_);
+  SSDFEED_RETURN_IF_ERROR(OpenPair(n, takeover, true, &wdat_, &widx_, &file_index_slot_));
+  uint64_t size = wdat_->Size();
+  file_seg_ = seg_n_ = n;
+  file_end_ = end_ = size;
+  open_ = TakeChunkLocked();
+  open_->seg = n;
+  open_->file_off = AlignDown(size);
+  open_->filled = size - open_->file_off;
+  if (open_->filled > 0) {
+    std::string base = JoinPath(dir_, SegmentBase(slot_, n) + ".dat");
+    SSDFEED_ASSIGN_OR_RETURN(auto f, opts_.env->NewRandomAccessFile(base));
+    size_t got = 0;
+    SSDFEED_RETURN_IF_ERROR(f->Read(open_->file_off, open_->filled, open_->buf, &got));
+    if (got != open_->filled) return Status::IOError(base + ": shorter than it was a moment ago");
+  }
+  writer_ = opts_.env->StartThread([this] { WriterLoop(); });
+  return Status::OK();
+}
+
+// Whether the record fits in the chunks there are (or may be made) without
+// waiting: Put waits for room before it copies a byte, so one record's bytes
+// are never split by another's.
+bool SegmentWriter::RoomLocked(uint64_t rec_len) {
+  uint64_t space = open_ ? kChunkBytes - open_->filled : 0;
+  uint64_t more = rec_len > space ? (rec_len - space + kChunkBytes - 1) / kChunkBytes : 0;
+  // A record larger than the staging limit gets the chunks it needs.
+  uint64_t limit = std::max<uint64_t>(kMaxChunks, more + 1);
+  uint64_t can = spare_.size() + (chunks_ < static_cast<int>(limit) ? limit - chunks_ : 0);
+  return more <= can;
+}
+
+Status SegmentWriter::StageLocked(const cf::IndexEntry& entry, const char* hdr,
+                                  const uint8_t* pixels, uint32_t payload_len) {
+  uint64_t rec_len = entry.record_len;
+  while (!RoomLocked(rec_len)) {
+    CondWait(&done_cv_, &mu_);
+    if (!admitting_) return Status::NoSpace(warning_);
+    // Another Put may have moved to a new segment meanwhile.
+    SSDFEED_RETURN_IF_ERROR(EnsureSegmentLocked(rec_len + cf::kIndexEntrySize));
+  }
+  cf::IndexEntry ie = entry;
+  ie.offset = end_;
+  CopyInLocked(hdr, cf::kRecordHeaderSize);
+  CopyInLocked(reinterpret_cast<const char*>(pixels), payload_len);
+  open_->ends.push_back(ie);
+  end_ += rec_len;
+  staged_[ie.sample_id].count++;
+  staged_total_++;
+  staged_count_.fetch_add(1, std::memory_order_release);
+  last_put_us_ = opts_.env->MonotonicMicros();
+  if (open_->filled == kChunkBytes) SealLocked();
+  return Status::OK();
+}
+
+// Copies into the open chunk, sealing full ones; RoomLocked said there are
+// chunks enough.
+void SegmentWriter::CopyInLocked(const char* p, size_t n) {
+  while (n > 0) {
+    if (open_ && open_->filled == kChunkBytes) SealLocked();
+    if (!open_) {
+      // Only a full chunk or a segment's start leaves none open.
+      open_ = TakeChunkLocked();
+      open_->seg = seg_n_;
+      open_->file_off = next_off_;
+    }
+    size_t k = std::min(n, kChunkBytes - open_->filled);
+    std::memcpy(open_->buf + open_->filled, p, k);
+    open_->filled += k;
+    p += k;
+    n -= k;
+  }
+}
+
+std::unique_ptr<SegmentWriter::Chunk> SegmentWriter::TakeChunkLocked() {
+  std::unique_ptr<Chunk> c;
+  if (!spare_.empty()) {
+    c = std::move(spare_.back());
+    spare_.pop_back();
+  } else {
+    c = std::make_unique<Chunk>();
+    chunks_++;
+  }
+  c->filled = 0;
+  c->ends.clear();
+  return c;
+}
+
+// Hands the open chunk to the writer thread. A part-full last block is
+// padded with zeros and carried into a new open chunk, which writes that
+// block again with the records that follow.
+void SegmentWriter::SealLocked() {
+  std::unique_ptr<Chunk> c = std::move(open_);
+  size_t tail = c->filled % kDirectIoAlignment;
+  if (tail != 0) {
+    open_ = TakeChunkLocked();
+    open_->seg = c->seg;
+    open_->file_off = c->file_off + (c->filled - tail);
+    std::memcpy(open_->buf, c->buf + (c->filled - tail), tail);
+    open_->filled = tail;
+    std::memset(c->buf + c->filled, 0, kDirectIoAlignment - tail);
+  } else {
+    next_off_ = c->file_off + c->filled;
+  }
+  sealed_.push_back(std::move(c));
+  work_cv_.notify_one();
+}
+
+void SegmentWriter::WriterLoop() {
+  mu_.Lock();
+  while (true) {
+    if (sealed_.empty()) {
+      bool waiting_records = open_ && !open_->ends.empty();
+      if (waiting_records && (flush_waiters_ > 0 || stop_writer_ ||
+                              opts_.env->MonotonicMicros() - last_put_us_ >= kIdleSealMicros)) {
+        SealLocked();
+        continue;
+      }
+      if (stop_writer_) break;
+      if (waiting_records)
+        CondWaitFor(&work_cv_, &mu_, kIdleSealMicros);
+      else
+        CondWait(&work_cv_, &mu_);
+      continue;
+    }
+    std::unique_ptr<Chunk> c = std::move(sealed_.front());
+    sealed_.pop_front();
+    writing_ = true;
+    mu_.Unlock();
+    Status s = WriteChunk(*c);
+    mu_.Lock();
+    writing_ = false;
+    FinishChunkLocked(std::move(c), s);
+  }
+  mu_.Unlock();
+}
+
+// Writes one sealed chunk, then indexes the records that end in it: their
+// bytes, and every chunk's before them, are in the file by then.
+Status SegmentWriter::WriteChunk(const Chunk& c) {
+  MutexLock files(&files_mu_);
+  if (c.seg != file_seg_) SSDFEED_RETURN_IF_ERROR(RollFiles(c.seg));
+  SSDFEED_RETURN_IF_ERROR(wdat_->WriteAt(c.file_off, c.buf, AlignUp(c.filled)));
+  file_end_ = c.file_off + c.filled;
+  if (c.ends.empty()) return Status::OK();
+  std::string idx(c.ends.size() * cf::kIndexEntrySize, '\0');
+  for (size_t i = 0; i < c.ends.size(); ++i)
+    cf::EncodeIndexEntry(c.ends[i], idx.data() + i * cf::kIndexEntrySize);
+  SSDFEED_RETURN_IF_ERROR(widx_->Append(idx.data(), idx.size()));
+  for (const cf::IndexEntry& ie : c.ends) {
+    index_->Apply(file_index_slot_, ie);
+    counters_->puts++;
+    counters_->put_bytes += ie.record_len;
+    counters_->direct_writes++;
+    file_unsynced_ += ie.record_len + cf::kIndexEntrySize;
+  }
+  // The writer thread syncs in the background itself: no worker waits.
+  if (file_unsynced_ >= opts_.sync_bytes) return SyncFiles();
+  return Status::OK();
+}
+
+// Closes the segment written so far (its padding cut, synced) and opens the
+// next one.
+Status SegmentWriter::RollFiles(int seg) {
+  if (wdat_) {
+    SSDFEED_RETURN_IF_ERROR(opts_.env->TruncateFile(wdat_->path(), file_end_));
+    SSDFEED_RETURN_IF_ERROR(SyncFiles());
+    SSDFEED_RETURN_IF_ERROR(wdat_->Close());
+    SSDFEED_RETURN_IF_ERROR(widx_->Close());
+  }
+  SSDFEED_RETURN_IF_ERROR(OpenPair(seg, false, true, &wdat_, &widx_, &file_index_slot_));
+  file_seg_ = seg;
+  file_end_ = 0;
+  return Status::OK();
+}
+
+void SegmentWriter::FinishChunkLocked(std::unique_ptr<Chunk> c, const Status& s) {
+  if (!s.ok()) {
+    // What is staged is lost (never indexed, so never read); the samples
+    // come from the origin as the rest do once admission stops.
+    if (write_error_.ok()) write_error_ = s;
+    (void)StopAdmittingLocked(s, &counters_->write_errors);
+    ForgetStagedLocked(*c);
+    for (auto& x : sealed_) ForgetStagedLocked(*x);
+    if (open_) ForgetStagedLocked(*open_);
+    for (auto& x : sealed_) spare_.push_back(std::move(x));
+    sealed_.clear();
+    if (open_) spare_.push_back(std::move(open_));
+  } else {
+    ForgetStagedLocked(*c);
+  }
+  spare_.push_back(std::move(c));
+  done_cv_.notify_all();
+}
+
+// The chunk's records are indexed (or dropped): no longer staged.
+void SegmentWriter::ForgetStagedLocked(const Chunk& c) {
+  for (const cf::IndexEntry& ie : c.ends) {
+    finished_total_++;
+    auto it = staged_.find(ie.sample_id);
+    if (it == staged_.end()) continue;
+    staged_count_.fetch_sub(1, std::memory_order_release);
+    if (--it->second.count > 0) continue;
+    bool release = it->second.release_claim;
+    staged_.erase(it);
+    if (release && release_claim_) release_claim_(ie.sample_id);
+  }
+}
+
+void SegmentWriter::Flush() {
+  MutexLock l(&mu_);
+  if (!writer_.joinable()) return;
+  // Records finish in the order they were staged: wait for those staged so
+  // far only, so Puts going on meanwhile cannot keep a flush waiting.
+  uint64_t target = staged_total_;
+  flush_waiters_++;
+  work_cv_.notify_one();
+  while (finished_total_ < target) CondWait(&done_cv_, &mu_);
+  flush_waiters_--;
+}
+
+bool SegmentWriter::FlushIfStaged(uint64_t id) {
+  if (staged() == 0) return false;
+  {
+    MutexLock l(&mu_);
+    if (staged_.find(id) == staged_.end()) return false;
+  }
+  Flush();
+  return true;
+}
+
+bool SegmentWriter::ReleaseWhenStored(uint64_t id) {
+  if (staged() == 0) return false;
+  MutexLock l(&mu_);
+  auto it = staged_.find(id);
+  if (it == staged_.end()) return false;
+  it->second.release_claim = true;
+  return true;
+}
+
+// Writes what is staged, stops the writer thread, cuts the last segment's
+// padding and syncs.
+void SegmentWriter::StopWriter() {
+  {
+    MutexLock l(&mu_);
+    if (!writer_.joinable()) return;
+    stop_writer_ = true;
+    work_cv_.notify_one();
+  }
+  writer_.join();
+  MutexLock l(&mu_);
+  MutexLock files(&files_mu_);
+  if (!wdat_) return;
+  Status s = opts_.env->TruncateFile(wdat_->path(), file_end_);
+  if (s.ok()) s = SyncFiles();
+  // A failure here loses only the unsynced tail, as a crash would.
+  (void)wdat_->Close();
+  (void)widx_->Close();
+  wdat_.reset();
+  widx_.reset();
 }
 
 }  // namespace ssdfeed

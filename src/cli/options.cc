@@ -65,12 +65,21 @@ void CacheArgs::Add(CLI::App* c, bool with_capacity) {
     c->add_option("--capacity", capacity,
                   "Most bytes the cache root may hold, e.g. 500G (default: now + 80% of free "
                   "space)");
+  if (with_capacity)
+    c->add_option("--fill-write", fill_write,
+                  "How a fill writes records: direct (O_DIRECT from one writer thread, off the "
+                  "workers' cores), buffered (write(2) from the workers) or auto (direct when the "
+                  "entry will not fit in available memory; the default)")
+        ->check(CLI::IsMember({"auto", "buffered", "direct"}));
   c->add_flag("--group-shared", group_shared, "Create files for group sharing (0660/02770)");
 }
 
 Status CacheArgs::ToOptions(CacheOptions* o) const {
   o->root = cache.empty() ? DefaultCacheRoot() : cache;
   o->group_shared = group_shared;
+  o->fill_write = fill_write == "direct"     ? FillWrite::kDirect
+                  : fill_write == "buffered" ? FillWrite::kBuffered
+                                             : FillWrite::kAuto;
   if (!capacity.empty()) {
     auto r = ParseSize(capacity);
     if (!r.ok() || *r == 0)

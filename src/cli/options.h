@@ -28,6 +28,7 @@ struct PrepareArgs {
 struct CacheArgs {
   std::string cache;
   std::string capacity;  // SIZE
+  std::string fill_write = "auto";
   bool group_shared = false;
   void Add(CLI::App* c, bool with_capacity);
   // The root from --cache, else ssdfeed::DefaultCacheRoot().

@@ -10,6 +10,10 @@ namespace ssdfeed {
 
 void Env::Warn(const std::string& msg) { GetLogger()->Log(Logger::Level::kWarning, msg); }
 
+Status WritableFile::WriteAt(uint64_t, const void*, size_t) {
+  return Status::NotSupported(path() + ": positional writes are not supported");
+}
+
 Status Env::ReadFileToString(const std::string& path, std::string* out,
                              const RandomAccessFileOptions& opts) {
   SSDFEED_ASSIGN_OR_RETURN(auto file, NewRandomAccessFile(path, opts));

@@ -160,13 +160,14 @@ class UringReads final : public PendingReads {
 
 class PosixWritableFile final : public WritableFile {
  public:
-  PosixWritableFile(std::string path, int fd, uint64_t size)
-      : path_(std::move(path)), fd_(fd), size_(size) {}
+  PosixWritableFile(std::string path, int fd, uint64_t size, bool direct)
+      : path_(std::move(path)), fd_(fd), size_(size), direct_(direct) {}
   ~PosixWritableFile() override {
     if (fd_ >= 0) ::close(fd_);
   }
 
   Status Append(const void* data, size_t n) override {
+    if (direct_) return Status::InvalidArgument(path_ + ": opened for direct writes: WriteAt only");
     const char* p = static_cast<const char*>(data);
     while (n > 0) {
       ssize_t w = ::write(fd_, p, n);
@@ -177,6 +178,26 @@ class PosixWritableFile final : public WritableFile {
       p += w;
       n -= static_cast<size_t>(w);
       size_ += static_cast<uint64_t>(w);
+    }
+    return Status::OK();
+  }
+  Status WriteAt(uint64_t offset, const void* data, size_t n) override {
+    const char* p = static_cast<const char*>(data);
+    uint64_t end = offset + n;
+    while (n > 0) {
+      ssize_t w = ::pwrite(fd_, p, n, static_cast<off_t>(offset));
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return Status::FromErrno(errno, "write " + path_);
+      }
+      // A short direct write leaves an aligned remainder (it stops at a
+      // block), so resuming keeps the alignment O_DIRECT needs.
+      p += w;
+      n -= static_cast<size_t>(w);
+      offset += static_cast<uint64_t>(w);
+    }
+    uint64_t seen = size_.load(std::memory_order_relaxed);
+    while (seen < end && !size_.compare_exchange_weak(seen, end, std::memory_order_acq_rel)) {
     }
     return Status::OK();
   }
@@ -198,6 +219,7 @@ class PosixWritableFile final : public WritableFile {
   std::string path_;
   int fd_;
   std::atomic<uint64_t> size_;  // read by a syncing thread while appends go on
+  const bool direct_;
 };
 
 class PosixFileLock final : public FileLock {
@@ -331,9 +353,22 @@ class PosixEnv final : public Env {
                                                         const WritableFileOptions& o) override {
     // O_TRUNC is not used: a FIFO or device must be refused before anything
     // is done to it, so truncation waits for the regular-file check.
-    int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | (o.truncate ? 0 : O_APPEND);
+    // A direct file is written at explicit offsets: O_APPEND would move them.
+    int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | (o.truncate || o.direct ? 0 : O_APPEND) |
+                (o.direct ? O_DIRECT : 0);
     struct stat st;
-    SSDFEED_ASSIGN_OR_RETURN(int fd, OpenRegular(path, flags, o.mode, &st));
+    auto opened = OpenRegular(path, flags, o.mode, &st);
+    if (!opened.ok() && o.direct) {
+      // As for reads: tell a filesystem that refuses O_DIRECT (tmpfs) apart
+      // from a path that cannot be opened at all.
+      auto plain = OpenRegular(path, flags & ~O_DIRECT, o.mode, &st);
+      if (!plain.ok()) return plain.status();
+      ::close(*plain);
+      return Status::NotSupported(path + ": the filesystem refuses O_DIRECT");
+    }
+    SSDFEED_ASSIGN_OR_RETURN(int fd, std::move(opened));
+    // O_NONBLOCK (kept by OpenRegular) must not turn a direct write into EAGAIN.
+    if (o.direct) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     if (o.truncate && st.st_size != 0 && ::ftruncate(fd, 0) != 0) {
       int e = errno;
       ::close(fd);
@@ -346,7 +381,7 @@ class PosixEnv final : public Env {
       return Status::FromErrno(e, "chmod " + path);
     }
     uint64_t size = o.truncate ? 0 : static_cast<uint64_t>(st.st_size);
-    return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd, size));
+    return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd, size, o.direct));
   }
 
   Status GetChildren(const std::string& dir, std::vector<std::string>* names) override {

@@ -4,7 +4,9 @@
 // no capability attribute, hence these thin wrappers.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <shared_mutex>
 
@@ -84,5 +86,21 @@ class SCOPED_CAPABILITY ReaderLock {
  private:
   SharedMutex* mu_;
 };
+
+// Waits on cv with mu (held through a MutexLock) released meanwhile, as
+// std::condition_variable::wait does; mu is held again on return. Spurious
+// wake-ups happen: callers loop on their condition.
+inline void CondWait(std::condition_variable* cv, Mutex* mu) REQUIRES(mu) {
+  std::unique_lock<std::mutex> l(mu->native(), std::adopt_lock);
+  cv->wait(l);
+  l.release();
+}
+// The same with a limit; true when it timed out.
+inline bool CondWaitFor(std::condition_variable* cv, Mutex* mu, int64_t micros) REQUIRES(mu) {
+  std::unique_lock<std::mutex> l(mu->native(), std::adopt_lock);
+  bool timed_out = cv->wait_for(l, std::chrono::microseconds(micros)) == std::cv_status::timeout;
+  l.release();
+  return timed_out;
+}
 
 }  // namespace ssdfeed

@@ -67,9 +67,12 @@ struct Fixture {
     spec.resize_short = 48;
   }
   std::vector<std::string> WarmArgs(const std::string& cache) const {
-    return {test::CliPath(),  "warm", "--source", uri,       "--cache",   cache,
-            "--resize-short", "48",   "--json",   "--quiet", "--workers", "2"};
+    std::vector<std::string> a = {test::CliPath(),  "warm", "--source", uri,       "--cache",   cache,
+                                  "--resize-short", "48",   "--json",   "--quiet", "--workers", "2"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
   }
+  std::vector<std::string> extra;  // more warm flags
   // Every sample of the entry under cache, as served.
   std::vector<std::string> Served(const std::string& cache, uint64_t* present) const {
     auto src = OpenSource(uri);
@@ -97,8 +100,9 @@ int Rounds() {
   return r ? std::atoi(r) : 12;
 }
 
-TEST(CacheProcess, WarmKilledAtRandomMomentsThenCompletedEqualsCleanFill) {
+void KilledAtRandomMomentsThenCompletedEqualsCleanFill(const std::vector<std::string>& extra) {
   Fixture f;
+  f.extra = extra;
   ASSERT_EQ(Wait(Spawn(f.WarmArgs(f.dir.Sub("clean")), f.dir.Sub("clean.json"))), 0);
   uint64_t clean_present = 0;
   auto clean = f.Served(f.dir.Sub("clean"), &clean_present);
@@ -134,6 +138,15 @@ TEST(CacheProcess, WarmKilledAtRandomMomentsThenCompletedEqualsCleanFill) {
   for (uint64_t id = 0; id < 240; ++id) ASSERT_TRUE(final_samples[id] == clean[id]) << id;
   std::string out;
   ASSERT_EQ(test::RunCommand(test::CliPath() + " cache verify --cache " + cache, &out), 0) << out;
+}
+
+TEST(CacheProcess, WarmKilledAtRandomMomentsThenCompletedEqualsCleanFill) {
+  KilledAtRandomMomentsThenCompletedEqualsCleanFill({"--fill-write", "buffered"});
+}
+
+// The same with records staged for the O_DIRECT writer thread when killed.
+TEST(CacheProcess, DirectWarmKilledAtRandomMomentsThenCompletedEqualsCleanFill) {
+  KilledAtRandomMomentsThenCompletedEqualsCleanFill({"--fill-write", "direct"});
 }
 
 TEST(CacheProcess, FourWarmersOnOneEntryPrepareEachSampleAboutOnce) {

@@ -28,6 +28,10 @@ class FaultWritableFile final : public WritableFile {
     SSDFEED_RETURN_IF_ERROR(env_->MaybeFail(FaultInjectionEnv::Op::kWrite, path()));
     return base_->Append(data, n);
   }
+  Status WriteAt(uint64_t offset, const void* data, size_t n) override {
+    SSDFEED_RETURN_IF_ERROR(env_->MaybeFail(FaultInjectionEnv::Op::kWrite, path()));
+    return base_->WriteAt(offset, data, n);
+  }
   Status Sync() override {
     SSDFEED_RETURN_IF_ERROR(env_->MaybeFail(FaultInjectionEnv::Op::kSync, path()));
     uint64_t size = base_->Size();  // appends racing with the fsync may not be in it
@@ -97,6 +101,8 @@ Result<std::unique_ptr<RandomAccessFile>> FaultInjectionEnv::NewRandomAccessFile
 
 Result<std::unique_ptr<WritableFile>> FaultInjectionEnv::NewWritableFile(
     const std::string& path, const WritableFileOptions& o) {
+  if (o.direct && refuse_direct_.load())  // as tmpfs did before Linux 6.6
+    return Status::NotSupported(path + ": the filesystem refuses O_DIRECT");
   bool existed = base_->FileExists(path);
   SSDFEED_ASSIGN_OR_RETURN(auto f, base_->NewWritableFile(path, o));
   // What the file held when opened counts as durable.

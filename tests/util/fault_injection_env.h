@@ -7,6 +7,7 @@
 // shipped library.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <string>
@@ -37,6 +38,9 @@ class FaultInjectionEnv : public EnvWrapper {
   // path_substr, fail the next `count` calls (count < 0: all later calls).
   void FailAfter(Op op, int skip, int count, Status error, std::string path_substr = "");
   void ClearFaults();
+  // Direct (O_DIRECT) writable files are refused with NotSupported, as on a
+  // filesystem without O_DIRECT.
+  void RefuseDirectWrites(bool on) { refuse_direct_ = on; }
 
   // Like a power cut: truncates every file written through this Env to its
   // size at its last successful Sync() (0 if never synced), then deletes the
@@ -81,6 +85,7 @@ class FaultInjectionEnv : public EnvWrapper {
   mutable std::mutex mu_;
   std::map<Op, Rule> rules_;
   std::map<Op, int> counts_;
+  std::atomic<bool> refuse_direct_{false};
   void NoteCreated(const std::string& path, bool is_dir);
   void Forget(const std::string& path);
 
