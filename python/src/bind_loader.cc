@@ -91,6 +91,10 @@ void BindOptions(nb::module_& m) {
       .value("AUTO", WarmRead::kAuto)
       .value("BUFFERED", WarmRead::kBuffered)
       .value("DIRECT", WarmRead::kDirect);
+  nb::enum_<FillWrite>(m, "FillWrite", "CacheOptions.fill_write")
+      .value("AUTO", FillWrite::kAuto)
+      .value("BUFFERED", FillWrite::kBuffered)
+      .value("DIRECT", FillWrite::kDirect);
 
   nb::class_<AugmentSpec>(m, "AugmentSpec", "RandomResizedCrop + flip (C++ AugmentSpec).")
       .def(nb::init<>())
@@ -134,7 +138,8 @@ void BindOptions(nb::module_& m) {
       .def_rw("segment_bytes", &CacheOptions::segment_bytes)
       .def_rw("claim_wait_seconds", &CacheOptions::claim_wait_seconds)
       .def_rw("record_use", &CacheOptions::record_use)
-      .def_rw("warm_read", &CacheOptions::warm_read);
+      .def_rw("warm_read", &CacheOptions::warm_read)
+      .def_rw("fill_write", &CacheOptions::fill_write);
 
   nb::class_<LoaderOptions>(m, "LoaderOptions", "C++ LoaderOptions; filled by ssdfeed.Loader.")
       .def(nb::init<>())

@@ -167,6 +167,11 @@ class Loader:
             than the memory available (every epoch reads the device) and
             through the page cache otherwise; ``"buffered"`` or ``"direct"``
             force one.
+        fill_write: how the cold epoch writes records: ``"auto"``
+            (default) writes with O_DIRECT from one writer thread when the
+            entry will not fit in the memory available, and through the
+            page cache from the workers otherwise (the second epoch is then
+            served from RAM); ``"buffered"`` or ``"direct"`` force one.
 
     Iteration: each pass (``for batch in loader``) is one epoch. A pass
     without a ``set_epoch()`` call before it takes the next epoch (0, 1,
@@ -190,7 +195,7 @@ class Loader:
                  mean: Optional[Sequence[float]] = None, std: Optional[Sequence[float]] = None,
                  image_key: Optional[str] = None, label_key: Optional[str] = None,
                  cache_capacity: Optional[int] = None, warm_read: str = "auto",
-                 metrics: bool = True,
+                 fill_write: str = "auto", metrics: bool = True,
                  metrics_port: Optional[int] = None, metrics_host: str = "127.0.0.1"):
         o = _ssdfeed.LoaderOptions()
         _fill_source_side(o, source, cache, prepare, on_error, image_key, label_key)
@@ -199,6 +204,10 @@ class Loader:
         if warm_read not in ("auto", "buffered", "direct"):
             raise ValueError(f"warm_read must be 'auto', 'buffered' or 'direct', not {warm_read!r}")
         o.cache.warm_read = _ssdfeed.WarmRead[warm_read.upper()]
+        if fill_write not in ("auto", "buffered", "direct"):
+            raise ValueError(
+                f"fill_write must be 'auto', 'buffered' or 'direct', not {fill_write!r}")
+        o.cache.fill_write = _ssdfeed.FillWrite[fill_write.upper()]
         # metrics: publish counters for `ssdfeed serve-metrics`; metrics_port:
         # also serve this process's own /metrics on metrics_host:metrics_port.
         o.metrics = bool(metrics)

@@ -126,7 +126,7 @@ Status SegmentWriter::Put(uint64_t id, uint64_t seq, int64_t label, const uint8_
     if (!r.ok()) return StopAdmittingLocked(r.status(), &counters_->capacity_denied);
     reserved_left_ = *r;
   }
-  Status s = EnsureSegmentLocked(need);
+  Status s = EnsureSegmentLocked(rec_len);
   if (!s.ok()) return StopAdmittingLocked(s, &counters_->write_errors);
   char hdr[cf::kRecordHeaderSize];
   cf::EncodeRecordHeader(&h, pixels, hdr);
@@ -158,10 +158,11 @@ Status SegmentWriter::AppendLocked(const cf::IndexEntry& entry, const char* hdr,
   return Status::OK();
 }
 
-Status SegmentWriter::EnsureSegmentLocked(uint64_t need) {
-  if (seg_n_ < 0) return FirstSegmentLocked(need);
+// rec_len: the bytes the put adds to the .dat (Put's new_segment test).
+Status SegmentWriter::EnsureSegmentLocked(uint64_t rec_len) {
+  if (seg_n_ < 0) return FirstSegmentLocked(rec_len);
   if (direct_) {
-    if (end_ + need <= opts_.segment_bytes) return Status::OK();
+    if (end_ + rec_len <= opts_.segment_bytes) return Status::OK();
     // The writer thread closes the old files when it reaches the new
     // segment's first chunk.
     if (open_ && !open_->ends.empty()) SealLocked();
@@ -170,12 +171,12 @@ Status SegmentWriter::EnsureSegmentLocked(uint64_t need) {
     end_ = next_off_ = 0;
     return Status::OK();
   }
-  if (dat_->Size() + need <= opts_.segment_bytes) return Status::OK();
+  if (dat_->Size() + rec_len <= opts_.segment_bytes) return Status::OK();
   return OpenSegmentLocked(seg_n_ + 1, false);
 }
 
 // First put: take over the slot's last segment if it has room.
-Status SegmentWriter::FirstSegmentLocked(uint64_t need) {
+Status SegmentWriter::FirstSegmentLocked(uint64_t rec_len) {
   std::vector<std::string> names;
   SSDFEED_RETURN_IF_ERROR(opts_.env->GetChildren(dir_, &names));
   int last = -1;
@@ -190,7 +191,7 @@ Status SegmentWriter::FirstSegmentLocked(uint64_t need) {
   bool takeover = false;
   if (last >= 0) {
     auto fi = opts_.env->Lstat(JoinPath(dir_, SegmentBase(slot_, last) + ".dat"));
-    takeover = fi.ok() && !fi->is_symlink && fi->size + need <= opts_.segment_bytes;
+    takeover = fi.ok() && !fi->is_symlink && fi->size + rec_len <= opts_.segment_bytes;
     if (!takeover) n = last + 1;
   }
   if (direct_) {
@@ -224,21 +225,48 @@ Status SegmentWriter::CutTornTail(const std::string& base) {
 
 Status SegmentWriter::OpenPair(int n, bool takeover, bool direct,
                                std::unique_ptr<WritableFile>* dat,
-                               std::unique_ptr<WritableFile>* idx, uint32_t* index_slot) {
+                               std::unique_ptr<WritableFile>* idx, uint32_t* index_slot,
+                               DirectTail* tail) {
   Env* env = opts_.env;
   std::string base = SegmentBase(slot_, n);
+  std::string dat_path = JoinPath(dir_, base + ".dat");
   if (takeover) SSDFEED_RETURN_IF_ERROR(CutTornTail(base));
   WritableFileOptions wo;
   wo.truncate = !takeover;
   wo.mode = FileMode(opts_);
   wo.direct = direct;
-  SSDFEED_ASSIGN_OR_RETURN(*dat, env->NewWritableFile(JoinPath(dir_, base + ".dat"), wo));
+  // Opened into locals: on any failure the caller's files stay as they were.
+  SSDFEED_ASSIGN_OR_RETURN(auto d, env->NewWritableFile(dat_path, wo));
+  if (direct) SSDFEED_RETURN_IF_ERROR(ProbeDirect(d.get(), tail));
   wo.direct = false;
-  SSDFEED_ASSIGN_OR_RETURN(*idx, env->NewWritableFile(JoinPath(dir_, base + ".idx"), wo));
+  SSDFEED_ASSIGN_OR_RETURN(auto x, env->NewWritableFile(JoinPath(dir_, base + ".idx"), wo));
   if (!takeover) SSDFEED_RETURN_IF_ERROR(env->SyncDir(dir_));
-  SSDFEED_ASSIGN_OR_RETURN(auto reader, env->NewRandomAccessFile(JoinPath(dir_, base + ".dat")));
+  SSDFEED_ASSIGN_OR_RETURN(auto reader, env->NewRandomAccessFile(dat_path));
   *index_slot = index_->AttachOwn(base, std::move(reader));
+  *dat = std::move(d);
+  *idx = std::move(x);
   return Status::OK();
+}
+
+// Reads back the part of the last block that records fill, and writes that
+// block again (zero-padded) with O_DIRECT: some filesystems take O_DIRECT at
+// open and refuse it at the first write (NotSupported then, and the fill
+// writes buffered). The padding is cut as any is.
+Status SegmentWriter::ProbeDirect(WritableFile* f, DirectTail* tail) {
+  tail->end = f->Size();
+  uint64_t start = AlignDown(tail->end);
+  std::string& bytes = tail->bytes;
+  bytes.assign(tail->end - start, '\0');
+  if (!bytes.empty()) {
+    SSDFEED_ASSIGN_OR_RETURN(auto r, opts_.env->NewRandomAccessFile(f->path()));
+    size_t got = 0;
+    SSDFEED_RETURN_IF_ERROR(r->Read(start, bytes.size(), bytes.data(), &got));
+    if (got != bytes.size()) return Status::IOError(f->path() + ": shorter than it was just now");
+  }
+  std::unique_ptr<Chunk> block = std::make_unique<Chunk>();
+  std::memset(block->buf, 0, kDirectIoAlignment);
+  std::memcpy(block->buf, bytes.data(), bytes.size());
+  return f->WriteAt(start, block->buf, kDirectIoAlignment);
 }
 
 Status SegmentWriter::OpenSegmentLocked(int n, bool takeover) {
@@ -248,7 +276,8 @@ Status SegmentWriter::OpenSegmentLocked(int n, bool takeover) {
     SSDFEED_RETURN_IF_ERROR(dat_->Close());
     SSDFEED_RETURN_IF_ERROR(idx_->Close());
   }
-  SSDFEED_RETURN_IF_ERROR(OpenPair(n, takeover, false, &dat_, &idx_, &seg_index_slot_));
+  DirectTail unused;
+  SSDFEED_RETURN_IF_ERROR(OpenPair(n, takeover, false, &dat_, &idx_, &seg_index_slot_, &unused));
   seg_n_ = n;
   return Status::OK();
 }
@@ -333,22 +362,18 @@ Status SegmentWriter::StopAdmittingLocked(const Status& why, std::atomic<uint64_
 // the block again, with more after it).
 Status SegmentWriter::OpenFirstDirectLocked(int n, bool takeover) {
   MutexLock files(&files_mu_);
-  SSDFEED_RETURN_IF_ERROR(OpenPair(n, takeover, true, &wdat_, &widx_, &file_index_slot_));
-  uint64_t size = wdat_->Size();
+  DirectTail tail;
+  SSDFEED_RETURN_IF_ERROR(
+      OpenPair(n, takeover, true, &wdat_, &widx_, &file_index_slot_, &tail));
   file_seg_ = seg_n_ = n;
-  file_end_ = end_ = size;
+  file_end_ = end_ = tail.end;  // the probe padded the file past it
   open_ = TakeChunkLocked();
   open_->seg = n;
-  open_->file_off = AlignDown(size);
-  open_->filled = size - open_->file_off;
-  if (open_->filled > 0) {
-    std::string base = JoinPath(dir_, SegmentBase(slot_, n) + ".dat");
-    SSDFEED_ASSIGN_OR_RETURN(auto f, opts_.env->NewRandomAccessFile(base));
-    size_t got = 0;
-    SSDFEED_RETURN_IF_ERROR(f->Read(open_->file_off, open_->filled, open_->buf, &got));
-    if (got != open_->filled) return Status::IOError(base + ": shorter than it was a moment ago");
-  }
+  open_->file_off = AlignDown(tail.end);
+  open_->filled = tail.bytes.size();
+  std::memcpy(open_->buf, tail.bytes.data(), tail.bytes.size());
   writer_ = opts_.env->StartThread([this] { WriterLoop(); });
+  writer_running_ = true;
   return Status::OK();
 }
 
@@ -370,19 +395,21 @@ Status SegmentWriter::StageLocked(const cf::IndexEntry& entry, const char* hdr,
   while (!RoomLocked(rec_len)) {
     CondWait(&done_cv_, &mu_);
     if (!admitting_) return Status::NoSpace(warning_);
-    // Another Put may have moved to a new segment meanwhile.
-    SSDFEED_RETURN_IF_ERROR(EnsureSegmentLocked(rec_len + cf::kIndexEntrySize));
+    // Others' records staged meanwhile may leave this one no room in the
+    // segment. (Its padding is then not reserved: 4 KiB over, at most, for
+    // a roll-over that needs two Puts to race for the last bytes.)
+    SSDFEED_RETURN_IF_ERROR(EnsureSegmentLocked(rec_len));
   }
   cf::IndexEntry ie = entry;
   ie.offset = end_;
   CopyInLocked(hdr, cf::kRecordHeaderSize);
   CopyInLocked(reinterpret_cast<const char*>(pixels), payload_len);
+  if (open_->ends.empty()) first_staged_us_ = opts_.env->MonotonicMicros();
   open_->ends.push_back(ie);
   end_ += rec_len;
   staged_[ie.sample_id].count++;
   staged_total_++;
   staged_count_.fetch_add(1, std::memory_order_release);
-  last_put_us_ = opts_.env->MonotonicMicros();
   if (open_->filled == kChunkBytes) SealLocked();
   return Status::OK();
 }
@@ -445,8 +472,10 @@ void SegmentWriter::WriterLoop() {
   while (true) {
     if (sealed_.empty()) {
       bool waiting_records = open_ && !open_->ends.empty();
+      // Sealed when the chunk's first record has waited kIdleSealMicros,
+      // however fast others follow it.
       if (waiting_records && (flush_waiters_ > 0 || stop_writer_ ||
-                              opts_.env->MonotonicMicros() - last_put_us_ >= kIdleSealMicros)) {
+                              opts_.env->MonotonicMicros() - first_staged_us_ >= kIdleSealMicros)) {
         SealLocked();
         continue;
       }
@@ -499,10 +528,20 @@ Status SegmentWriter::RollFiles(int seg) {
   if (wdat_) {
     SSDFEED_RETURN_IF_ERROR(opts_.env->TruncateFile(wdat_->path(), file_end_));
     SSDFEED_RETURN_IF_ERROR(SyncFiles());
-    SSDFEED_RETURN_IF_ERROR(wdat_->Close());
-    SSDFEED_RETURN_IF_ERROR(widx_->Close());
+    Status s = wdat_->Close();
+    Status t = widx_->Close();
+    wdat_.reset();  // closed: nothing else may touch them
+    widx_.reset();
+    SSDFEED_RETURN_IF_ERROR(s);
+    SSDFEED_RETURN_IF_ERROR(t);
   }
-  SSDFEED_RETURN_IF_ERROR(OpenPair(seg, false, true, &wdat_, &widx_, &file_index_slot_));
+  DirectTail tail;  // empty: a new file
+  std::unique_ptr<WritableFile> d, x;
+  uint32_t slot = 0;
+  SSDFEED_RETURN_IF_ERROR(OpenPair(seg, false, true, &d, &x, &slot, &tail));
+  wdat_ = std::move(d);
+  widx_ = std::move(x);
+  file_index_slot_ = slot;
   file_seg_ = seg;
   file_end_ = 0;
   return Status::OK();
@@ -524,6 +563,11 @@ void SegmentWriter::FinishChunkLocked(std::unique_ptr<Chunk> c, const Status& s)
     ForgetStagedLocked(*c);
   }
   spare_.push_back(std::move(c));
+  // A record larger than the pool grew it: give the extra back.
+  while (chunks_ > kMaxChunks && !spare_.empty()) {
+    spare_.pop_back();
+    chunks_--;
+  }
   done_cv_.notify_all();
 }
 
@@ -543,7 +587,7 @@ void SegmentWriter::ForgetStagedLocked(const Chunk& c) {
 
 void SegmentWriter::Flush() {
   MutexLock l(&mu_);
-  if (!writer_.joinable()) return;
+  if (!writer_running_) return;
   // Records finish in the order they were staged: wait for those staged so
   // far only, so Puts going on meanwhile cannot keep a flush waiting.
   uint64_t target = staged_total_;
@@ -577,12 +621,13 @@ bool SegmentWriter::ReleaseWhenStored(uint64_t id) {
 void SegmentWriter::StopWriter() {
   {
     MutexLock l(&mu_);
-    if (!writer_.joinable()) return;
+    if (!writer_running_) return;
     stop_writer_ = true;
     work_cv_.notify_one();
   }
   writer_.join();
   MutexLock l(&mu_);
+  writer_running_ = false;
   MutexLock files(&files_mu_);
   if (!wdat_) return;
   Status s = opts_.env->TruncateFile(wdat_->path(), file_end_);

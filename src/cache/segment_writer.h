@@ -89,12 +89,19 @@ class SegmentWriter {
     bool release_claim = false;
   };
 
-  Status EnsureSegmentLocked(uint64_t need) REQUIRES(mu_);
-  Status FirstSegmentLocked(uint64_t need) REQUIRES(mu_);
+  Status EnsureSegmentLocked(uint64_t rec_len) REQUIRES(mu_);
+  Status FirstSegmentLocked(uint64_t rec_len) REQUIRES(mu_);
   // Opens seg-<slot>-<n>'s two files; `takeover`: cut a torn tail first and
   // append after it. Touches no member but index_.
+  // Where a direct file's records end, and the bytes they fill of its
+  // last 4 KiB block.
+  struct DirectTail {
+    uint64_t end = 0;
+    std::string bytes;
+  };
   Status OpenPair(int n, bool takeover, bool direct, std::unique_ptr<WritableFile>* dat,
-                  std::unique_ptr<WritableFile>* idx, uint32_t* index_slot);
+                  std::unique_ptr<WritableFile>* idx, uint32_t* index_slot, DirectTail* tail);
+  Status ProbeDirect(WritableFile* f, DirectTail* tail);
   Status OpenSegmentLocked(int n, bool takeover) REQUIRES(mu_);
   Status CutTornTail(const std::string& base);
   Status SyncLocked() REQUIRES(mu_);
@@ -168,7 +175,8 @@ class SegmentWriter {
   bool writing_ GUARDED_BY(mu_) = false;
   bool stop_writer_ GUARDED_BY(mu_) = false;
   int flush_waiters_ GUARDED_BY(mu_) = 0;
-  int64_t last_put_us_ GUARDED_BY(mu_) = 0;
+  int64_t first_staged_us_ GUARDED_BY(mu_) = 0;  // the open chunk's first record
+  bool writer_running_ GUARDED_BY(mu_) = false;
   std::unordered_map<uint64_t, Staged> staged_ GUARDED_BY(mu_);
   uint64_t staged_total_ GUARDED_BY(mu_) = 0;    // records ever staged
   uint64_t finished_total_ GUARDED_BY(mu_) = 0;  // of those, indexed or dropped

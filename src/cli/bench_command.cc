@@ -279,7 +279,7 @@ void AddBench(CLI::App& app, RunState* st) {
   auto* l = c->add_subcommand("loader", "Run the real loader; emulate an accelerator per batch");
   auto a = std::make_shared<LoaderBenchArgs>();
   l->add_option("--source", a->source, "Source URI")->required();
-  a->cache.Add(l, true);
+  a->cache.Add(l, true, true);
   l->add_flag("--no-cache", a->no_cache, "Prepare from the origin every epoch");
   l->add_flag("--fresh", a->fresh, "Remove this source's cache entry first (cold start)");
   l->add_option("--epochs", a->epochs, "Epochs (default 2)")->check(AtLeast(1));

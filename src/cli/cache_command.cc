@@ -555,7 +555,7 @@ void AddCache(CLI::App& app, RunState* st) {
                  "difference refuses the import (default 16; 0: none)")
       ->check(AtLeast(0, " (0: none)"));
   im->add_flag("--json", ia->json, "JSON report");
-  ca->Add(im, true);
+  ca->Add(im, true, true);
   im->callback([st, ca, ia] { st->rc = RunImport(*ca, *ia); });
 }
 

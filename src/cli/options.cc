@@ -59,13 +59,13 @@ Status PrepareArgs::ToSpec(PrepareSpec* s) const {
   return s->Validate();
 }
 
-void CacheArgs::Add(CLI::App* c, bool with_capacity) {
+void CacheArgs::Add(CLI::App* c, bool with_capacity, bool fills) {
   c->add_option("--cache", cache, "Cache root (default $SSDFEED_CACHE, then ~/.cache/ssdfeed)");
   if (with_capacity)
     c->add_option("--capacity", capacity,
                   "Most bytes the cache root may hold, e.g. 500G (default: now + 80% of free "
                   "space)");
-  if (with_capacity)
+  if (fills)
     c->add_option("--fill-write", fill_write,
                   "How a fill writes records: direct (O_DIRECT from one writer thread, off the "
                   "workers' cores), buffered (write(2) from the workers) or auto (direct when the "

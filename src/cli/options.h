@@ -30,7 +30,8 @@ struct CacheArgs {
   std::string capacity;  // SIZE
   std::string fill_write = "auto";
   bool group_shared = false;
-  void Add(CLI::App* c, bool with_capacity);
+  // with_capacity: --capacity; fills: --fill-write (commands that fill).
+  void Add(CLI::App* c, bool with_capacity, bool fills = false);
   // The root from --cache, else ssdfeed::DefaultCacheRoot().
   Status ToOptions(CacheOptions* o) const;
   // As ToOptions, for commands that only read an existing cache (ls, verify,

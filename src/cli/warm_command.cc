@@ -271,7 +271,7 @@ void AddWarm(CLI::App& app, RunState* st) {
                 "means folder:DIR)")
       ->required();
   a->prep.Add(c);
-  a->cache.Add(c, true);
+  a->cache.Add(c, true, true);
   c->add_option("--workers", a->workers, "Threads (default 0: one per core)")
       ->check(AtLeast(0, " (0: one per core)"));
   c->add_option("--on-error", a->on_error, "raise (default) or skip bad samples")

@@ -182,12 +182,17 @@ class PosixWritableFile final : public WritableFile {
     return Status::OK();
   }
   Status WriteAt(uint64_t offset, const void* data, size_t n) override {
+    // Not on an O_APPEND file: Linux would append, whatever the offset.
+    if (!direct_) return Status::InvalidArgument(path_ + ": positional writes need a direct file");
     const char* p = static_cast<const char*>(data);
     uint64_t end = offset + n;
     while (n > 0) {
       ssize_t w = ::pwrite(fd_, p, n, static_cast<off_t>(offset));
       if (w < 0) {
         if (errno == EINTR) continue;
+        // Opened with O_DIRECT but refused at the write (some FUSE and
+        // network filesystems).
+        if (errno == EINVAL) return Status::NotSupported(path_ + ": O_DIRECT writes refused");
         return Status::FromErrno(errno, "write " + path_);
       }
       // A short direct write leaves an aligned remainder (it stops at a

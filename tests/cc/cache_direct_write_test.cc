@@ -281,5 +281,26 @@ TEST(CacheDirectWrite, FallsBackToBufferedWhereDirectIsRefused) {
   for (uint64_t id = 0; id < kN; ++id) ASSERT_TRUE(ReadsBack(e->get(), id)) << id;
 }
 
+// Some filesystems take O_DIRECT at open and refuse it at the first write:
+// the probe write at open finds out, and the fill writes buffered.
+TEST(CacheDirectWrite, FallsBackWhenTheFirstDirectWriteIsRefused) {
+  test::TempDir root;
+  if (!DirectWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
+  FaultInjectionEnv env(Env::Default());
+  env.FailAfter(Op::kWrite, 0, 1, Status::NotSupported("O_DIRECT writes refused"), ".dat");
+  {
+    auto e = CacheEntry::Open(Opts(root.path(), FillWrite::kDirect, &env), FakeKey(kN));
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    for (uint64_t id = 0; id < kN; ++id) ASSERT_TRUE(Put(e->get(), id).ok()) << id;
+    EXPECT_EQ((*e)->counters().direct_writes.load(), 0u);
+    EXPECT_EQ((*e)->counters().write_errors.load(), 0u);
+    EXPECT_TRUE((*e)->admitting());
+  }
+  auto e = CacheEntry::Open(Opts(root.path()), FakeKey(kN));
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ((*e)->samples_present(), kN);
+  for (uint64_t id = 0; id < kN; ++id) ASSERT_TRUE(ReadsBack(e->get(), id)) << id;
+}
+
 }  // namespace
 }  // namespace ssdfeed

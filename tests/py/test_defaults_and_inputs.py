@@ -83,6 +83,7 @@ def test_every_tool_has_the_same_default_spec(small_datasets, tmp_path):
     (dict(cache=3), "cache must be True"),
     (dict(cache_capacity=0), "cache_capacity must be an int >= 1"),
     (dict(warm_read="mmap"), "warm_read must be 'auto', 'buffered' or 'direct'"),
+    (dict(fill_write="async"), "fill_write must be 'auto', 'buffered' or 'direct'"),
 ])
 def test_bad_loader_arguments_are_value_errors_naming_them(small_datasets, kwargs, words):
     with pytest.raises(ValueError) as e:

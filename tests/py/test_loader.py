@@ -270,3 +270,27 @@ def test_warm_read_direct_serves_what_buffered_serves(id_dataset, tmp_path):
     for (x, y), (dx, dy) in zip(epochs["buffered"], epochs["direct"]):
         np.testing.assert_array_equal(x, dx)
         np.testing.assert_array_equal(y, dy)
+
+
+def test_fill_write_direct_caches_what_buffered_caches(id_dataset, tmp_path):
+    """A cold epoch whose records go to the SSD with O_DIRECT from the writer
+    thread (fill_write="direct") serves the same batches as one written
+    through the page cache, and so does the warm epoch read back from each
+    cache (direct reads too: nothing of it is in the page cache)."""
+    uri, _ = id_dataset
+    epochs = {}
+    for mode in ("buffered", "direct"):
+        cache = str(tmp_path / mode)
+        loader = make_loader(uri, cache=cache, fill_write=mode)
+        loader.set_epoch(0)
+        cold = [(x.copy(), y.copy()) for x, y in loader]
+        assert loader.stats()["cache_misses"] == 53, loader.stats()
+        loader.close()  # what is staged is written and indexed
+        warm = make_loader(uri, cache=cache, fill_write=mode, warm_read=mode)
+        warm.set_epoch(1)
+        epochs[mode] = cold + [(x.copy(), y.copy()) for x, y in warm]
+        assert warm.stats()["cache_hits"] == 53, warm.stats()
+    assert len(epochs["direct"]) == len(epochs["buffered"]) == 14
+    for (x, y), (dx, dy) in zip(epochs["buffered"], epochs["direct"]):
+        np.testing.assert_array_equal(x, dx)
+        np.testing.assert_array_equal(y, dy)
