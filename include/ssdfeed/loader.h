@@ -90,6 +90,8 @@ struct LoaderStats {
   uint64_t cache_hits = 0, cache_misses = 0, cache_bytes = 0, origin_bytes = 0;
   uint64_t decode_errors = 0, corrupt_records = 0, skipped = 0, prepared = 0;
   uint64_t cache_write_errors = 0, cache_capacity_denied = 0, evictions = 0;
+  // Records read / written with O_DIRECT (warm_read, fill_write).
+  uint64_t cache_direct_reads = 0, cache_direct_writes = 0;
   uint64_t batches = 0, samples = 0;
   // 1 when the cache entry could not be opened (I/O error, no space, no file
   // descriptors): the loader then serves everything from the origin.

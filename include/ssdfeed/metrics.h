@@ -37,6 +37,8 @@ enum class Ctr : uint32_t {
   kCacheWriteErrors,
   kCacheCapacityDenied,
   kEvictions,  // entries this process evicted to make room
+  kCacheDirectReads,   // records read with O_DIRECT (warm_read)
+  kCacheDirectWrites,  // records written with O_DIRECT (fill_write)
   kCount
 };
 

@@ -177,6 +177,8 @@ void BindOptions(nb::module_& m) {
       .def_ro("cache_write_errors", &LoaderStats::cache_write_errors)
       .def_ro("cache_capacity_denied", &LoaderStats::cache_capacity_denied)
       .def_ro("evictions", &LoaderStats::evictions)
+      .def_ro("cache_direct_reads", &LoaderStats::cache_direct_reads)
+      .def_ro("cache_direct_writes", &LoaderStats::cache_direct_writes)
       .def_ro("batches", &LoaderStats::batches)
       .def_ro("samples", &LoaderStats::samples)
       .def_ro("cache_open_errors", &LoaderStats::cache_open_errors)

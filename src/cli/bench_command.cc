@@ -244,6 +244,20 @@ int RunLoaderBench(const LoaderBenchArgs& a) {
           "CPU-second = %.2fx\n",
           e.epoch, cold ? "cold" : "warm", per_core, per_core / bound,
           cold ? "decode+prepare" : "crop+resize", per_cpu_s, per_cpu_s / bound);
+      if (!cold) continue;
+      // A cold sample is also cropped and resized for its batch: the bound
+      // of all the work it needs, and how its records were written.
+      double all = 1 / (1 / r->decode_prepare_per_core + 1 / r->augment_per_core);
+      double direct = 0, puts = 0;
+      for (const auto& [name, value] : e.stats) {
+        if (name == "cache_direct_writes") direct = value;
+        if (name == "cache_puts") puts = value;
+      }
+      std::printf(
+          "    with its crop+resize (%.0f images/s on one core): %.2fx per core, %.2fx per "
+          "CPU-second; records written %s\n",
+          all, per_core / all, per_cpu_s / all,
+          puts == 0 ? "none" : direct >= puts ? "direct (O_DIRECT, writer thread)" : "buffered");
     }
   }
   if (o.compute_seconds > 0) {

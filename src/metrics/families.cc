@@ -50,6 +50,10 @@ const CounterName kCounterNames[] = {
     {Ctr::kCacheCapacityDenied, "ssdfeed_cache_capacity_denied_total",
      "Cache stores refused because the root's capacity is reached."},
     {Ctr::kEvictions, "ssdfeed_evictions_total", "Unused entries evicted to make room."},
+    {Ctr::kCacheDirectReads, "ssdfeed_cache_direct_reads_total",
+     "Cache records read with O_DIRECT, bypassing the page cache (warm_read)."},
+    {Ctr::kCacheDirectWrites, "ssdfeed_cache_direct_writes_total",
+     "Cache records written with O_DIRECT by the writer thread (fill_write)."},
 };
 
 struct HistName {

@@ -24,6 +24,8 @@ std::vector<std::pair<std::string, double>> LoaderStatsFields(const LoaderStats&
       {"cache_write_errors", d(s.cache_write_errors)},
       {"cache_capacity_denied", d(s.cache_capacity_denied)},
       {"evictions", d(s.evictions)},
+      {"cache_direct_reads", d(s.cache_direct_reads)},
+      {"cache_direct_writes", d(s.cache_direct_writes)},
       {"wait_seconds", s.wait_seconds},
   };
 }

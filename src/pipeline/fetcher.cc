@@ -22,6 +22,8 @@ void SampleFetcher::SyncCacheCounters() {
   stats_->Set(Ctr::kCacheWriteErrors, c.write_errors.load(std::memory_order_relaxed));
   stats_->Set(Ctr::kCacheCapacityDenied, c.capacity_denied.load(std::memory_order_relaxed));
   stats_->Set(Ctr::kEvictions, c.evictions.load(std::memory_order_relaxed));
+  stats_->Set(Ctr::kCacheDirectReads, c.direct_reads.load(std::memory_order_relaxed));
+  stats_->Set(Ctr::kCacheDirectWrites, c.direct_writes.load(std::memory_order_relaxed));
   Admission a = Admission::kAdmitting;
   if (cache_->read_only()) {
     a = Admission::kReadOnly;

@@ -149,6 +149,8 @@ class LoaderImpl final : public Loader {
     s.cache_write_errors = c[Ctr::kCacheWriteErrors];
     s.cache_capacity_denied = c[Ctr::kCacheCapacityDenied];
     s.evictions = c[Ctr::kEvictions];
+    s.cache_direct_reads = c[Ctr::kCacheDirectReads];
+    s.cache_direct_writes = c[Ctr::kCacheDirectWrites];
     const HistSnapshot& w = c.hist(Hist::kBatchWait);
     s.wait_seconds = w.sum_seconds();
     s.wait_histogram_bounds = HistogramBounds();

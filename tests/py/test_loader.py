@@ -290,6 +290,9 @@ def test_fill_write_direct_caches_what_buffered_caches(id_dataset, tmp_path):
         warm.set_epoch(1)
         epochs[mode] = cold + [(x.copy(), y.copy()) for x, y in warm]
         assert warm.stats()["cache_hits"] == 53, warm.stats()
+        direct = mode == "direct"
+        assert (loader.stats()["cache_direct_writes"] == 53) == direct, loader.stats()
+        assert (warm.stats()["cache_direct_reads"] == 53) == direct, warm.stats()
     assert len(epochs["direct"]) == len(epochs["buffered"]) == 14
     for (x, y), (dx, dy) in zip(epochs["buffered"], epochs["direct"]):
         np.testing.assert_array_equal(x, dx)

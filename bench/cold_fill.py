@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""The cold epoch's fill modes side by side: `ssdfeed bench loader --fresh
+--epochs 1 --bounds` run with --fill-write buffered, --fill-write direct and
+--no-cache (no writes at all: the ceiling), in alternating order, for
+--repeat rounds. Prints each mode's median images/s and its ratios to the
+one-core bounds measured in the same run: decode+prepare (what the cache
+saves a warm epoch) and decode+prepare+crop+resize (all a cold sample needs).
+
+    python3 bench/cold_fill.py --source folder:DIR [--cache C] [--repeat 5]
+
+Each run starts after a sync (no dirty pages of the last run left to write
+back). The origin's files are read from the page cache when they fit (as a
+dataset just generated is), so the ratios show the CPU's work, not the
+origin's latency; --drop-caches (root) drops the page cache before each run
+instead.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+MODES = {
+    "buffered": ["--fill-write", "buffered"],
+    "direct": ["--fill-write", "direct"],
+    "no cache": ["--no-cache"],
+}
+
+
+def run(cli, args, mode):
+    subprocess.run(["sync"], check=True)
+    if args.drop_caches:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+    cmd = [cli, "bench", "loader", "--source", args.source, "--cache", args.cache,
+           "--resize-short", str(args.resize_short), "--workers", str(args.workers),
+           "--fresh", "--epochs", "1", "--bounds", "--json"] + MODES[mode]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    j = json.loads(out)
+    e, b = j["epochs"][0], j["bounds"]
+    dp, aug, cores = b["decode_prepare_per_core"], b["augment_per_core"], b["cores"]
+    both = 1 / (1 / dp + 1 / aug)
+    per_core = e["images_per_s"] / cores
+    per_cpu = e["images_per_s"] * e["seconds"] / e["cpu_seconds"]
+    st = e["stats"]
+    return {
+        "images_per_s": e["images_per_s"],
+        "dp_core": per_core / dp, "dp_cpu": per_cpu / dp,
+        "all_core": per_core / both, "all_cpu": per_cpu / both,
+        "direct_writes": st.get("cache_direct_writes", 0), "puts": st.get("cache_puts", 0),
+        "write_mb_s": e.get("device", {}).get("write_mb_s", 0),
+    }
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--source", required=True)
+    p.add_argument("--cache", default="/tmp/ssdfeed-cold-fill")
+    p.add_argument("--cli", default="build/ssdfeed")
+    p.add_argument("--resize-short", type=int, default=256)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--drop-caches", action="store_true")
+    args = p.parse_args()
+    results = {m: [] for m in MODES}
+    order = list(MODES)
+    for r in range(args.repeat):
+        for m in order if r % 2 == 0 else reversed(order):
+            res = run(args.cli, args, m)
+            results[m].append(res)
+            print(f"round {r} {m:9s} {res['images_per_s']:7.0f} images/s  "
+                  f"{res['dp_core']:.2f}x decode+prepare per core", file=sys.stderr)
+    med = lambda m, k: statistics.median(x[k] for x in results[m])
+    print(f"cold epoch, medians of {args.repeat} alternating rounds ({args.source}, "
+          f"--resize-short {args.resize_short}, {args.workers} workers)")
+    print(f"{'mode':10s} {'images/s':>9s} {'dev wMB/s':>10s} | {'of decode+prepare':>21s} | "
+          f"{'of decode+prepare+crop':>24s} | written direct")
+    print(f"{'':10s} {'':>9s} {'':>10s} | {'per core':>10s} {'per CPU-s':>10s} | "
+          f"{'per core':>11s} {'per CPU-s':>12s} |")
+    for m in MODES:
+        direct = sum(x["direct_writes"] for x in results[m])
+        puts = sum(x["puts"] for x in results[m])
+        print(f"{m:10s} {med(m, 'images_per_s'):9.0f} {med(m, 'write_mb_s'):10.0f} | "
+              f"{med(m, 'dp_core'):9.2f}x {med(m, 'dp_cpu'):9.2f}x | "
+              f"{med(m, 'all_core'):10.2f}x {med(m, 'all_cpu'):11.2f}x | "
+              f"{direct:.0f} of {puts:.0f}")
+    b, d = med("buffered", "images_per_s"), med("direct", "images_per_s")
+    print(f"direct / buffered: {d / b:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
