@@ -142,6 +142,15 @@ class PendingReads {
   virtual void Wait() = 0;
 };
 
+// One write of Env::WriteMany: WriteAt(offset, data, n) on file.
+struct WriteRequest {
+  WritableFile* file = nullptr;
+  uint64_t offset = 0;
+  const char* data = nullptr;
+  size_t n = 0;
+  Status status;  // out
+};
+
 struct WritableFileOptions {
   // Truncate an existing file (false: append to it). Default false.
   bool truncate = false;
@@ -221,6 +230,10 @@ class Env {
   // gets its own status. Default: one Read after another, done on return.
   virtual std::unique_ptr<PendingReads> StartReads(ReadRequest* reqs, size_t n);
   void ReadMany(ReadRequest* reqs, size_t n) { StartReads(reqs, n)->Wait(); }
+  // Does n positional writes, as many in flight at once as the Env can (the
+  // POSIX Env: io_uring, for direct files), and returns when all are done,
+  // each request with its own status. Default: one WriteAt after another.
+  virtual void WriteMany(WriteRequest* reqs, size_t n);
 
   // Deletes dir and the files directly inside it through a directory
   // descriptor (openat/unlinkat): never follows a symlink, never descends

@@ -25,6 +25,7 @@ struct SegmentWriter::Chunk {
   size_t filled = 0;
   char* buf = nullptr;  // kChunkBytes, aligned
   std::vector<cf::IndexEntry> ends;  // records whose last byte is here
+  int copying = 0;  // Puts copying into it now (the writer waits for 0)
 };
 
 namespace {
@@ -100,8 +101,6 @@ Status SegmentWriter::Put(uint64_t id, uint64_t seq, int64_t label, const uint8_
                           int height, int width, int channels) {
   if (height > 65535 || width > 65535)
     return Status::InvalidArgument("prepared image too large to cache");
-  MutexLock l(&mu_);
-  if (!admitting_) return Status::NoSpace(warning_);
   cf::RecordHeader h;
   h.payload_len = static_cast<uint32_t>(static_cast<size_t>(height) * width * channels);
   h.sample_id = id;
@@ -109,7 +108,42 @@ Status SegmentWriter::Put(uint64_t id, uint64_t seq, int64_t label, const uint8_
   h.width = static_cast<uint16_t>(width);
   h.channels = static_cast<uint8_t>(channels);
   h.label = label;
+  char hdr[cf::kRecordHeaderSize];
+  cf::EncodeRecordHeader(&h, pixels, hdr);  // the checksum: outside the lock
   uint32_t rec_len = static_cast<uint32_t>(cf::kRecordHeaderSize + h.payload_len);
+  cf::IndexEntry ie{id, 0, rec_len, h.height, h.width, h.channels, seq, h.checksum};
+  std::vector<Piece> pieces;
+  {
+    MutexLock l(&mu_);
+    SSDFEED_RETURN_IF_ERROR(PlaceLocked(&ie));
+    if (!direct_) return AppendLocked(ie, hdr, pixels, h.payload_len);
+    SSDFEED_RETURN_IF_ERROR(StageLocked(ie, &pieces));
+  }
+  // Direct: the bytes go into the chunks without the lock, so workers copy
+  // at once; the writer thread takes a chunk only when its copies are done.
+  for (const Piece& pc : pieces) {
+    size_t from = pc.src, n = pc.len;
+    char* to = pc.chunk->buf + pc.at;
+    if (from < cf::kRecordHeaderSize) {
+      size_t k = std::min(n, cf::kRecordHeaderSize - from);
+      std::memcpy(to, hdr + from, k);
+      to += k;
+      from += k;
+      n -= k;
+    }
+    if (n > 0) std::memcpy(to, pixels + (from - cf::kRecordHeaderSize), n);
+  }
+  MutexLock l(&mu_);
+  for (const Piece& pc : pieces)
+    if (--pc.chunk->copying == 0) work_cv_.notify_one();
+  return Status::OK();
+}
+
+// Admission, capacity and the segment, for a record of ie->record_len
+// bytes; decides buffered or direct at the first put.
+Status SegmentWriter::PlaceLocked(cf::IndexEntry* ie) {
+  if (!admitting_) return Status::NoSpace(warning_);
+  uint64_t rec_len = ie->record_len;
   if (!decided_) {
     decided_ = true;
     direct_ = opts_.fill_write == FillWrite::kDirect ||
@@ -128,12 +162,7 @@ Status SegmentWriter::Put(uint64_t id, uint64_t seq, int64_t label, const uint8_
   }
   Status s = EnsureSegmentLocked(rec_len);
   if (!s.ok()) return StopAdmittingLocked(s, &counters_->write_errors);
-  char hdr[cf::kRecordHeaderSize];
-  cf::EncodeRecordHeader(&h, pixels, hdr);
-  cf::IndexEntry ie{id, 0, rec_len, h.height, h.width, h.channels, seq, h.checksum};
-  s = direct_ ? StageLocked(ie, hdr, pixels, h.payload_len)
-              : AppendLocked(ie, hdr, pixels, h.payload_len);
-  if (!s.ok()) return s;
+  // Charged now: a put that fails after this stops admission anyway.
   reserved_left_ -= need;
   return Status::OK();
 }
@@ -165,7 +194,8 @@ Status SegmentWriter::EnsureSegmentLocked(uint64_t rec_len) {
     if (end_ + rec_len <= opts_.segment_bytes) return Status::OK();
     // The writer thread closes the old files when it reaches the new
     // segment's first chunk.
-    if (open_ && !open_->ends.empty()) SealLocked();
+    // The last chunk of the old segment: no block to carry into the next.
+    if (open_ && !open_->ends.empty()) SealLocked(false);
     if (open_) spare_.push_back(std::move(open_));  // a carried block: written already
     seg_n_++;
     end_ = next_off_ = 0;
@@ -389,8 +419,7 @@ bool SegmentWriter::RoomLocked(uint64_t rec_len) {
   return more <= can;
 }
 
-Status SegmentWriter::StageLocked(const cf::IndexEntry& entry, const char* hdr,
-                                  const uint8_t* pixels, uint32_t payload_len) {
+Status SegmentWriter::StageLocked(const cf::IndexEntry& entry, std::vector<Piece>* pieces) {
   uint64_t rec_len = entry.record_len;
   while (!RoomLocked(rec_len)) {
     CondWait(&done_cv_, &mu_);
@@ -402,43 +431,40 @@ Status SegmentWriter::StageLocked(const cf::IndexEntry& entry, const char* hdr,
   }
   cf::IndexEntry ie = entry;
   ie.offset = end_;
-  CopyInLocked(hdr, cf::kRecordHeaderSize);
-  CopyInLocked(reinterpret_cast<const char*>(pixels), payload_len);
-  if (open_->ends.empty()) first_staged_us_ = opts_.env->MonotonicMicros();
-  open_->ends.push_back(ie);
-  end_ += rec_len;
-  staged_[ie.sample_id].count++;
-  staged_total_++;
-  staged_count_.fetch_add(1, std::memory_order_release);
-  if (open_->filled == kChunkBytes) SealLocked();
-  return Status::OK();
-}
-
-// Copies into the open chunk, sealing full ones; RoomLocked said there are
-// chunks enough.
-void SegmentWriter::CopyInLocked(const char* p, size_t n) {
-  while (n > 0) {
-    if (open_ && open_->filled == kChunkBytes) SealLocked();
+  for (size_t src = 0; src < rec_len;) {
+    if (open_ && open_->filled == kChunkBytes) SealLocked(true);
     if (!open_) {
       // Only a full chunk or a segment's start leaves none open.
       open_ = TakeChunkLocked();
       open_->seg = seg_n_;
       open_->file_off = next_off_;
     }
-    size_t k = std::min(n, kChunkBytes - open_->filled);
-    std::memcpy(open_->buf + open_->filled, p, k);
+    size_t k = std::min<size_t>(rec_len - src, kChunkBytes - open_->filled);
+    pieces->push_back(Piece{open_.get(), open_->filled, src, k});
+    open_->copying++;
     open_->filled += k;
-    p += k;
-    n -= k;
+    src += k;
   }
+  if (open_->ends.empty()) first_staged_us_ = opts_.env->MonotonicMicros();
+  open_->ends.push_back(ie);
+  end_ += rec_len;
+  staged_[ie.sample_id].count++;
+  staged_total_++;
+  staged_count_.fetch_add(1, std::memory_order_release);
+  if (open_->filled == kChunkBytes) SealLocked(true);
+  return Status::OK();
 }
 
 std::unique_ptr<SegmentWriter::Chunk> SegmentWriter::TakeChunkLocked() {
   std::unique_ptr<Chunk> c;
-  if (!spare_.empty()) {
-    c = std::move(spare_.back());
-    spare_.pop_back();
-  } else {
+  // (A spare chunk may still be copied into after a failed write dropped
+  // it: never reused then.)
+  for (size_t i = spare_.size(); i-- > 0 && !c;)
+    if (spare_[i]->copying == 0) {
+      c = std::move(spare_[i]);
+      spare_.erase(spare_.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+  if (!c) {
     c = std::make_unique<Chunk>();
     chunks_++;
   }
@@ -450,16 +476,18 @@ std::unique_ptr<SegmentWriter::Chunk> SegmentWriter::TakeChunkLocked() {
 // Hands the open chunk to the writer thread. A part-full last block is
 // padded with zeros and carried into a new open chunk, which writes that
 // block again with the records that follow.
-void SegmentWriter::SealLocked() {
+void SegmentWriter::SealLocked(bool carry) {
   std::unique_ptr<Chunk> c = std::move(open_);
   size_t tail = c->filled % kDirectIoAlignment;
-  if (tail != 0) {
+  if (tail != 0) std::memset(c->buf + c->filled, 0, kDirectIoAlignment - tail);
+  if (tail != 0 && carry) {
+    // The block's bytes are all copied in: the writer seals a part-full
+    // chunk only when no copy into it is under way.
     open_ = TakeChunkLocked();
     open_->seg = c->seg;
     open_->file_off = c->file_off + (c->filled - tail);
     std::memcpy(open_->buf, c->buf + (c->filled - tail), tail);
     open_->filled = tail;
-    std::memset(c->buf + c->filled, 0, kDirectIoAlignment - tail);
   } else {
     next_off_ = c->file_off + c->filled;
   }
@@ -469,42 +497,79 @@ void SegmentWriter::SealLocked() {
 
 void SegmentWriter::WriterLoop() {
   mu_.Lock();
+  std::vector<std::unique_ptr<Chunk>> batch;
   while (true) {
-    if (sealed_.empty()) {
-      bool waiting_records = open_ && !open_->ends.empty();
-      // Sealed when the chunk's first record has waited kIdleSealMicros,
-      // however fast others follow it.
-      if (waiting_records && (flush_waiters_ > 0 || stop_writer_ ||
-                              opts_.env->MonotonicMicros() - first_staged_us_ >= kIdleSealMicros)) {
-        SealLocked();
-        continue;
-      }
-      if (stop_writer_) break;
-      if (waiting_records)
-        CondWaitFor(&work_cv_, &mu_, kIdleSealMicros);
-      else
-        CondWait(&work_cv_, &mu_);
+    TakeBatchLocked(&batch);
+    if (!batch.empty()) {
+      writing_ = true;
+      mu_.Unlock();
+      size_t written = 0;
+      Status s = WriteChunks(batch, &written);
+      mu_.Lock();
+      writing_ = false;
+      FinishBatchLocked(&batch, written, s);
       continue;
     }
-    std::unique_ptr<Chunk> c = std::move(sealed_.front());
-    sealed_.pop_front();
-    writing_ = true;
-    mu_.Unlock();
-    Status s = WriteChunk(*c);
-    mu_.Lock();
-    writing_ = false;
-    FinishChunkLocked(std::move(c), s);
+    bool waiting_records = open_ && !open_->ends.empty();
+    // Sealed when the chunk's first record has waited kIdleSealMicros,
+    // however fast others follow it (and only with no copy into it under
+    // way: the carried block must be whole).
+    if (waiting_records && open_->copying == 0 &&
+        (flush_waiters_ > 0 || stop_writer_ ||
+         opts_.env->MonotonicMicros() - first_staged_us_ >= kIdleSealMicros)) {
+      SealLocked(true);
+      continue;
+    }
+    if (stop_writer_ && sealed_.empty() && !waiting_records) break;
+    if (waiting_records)
+      CondWaitFor(&work_cv_, &mu_, kIdleSealMicros);
+    else
+      CondWait(&work_cv_, &mu_);
   }
   mu_.Unlock();
 }
 
-// Writes one sealed chunk, then indexes the records that end in it: their
-// bytes, and every chunk's before them, are in the file by then.
-Status SegmentWriter::WriteChunk(const Chunk& c) {
+// The sealed chunks at the front whose copies are done, in file order, that
+// can be in flight together: one segment, and no block written twice (a
+// carried block must land after the write it was carried from).
+void SegmentWriter::TakeBatchLocked(std::vector<std::unique_ptr<Chunk>>* batch) {
+  batch->clear();
+  while (!sealed_.empty() && batch->size() < static_cast<size_t>(kWritesInFlight)) {
+    const Chunk& c = *sealed_.front();
+    if (c.copying > 0) break;
+    if (!batch->empty()) {
+      const Chunk& prev = *batch->back();
+      if (c.seg != prev.seg || c.file_off < AlignUp(prev.file_off + prev.filled)) break;
+    }
+    batch->push_back(std::move(sealed_.front()));
+    sealed_.pop_front();
+  }
+}
+
+// Writes the chunks together, then indexes, in order, the records that end
+// in each, up to the first that failed: every byte of those records, and of
+// every chunk before them, is in the file. *written: the chunks indexed.
+Status SegmentWriter::WriteChunks(const std::vector<std::unique_ptr<Chunk>>& batch,
+                                  size_t* written) {
+  *written = 0;
   MutexLock files(&files_mu_);
-  if (c.seg != file_seg_) SSDFEED_RETURN_IF_ERROR(RollFiles(c.seg));
-  SSDFEED_RETURN_IF_ERROR(wdat_->WriteAt(c.file_off, c.buf, AlignUp(c.filled)));
-  file_end_ = c.file_off + c.filled;
+  if (batch[0]->seg != file_seg_) SSDFEED_RETURN_IF_ERROR(RollFiles(batch[0]->seg));
+  std::vector<WriteRequest> reqs(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i)
+    reqs[i] = {wdat_.get(), batch[i]->file_off, batch[i]->buf, AlignUp(batch[i]->filled), {}};
+  opts_.env->WriteMany(reqs.data(), reqs.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    SSDFEED_RETURN_IF_ERROR(reqs[i].status);
+    file_end_ = batch[i]->file_off + batch[i]->filled;
+    SSDFEED_RETURN_IF_ERROR(IndexChunk(*batch[i]));
+    *written = i + 1;
+  }
+  // The writer thread syncs in the background itself: no worker waits.
+  if (file_unsynced_ >= opts_.sync_bytes) return SyncFiles();
+  return Status::OK();
+}
+
+Status SegmentWriter::IndexChunk(const Chunk& c) {
   if (c.ends.empty()) return Status::OK();
   std::string idx(c.ends.size() * cf::kIndexEntrySize, '\0');
   for (size_t i = 0; i < c.ends.size(); ++i)
@@ -517,8 +582,6 @@ Status SegmentWriter::WriteChunk(const Chunk& c) {
     counters_->direct_writes++;
     file_unsynced_ += ie.record_len + cf::kIndexEntrySize;
   }
-  // The writer thread syncs in the background itself: no worker waits.
-  if (file_unsynced_ >= opts_.sync_bytes) return SyncFiles();
   return Status::OK();
 }
 
@@ -547,27 +610,31 @@ Status SegmentWriter::RollFiles(int seg) {
   return Status::OK();
 }
 
-void SegmentWriter::FinishChunkLocked(std::unique_ptr<Chunk> c, const Status& s) {
+void SegmentWriter::FinishBatchLocked(std::vector<std::unique_ptr<Chunk>>* batch,
+                                      size_t written, const Status& s) {
   if (!s.ok()) {
     // What is staged is lost (never indexed, so never read); the samples
     // come from the origin as the rest do once admission stops.
     if (write_error_.ok()) write_error_ = s;
     (void)StopAdmittingLocked(s, &counters_->write_errors);
-    ForgetStagedLocked(*c);
-    for (auto& x : sealed_) ForgetStagedLocked(*x);
-    if (open_) ForgetStagedLocked(*open_);
-    for (auto& x : sealed_) spare_.push_back(std::move(x));
+    for (auto& x : sealed_) batch->push_back(std::move(x));
     sealed_.clear();
-    if (open_) spare_.push_back(std::move(open_));
-  } else {
+    if (open_) batch->push_back(std::move(open_));
+  }
+  // (Records of the chunks not written are forgotten too: all of them, as
+  // the error path put every staged chunk in the batch.)
+  for (auto& c : *batch) {
     ForgetStagedLocked(*c);
+    spare_.push_back(std::move(c));
   }
-  spare_.push_back(std::move(c));
+  batch->clear();
+  (void)written;
   // A record larger than the pool grew it: give the extra back.
-  while (chunks_ > kMaxChunks && !spare_.empty()) {
-    spare_.pop_back();
-    chunks_--;
-  }
+  for (size_t i = spare_.size(); i-- > 0 && chunks_ > kMaxChunks;)
+    if (spare_[i]->copying == 0) {
+      spare_.erase(spare_.begin() + static_cast<std::ptrdiff_t>(i));
+      chunks_--;
+    }
   done_cv_.notify_all();
 }
 

@@ -79,9 +79,17 @@ class SegmentWriter {
   static constexpr size_t kChunkBytes = 1 << 20;
   // Chunks staged at most (Put waits beyond): 8 MiB per writing process.
   static constexpr int kMaxChunks = 8;
+  // Chunks written at once (io_uring) when the device falls behind.
+  static constexpr int kWritesInFlight = 4;
 
  private:
   struct Chunk;
+  // Where a part of a record goes: `len` bytes from offset `src` of the
+  // record (header, then payload) to `at` in chunk.
+  struct Piece {
+    Chunk* chunk;
+    size_t at, src, len;
+  };
   // A record staged and not yet indexed: how many Puts of it are in flight,
   // and whether its claim is released when the last is indexed or dropped.
   struct Staged {
@@ -116,16 +124,23 @@ class SegmentWriter {
 
   // Direct mode.
   Status OpenFirstDirectLocked(int n, bool takeover) REQUIRES(mu_);
-  Status StageLocked(const cache_format::IndexEntry& ie, const char* hdr, const uint8_t* pixels,
-                     uint32_t payload_len) REQUIRES(mu_);
+  Status PlaceLocked(cache_format::IndexEntry* ie) REQUIRES(mu_);
+  // Places the record in the chunks (and seals the full ones); the caller
+  // copies the pieces without the lock, then counts them done.
+  Status StageLocked(const cache_format::IndexEntry& ie, std::vector<Piece>* pieces)
+      REQUIRES(mu_);
   bool RoomLocked(uint64_t rec_len) REQUIRES(mu_);
-  void CopyInLocked(const char* p, size_t n) REQUIRES(mu_);
   std::unique_ptr<Chunk> TakeChunkLocked() REQUIRES(mu_);
-  void SealLocked() REQUIRES(mu_);
+  // carry: start the next chunk with a part-full last block.
+  void SealLocked(bool carry) REQUIRES(mu_);
   void WriterLoop() EXCLUDES(mu_);
-  Status WriteChunk(const Chunk& c) EXCLUDES(mu_);
+  void TakeBatchLocked(std::vector<std::unique_ptr<Chunk>>* batch) REQUIRES(mu_);
+  Status WriteChunks(const std::vector<std::unique_ptr<Chunk>>& batch, size_t* written)
+      EXCLUDES(mu_);
+  Status IndexChunk(const Chunk& c) REQUIRES(files_mu_);
   Status RollFiles(int seg) REQUIRES(files_mu_);
-  void FinishChunkLocked(std::unique_ptr<Chunk> c, const Status& s) REQUIRES(mu_);
+  void FinishBatchLocked(std::vector<std::unique_ptr<Chunk>>* batch, size_t written,
+                         const Status& s) REQUIRES(mu_);
   void ForgetStagedLocked(const Chunk& c) REQUIRES(mu_);
   void StopWriter() EXCLUDES(mu_);
 

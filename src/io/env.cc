@@ -37,6 +37,11 @@ std::unique_ptr<PendingReads> Env::StartReads(ReadRequest* reqs, size_t n) {
   return std::make_unique<DoneReads>();
 }
 
+void Env::WriteMany(WriteRequest* reqs, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    reqs[i].status = reqs[i].file->WriteAt(reqs[i].offset, reqs[i].data, reqs[i].n);
+}
+
 Status Env::WriteFileAtomic(const std::string& path, const std::string& data, uint32_t mode,
                             bool durable) {
   // pids repeat across containers (pid 1 in each): a random part keeps two

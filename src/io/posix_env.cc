@@ -201,11 +201,17 @@ class PosixWritableFile final : public WritableFile {
       n -= static_cast<size_t>(w);
       offset += static_cast<uint64_t>(w);
     }
+    Extend(end);
+    return Status::OK();
+  }
+  // Records a write that ended at `end` (WriteAt, or io_uring for it).
+  void Extend(uint64_t end) {
     uint64_t seen = size_.load(std::memory_order_relaxed);
     while (seen < end && !size_.compare_exchange_weak(seen, end, std::memory_order_acq_rel)) {
     }
-    return Status::OK();
   }
+  int fd() const { return fd_; }
+  bool direct() const { return direct_; }
   Status Sync() override {
     if (::fdatasync(fd_) != 0) return Status::FromErrno(errno, "fdatasync " + path_);
     return Status::OK();
@@ -226,6 +232,52 @@ class PosixWritableFile final : public WritableFile {
   std::atomic<uint64_t> size_;  // read by a syncing thread while appends go on
   const bool direct_;
 };
+
+#ifdef SSDFEED_HAVE_URING
+// Direct writes all in flight on this thread's ring, waited for together. A
+// write that comes back short or failed is finished (or failed again, for
+// its status) with WriteAt.
+void UringWriteMany(io_uring* ring, WriteRequest* reqs, size_t n) {
+  size_t queued = 0;
+  for (size_t i = 0; i < n; ++i) {
+    io_uring_sqe* sqe = io_uring_get_sqe(ring);
+    if (sqe == nullptr) {
+      io_uring_submit(ring);
+      sqe = io_uring_get_sqe(ring);
+    }
+    if (sqe == nullptr) {  // no room: this one on its own
+      reqs[i].status = reqs[i].file->WriteAt(reqs[i].offset, reqs[i].data, reqs[i].n);
+      continue;
+    }
+    auto* f = static_cast<PosixWritableFile*>(reqs[i].file);
+    io_uring_prep_write(sqe, f->fd(), reqs[i].data, static_cast<unsigned>(reqs[i].n),
+                        reqs[i].offset);
+    io_uring_sqe_set_data64(sqe, i);
+    ++queued;
+  }
+  io_uring_submit(ring);
+  for (size_t done = 0; done < queued;) {
+    if (io_uring_sq_ready(ring) > 0) io_uring_submit(ring);
+    io_uring_cqe* cqe = nullptr;
+    int w = io_uring_wait_cqe(ring, &cqe);
+    if (w == -EINTR) continue;
+    if (w != 0) std::abort();  // the kernel lost track of writes from our buffers
+    size_t i = static_cast<size_t>(io_uring_cqe_get_data64(cqe));
+    int res = cqe->res;
+    io_uring_cqe_seen(ring, cqe);
+    ++done;
+    WriteRequest& r = reqs[i];
+    auto* f = static_cast<PosixWritableFile*>(r.file);
+    if (res >= 0 && static_cast<size_t>(res) == r.n) {
+      f->Extend(r.offset + r.n);
+      r.status = Status::OK();
+      continue;
+    }
+    size_t ok = res > 0 ? static_cast<size_t>(res) & ~(kDirectIoAlignment - 1) : 0;
+    r.status = f->WriteAt(r.offset + ok, r.data + ok, r.n - ok);
+  }
+}
+#endif
 
 class PosixFileLock final : public FileLock {
  public:
@@ -352,6 +404,19 @@ class PosixEnv final : public Env {
     if (ring != nullptr) return std::make_unique<UringReads>(ring, reqs, n);
 #endif
     return Env::StartReads(reqs, n);
+  }
+
+  void WriteMany(WriteRequest* reqs, size_t n) override {
+#ifdef SSDFEED_HAVE_URING
+    bool all_direct = n > 1;
+    for (size_t i = 0; i < n && all_direct; ++i) {
+      auto* f = dynamic_cast<PosixWritableFile*>(reqs[i].file);
+      all_direct = f != nullptr && f->direct();
+    }
+    io_uring* ring = all_direct ? ThreadRing() : nullptr;
+    if (ring != nullptr) return UringWriteMany(ring, reqs, n);
+#endif
+    Env::WriteMany(reqs, n);
   }
 
   Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path,
