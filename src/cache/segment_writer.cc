@@ -115,7 +115,7 @@ Status SegmentWriter::Put(uint64_t id, uint64_t seq, int64_t label, const uint8_
   std::vector<Piece> pieces;
   {
     MutexLock l(&mu_);
-    SSDFEED_RETURN_IF_ERROR(PlaceLocked(&ie));
+    SSDFEED_RETURN_IF_ERROR(PlaceLocked(rec_len));
     if (!direct_) return AppendLocked(ie, hdr, pixels, h.payload_len);
     SSDFEED_RETURN_IF_ERROR(StageLocked(ie, &pieces));
   }
@@ -139,11 +139,10 @@ Status SegmentWriter::Put(uint64_t id, uint64_t seq, int64_t label, const uint8_
   return Status::OK();
 }
 
-// Admission, capacity and the segment, for a record of ie->record_len
-// bytes; decides buffered or direct at the first put.
-Status SegmentWriter::PlaceLocked(cf::IndexEntry* ie) {
+// Admission, capacity and the segment, for a record of rec_len bytes;
+// decides buffered or direct at the first put.
+Status SegmentWriter::PlaceLocked(uint64_t rec_len) {
   if (!admitting_) return Status::NoSpace(warning_);
-  uint64_t rec_len = ie->record_len;
   if (!decided_) {
     decided_ = true;
     direct_ = opts_.fill_write == FillWrite::kDirect ||
@@ -192,9 +191,8 @@ Status SegmentWriter::EnsureSegmentLocked(uint64_t rec_len) {
   if (seg_n_ < 0) return FirstSegmentLocked(rec_len);
   if (direct_) {
     if (end_ + rec_len <= opts_.segment_bytes) return Status::OK();
-    // The writer thread closes the old files when it reaches the new
-    // segment's first chunk.
-    // The last chunk of the old segment: no block to carry into the next.
+    // The old segment's last chunk carries no block into the next; the
+    // writer thread closes the old files when it reaches the new segment.
     if (open_ && !open_->ends.empty()) SealLocked(false);
     if (open_) spare_.push_back(std::move(open_));  // a carried block: written already
     seg_n_++;
@@ -503,11 +501,10 @@ void SegmentWriter::WriterLoop() {
     if (!batch.empty()) {
       writing_ = true;
       mu_.Unlock();
-      size_t written = 0;
-      Status s = WriteChunks(batch, &written);
+      Status s = WriteChunks(batch);
       mu_.Lock();
       writing_ = false;
-      FinishBatchLocked(&batch, written, s);
+      FinishBatchLocked(&batch, s);
       continue;
     }
     bool waiting_records = open_ && !open_->ends.empty();
@@ -548,10 +545,8 @@ void SegmentWriter::TakeBatchLocked(std::vector<std::unique_ptr<Chunk>>* batch) 
 
 // Writes the chunks together, then indexes, in order, the records that end
 // in each, up to the first that failed: every byte of those records, and of
-// every chunk before them, is in the file. *written: the chunks indexed.
-Status SegmentWriter::WriteChunks(const std::vector<std::unique_ptr<Chunk>>& batch,
-                                  size_t* written) {
-  *written = 0;
+// every chunk before them, is in the file.
+Status SegmentWriter::WriteChunks(const std::vector<std::unique_ptr<Chunk>>& batch) {
   MutexLock files(&files_mu_);
   if (batch[0]->seg != file_seg_) SSDFEED_RETURN_IF_ERROR(RollFiles(batch[0]->seg));
   std::vector<WriteRequest> reqs(batch.size());
@@ -562,7 +557,6 @@ Status SegmentWriter::WriteChunks(const std::vector<std::unique_ptr<Chunk>>& bat
     SSDFEED_RETURN_IF_ERROR(reqs[i].status);
     file_end_ = batch[i]->file_off + batch[i]->filled;
     SSDFEED_RETURN_IF_ERROR(IndexChunk(*batch[i]));
-    *written = i + 1;
   }
   // The writer thread syncs in the background itself: no worker waits.
   if (file_unsynced_ >= opts_.sync_bytes) return SyncFiles();
@@ -611,7 +605,7 @@ Status SegmentWriter::RollFiles(int seg) {
 }
 
 void SegmentWriter::FinishBatchLocked(std::vector<std::unique_ptr<Chunk>>* batch,
-                                      size_t written, const Status& s) {
+                                      const Status& s) {
   if (!s.ok()) {
     // What is staged is lost (never indexed, so never read); the samples
     // come from the origin as the rest do once admission stops.
@@ -621,14 +615,12 @@ void SegmentWriter::FinishBatchLocked(std::vector<std::unique_ptr<Chunk>>* batch
     sealed_.clear();
     if (open_) batch->push_back(std::move(open_));
   }
-  // (Records of the chunks not written are forgotten too: all of them, as
-  // the error path put every staged chunk in the batch.)
+  // Indexed or dropped, each chunk's records are no longer staged.
   for (auto& c : *batch) {
     ForgetStagedLocked(*c);
     spare_.push_back(std::move(c));
   }
   batch->clear();
-  (void)written;
   // A record larger than the pool grew it: give the extra back.
   for (size_t i = spare_.size(); i-- > 0 && chunks_ > kMaxChunks;)
     if (spare_[i]->copying == 0) {

@@ -13,14 +13,17 @@
 // the first Put:
 // - buffered: Put appends the record and its index entry itself (write(2),
 //   the page cache), and indexes it before returning;
-// - direct: Put copies the record into the open 1 MiB chunk, 4 KiB aligned
-//   in the file, and returns; one writer thread writes sealed chunks with
-//   O_DIRECT, in file order, then appends the index entries of the records
-//   that ended in them and indexes them. A chunk is sealed when full, when
-//   Flush asks, or when no Put came for kIdleSealMicros; sealing a part-full
-//   chunk writes its last block padded with zeros, and the next chunk starts
-//   with that block's bytes and writes it again. Readers of this process
-//   (Get, Contains) flush a record they ask for that is not yet written.
+// - direct: Put places the record in the open 1 MiB chunk (4 KiB aligned in
+//   memory and in the file) under the lock, copies it in without the lock,
+//   and returns; one writer thread writes sealed chunks whose copies are
+//   done with O_DIRECT (up to kWritesInFlight at once through io_uring when
+//   they queue up), then, in file order, appends the index entries of the
+//   records that ended in them and indexes them. A chunk is sealed when
+//   full, when Flush asks, or when its first record has waited
+//   kIdleSealMicros; sealing a part-full chunk writes its last block padded
+//   with zeros, and the next chunk starts with that block's bytes and writes
+//   it again. Readers of this process (Get, Contains) flush a record they
+//   ask for that is not yet written.
 #pragma once
 
 #include <atomic>
@@ -124,7 +127,7 @@ class SegmentWriter {
 
   // Direct mode.
   Status OpenFirstDirectLocked(int n, bool takeover) REQUIRES(mu_);
-  Status PlaceLocked(cache_format::IndexEntry* ie) REQUIRES(mu_);
+  Status PlaceLocked(uint64_t rec_len) REQUIRES(mu_);
   // Places the record in the chunks (and seals the full ones); the caller
   // copies the pieces without the lock, then counts them done.
   Status StageLocked(const cache_format::IndexEntry& ie, std::vector<Piece>* pieces)
@@ -135,12 +138,11 @@ class SegmentWriter {
   void SealLocked(bool carry) REQUIRES(mu_);
   void WriterLoop() EXCLUDES(mu_);
   void TakeBatchLocked(std::vector<std::unique_ptr<Chunk>>* batch) REQUIRES(mu_);
-  Status WriteChunks(const std::vector<std::unique_ptr<Chunk>>& batch, size_t* written)
-      EXCLUDES(mu_);
+  Status WriteChunks(const std::vector<std::unique_ptr<Chunk>>& batch) EXCLUDES(mu_);
   Status IndexChunk(const Chunk& c) REQUIRES(files_mu_);
   Status RollFiles(int seg) REQUIRES(files_mu_);
-  void FinishBatchLocked(std::vector<std::unique_ptr<Chunk>>* batch, size_t written,
-                         const Status& s) REQUIRES(mu_);
+  void FinishBatchLocked(std::vector<std::unique_ptr<Chunk>>* batch, const Status& s)
+      REQUIRES(mu_);
   void ForgetStagedLocked(const Chunk& c) REQUIRES(mu_);
   void StopWriter() EXCLUDES(mu_);
 
