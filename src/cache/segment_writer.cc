@@ -134,8 +134,11 @@ Status SegmentWriter::Put(uint64_t id, uint64_t seq, int64_t label, const uint8_
     if (n > 0) std::memcpy(to, pixels + (from - cf::kRecordHeaderSize), n);
   }
   MutexLock l(&mu_);
+  // The writer waits for the last copy into a sealed chunk, or into the
+  // open one when a flush wants it sealed; other copies need not wake it.
   for (const Piece& pc : pieces)
-    if (--pc.chunk->copying == 0) work_cv_.notify_one();
+    if (--pc.chunk->copying == 0 && (pc.chunk != open_.get() || flush_waiters_ > 0))
+      work_cv_.notify_one();
   return Status::OK();
 }
 
@@ -489,8 +492,9 @@ void SegmentWriter::SealLocked(bool carry) {
   } else {
     next_off_ = c->file_off + c->filled;
   }
+  bool ready = c->copying == 0;  // else the last copy into it wakes the writer
   sealed_.push_back(std::move(c));
-  work_cv_.notify_one();
+  if (ready) work_cv_.notify_one();
 }
 
 void SegmentWriter::WriterLoop() {
