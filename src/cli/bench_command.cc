@@ -229,8 +229,8 @@ int RunLoaderBench(const LoaderBenchArgs& a) {
   if (r->augment_per_core > 0) {
     // Cold epochs are held to decode + prepare, warm ones to the crop alone.
     std::printf(
-        "bounds on one core (first 200 samples): decode+prepare %.0f images/s, crop+resize "
-        "%.0f images/s; x %d cores\n",
+        "bounds on one core: decode+prepare %.0f images/s (the fastest of 3 groups of 200 "
+        "samples), crop+resize %.0f images/s; x %d cores\n",
         r->decode_prepare_per_core, r->augment_per_core, r->cores);
     for (const auto& e : r->epochs) {
       bool cold = e.hit_rate < 0.5;
