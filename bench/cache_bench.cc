@@ -38,7 +38,8 @@ void OrDie(const Status& s, const char* what) {
 double CpuSeconds() {
   struct rusage u;
   ::getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6 + u.ru_stime.tv_sec + u.ru_stime.tv_usec / 1e6;
+  return u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6 + u.ru_stime.tv_sec +
+         u.ru_stime.tv_usec / 1e6;
 }
 
 double Now() {
@@ -253,7 +254,8 @@ int main(int argc, char** argv) {
     std::printf("%-36s %10.1f %12.1f\n", r.name, mb / r.s, samples / r.s);
   }
   std::printf("%-36s %10.1f\n", "device sequential read, O_DIRECT 1MiB", seq);
-  std::printf("CPU per 100 MB stored (puts, writer thread, kernel): buffered %.0f ms, direct %.0f ms\n",
-              buffered_cpu_ms, direct_cpu_ms);
+  std::printf(
+      "CPU per 100 MB stored (puts, writer thread, kernel): buffered %.0f ms, direct %.0f ms\n",
+      buffered_cpu_ms, direct_cpu_ms);
   return 0;
 }

@@ -36,7 +36,7 @@ enum class Ctr : uint32_t {
   kCachePutBytes,    // bytes of those records
   kCacheWriteErrors,
   kCacheCapacityDenied,
-  kEvictions,  // entries this process evicted to make room
+  kEvictions,          // entries this process evicted to make room
   kCacheDirectReads,   // records read with O_DIRECT (warm_read)
   kCacheDirectWrites,  // records written with O_DIRECT (fill_write)
   kCount

@@ -23,9 +23,9 @@ struct SegmentWriter::Chunk {
   int seg = 0;
   uint64_t file_off = 0;  // a multiple of kDirectIoAlignment
   size_t filled = 0;
-  char* buf = nullptr;  // kChunkBytes, aligned
+  char* buf = nullptr;               // kChunkBytes, aligned
   std::vector<cf::IndexEntry> ends;  // records whose last byte is here
-  int copying = 0;  // Puts copying into it now (the writer waits for 0)
+  int copying = 0;                   // Puts copying into it now (the writer waits for 0)
 };
 
 namespace {
@@ -387,15 +387,13 @@ Status SegmentWriter::StopAdmittingLocked(const Status& why, std::atomic<uint64_
 
 // ---- Direct mode ----
 
-
 // Opens the first segment for direct writes and stages, as the open chunk,
 // the part of its last block that records already fill (the chunk writes
 // the block again, with more after it).
 Status SegmentWriter::OpenFirstDirectLocked(int n, bool takeover) {
   MutexLock files(&files_mu_);
   DirectTail tail;
-  SSDFEED_RETURN_IF_ERROR(
-      OpenPair(n, takeover, true, &wdat_, &widx_, &file_index_slot_, &tail));
+  SSDFEED_RETURN_IF_ERROR(OpenPair(n, takeover, true, &wdat_, &widx_, &file_index_slot_, &tail));
   file_seg_ = seg_n_ = n;
   file_end_ = end_ = tail.end;  // the probe padded the file past it
   open_ = TakeChunkLocked();
@@ -608,8 +606,7 @@ Status SegmentWriter::RollFiles(int seg) {
   return Status::OK();
 }
 
-void SegmentWriter::FinishBatchLocked(std::vector<std::unique_ptr<Chunk>>* batch,
-                                      const Status& s) {
+void SegmentWriter::FinishBatchLocked(std::vector<std::unique_ptr<Chunk>>* batch, const Status& s) {
   if (!s.ok()) {
     // What is staged is lost (never indexed, so never read); the samples
     // come from the origin as the rest do once admission stops.

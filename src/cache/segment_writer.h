@@ -130,8 +130,7 @@ class SegmentWriter {
   Status PlaceLocked(uint64_t rec_len) REQUIRES(mu_);
   // Places the record in the chunks (and seals the full ones); the caller
   // copies the pieces without the lock, then counts them done.
-  Status StageLocked(const cache_format::IndexEntry& ie, std::vector<Piece>* pieces)
-      REQUIRES(mu_);
+  Status StageLocked(const cache_format::IndexEntry& ie, std::vector<Piece>* pieces) REQUIRES(mu_);
   bool RoomLocked(uint64_t rec_len) REQUIRES(mu_);
   std::unique_ptr<Chunk> TakeChunkLocked() REQUIRES(mu_);
   // carry: start the next chunk with a part-full last block.
@@ -141,8 +140,7 @@ class SegmentWriter {
   Status WriteChunks(const std::vector<std::unique_ptr<Chunk>>& batch) EXCLUDES(mu_);
   Status IndexChunk(const Chunk& c) REQUIRES(files_mu_);
   Status RollFiles(int seg) REQUIRES(files_mu_);
-  void FinishBatchLocked(std::vector<std::unique_ptr<Chunk>>* batch, const Status& s)
-      REQUIRES(mu_);
+  void FinishBatchLocked(std::vector<std::unique_ptr<Chunk>>* batch, const Status& s) REQUIRES(mu_);
   void ForgetStagedLocked(const Chunk& c) REQUIRES(mu_);
   void StopWriter() EXCLUDES(mu_);
 
@@ -183,7 +181,7 @@ class SegmentWriter {
 
   // Direct mode's staging (mu_): the chunk being filled, the sealed ones in
   // file order, spare buffers, and what is staged but not indexed.
-  uint64_t end_ GUARDED_BY(mu_) = 0;  // logical end of segment seg_n_
+  uint64_t end_ GUARDED_BY(mu_) = 0;       // logical end of segment seg_n_
   uint64_t next_off_ GUARDED_BY(mu_) = 0;  // where a chunk opened after a full one starts
   std::unique_ptr<Chunk> open_ GUARDED_BY(mu_);
   std::deque<std::unique_ptr<Chunk>> sealed_ GUARDED_BY(mu_);

@@ -257,7 +257,9 @@ int RunLoaderBench(const LoaderBenchArgs& a) {
           "    with its crop+resize (%.0f images/s on one core): %.2fx per core, %.2fx per "
           "CPU-second; records written %s\n",
           all, per_core / all, per_cpu_s / all,
-          puts == 0 ? "none" : direct >= puts ? "direct (O_DIRECT, writer thread)" : "buffered");
+          puts == 0        ? "none"
+          : direct >= puts ? "direct (O_DIRECT, writer thread)"
+                           : "buffered");
     }
   }
   if (o.compute_seconds > 0) {

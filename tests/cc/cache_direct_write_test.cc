@@ -256,7 +256,8 @@ TEST(CacheDirectWrite, PowerCutAtEverySyncPointLeavesIntactRecords) {
     for (uint64_t id = 0; id < kN; ++id)
       if ((*e)->Contains(id)) {
         Status st;
-        EXPECT_TRUE(ReadsBack(e->get(), id, &st)) << "k=" << k << " id=" << id << " " << st.ToString();
+        EXPECT_TRUE(ReadsBack(e->get(), id, &st))
+            << "k=" << k << " id=" << id << " " << st.ToString();
       }
     for (uint64_t id = 0; id < kN; ++id)
       if (!(*e)->Contains(id)) {
@@ -327,7 +328,8 @@ TEST(CacheDirectWrite, WriteManyPutsEveryBlockInPlace) {
     reqs.push_back({f->get(), (kBlocks - 1 - k) * kLen, buf + (kBlocks - 1 - k) * kLen, kLen, {}});
   reqs.push_back({f->get(), 100, buf, 4096, {}});  // not aligned: refused
   env->WriteMany(reqs.data(), reqs.size());
-  for (size_t k = 0; k < kBlocks; ++k) EXPECT_TRUE(reqs[k].status.ok()) << reqs[k].status.ToString();
+  for (size_t k = 0; k < kBlocks; ++k)
+    EXPECT_TRUE(reqs[k].status.ok()) << reqs[k].status.ToString();
   EXPECT_FALSE(reqs.back().status.ok());
   EXPECT_EQ((*f)->Size(), kBlocks * kLen);
   ASSERT_TRUE((*f)->Close().ok());

@@ -67,8 +67,9 @@ struct Fixture {
     spec.resize_short = 48;
   }
   std::vector<std::string> WarmArgs(const std::string& cache) const {
-    std::vector<std::string> a = {test::CliPath(),  "warm", "--source", uri,       "--cache",   cache,
-                                  "--resize-short", "48",   "--json",   "--quiet", "--workers", "2"};
+    std::vector<std::string> a = {test::CliPath(), "warm",    "--source",       uri,
+                                  "--cache",       cache,     "--resize-short", "48",
+                                  "--json",        "--quiet", "--workers",      "2"};
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   }
