@@ -233,6 +233,7 @@ class Env {
   // Does n positional writes, as many in flight at once as the Env can (the
   // POSIX Env: io_uring, for direct files), and returns when all are done,
   // each request with its own status. Default: one WriteAt after another.
+  // Not on a thread with StartReads still in flight (they share its ring).
   virtual void WriteMany(WriteRequest* reqs, size_t n);
 
   // Deletes dir and the files directly inside it through a directory

@@ -171,9 +171,11 @@ class CacheEntryImpl final : public CacheEntry {
 
   Status Get(uint64_t id, std::string* buf, CachedSample* out) override {
     Periodic(/*redecide=*/true);  // the loader looks at direct_reads() at each epoch
+    // Our own Put, staged for a direct write: written first. (Staged is
+    // looked at before the index: a record is indexed before it stops being
+    // staged, so this order never misses one in between.)
+    if (writer_ && writer_->staged() > 0) writer_->FlushIfStaged(id);
     Status s = index_.Get(id, buf, out);
-    // Our own Put, staged for a direct write: write it, then read it.
-    if (s.IsNotFound() && writer_ && writer_->FlushIfStaged(id)) s = index_.Get(id, buf, out);
     if (s.IsCorruption()) counters_.corrupt_records++;
     return s;
   }
@@ -192,8 +194,8 @@ class CacheEntryImpl final : public CacheEntry {
   bool direct_reads() const override { return index_.direct(); }
 
   bool Contains(uint64_t id) override {
-    if (index_.Contains(id)) return true;
-    return writer_ && writer_->FlushIfStaged(id) && index_.Contains(id);
+    if (writer_ && writer_->staged() > 0) writer_->FlushIfStaged(id);  // as Get
+    return index_.Contains(id);
   }
 
   Status Put(uint64_t id, int64_t label, const uint8_t* pixels, int height, int width,

@@ -444,7 +444,12 @@ Status SegmentWriter::StageLocked(const cf::IndexEntry& entry, std::vector<Piece
     open_->filled += k;
     src += k;
   }
-  if (open_->ends.empty()) first_staged_us_ = opts_.env->MonotonicMicros();
+  if (open_->ends.empty()) {
+    // The writer may sleep untimed (no records were waiting): its clock for
+    // the idle seal starts now.
+    first_staged_us_ = opts_.env->MonotonicMicros();
+    work_cv_.notify_one();
+  }
   open_->ends.push_back(ie);
   end_ += rec_len;
   staged_[ie.sample_id].count++;
@@ -513,15 +518,15 @@ void SegmentWriter::WriterLoop() {
     // Sealed when the chunk's first record has waited kIdleSealMicros,
     // however fast others follow it (and only with no copy into it under
     // way: the carried block must be whole).
+    int64_t left = first_staged_us_ + kIdleSealMicros - opts_.env->MonotonicMicros();
     if (waiting_records && open_->copying == 0 &&
-        (flush_waiters_ > 0 || stop_writer_ ||
-         opts_.env->MonotonicMicros() - first_staged_us_ >= kIdleSealMicros)) {
+        (flush_waiters_ > 0 || stop_writer_ || left <= 0)) {
       SealLocked(true);
       continue;
     }
     if (stop_writer_ && sealed_.empty() && !waiting_records) break;
-    if (waiting_records)
-      CondWaitFor(&work_cv_, &mu_, kIdleSealMicros);
+    if (waiting_records)  // (a copy under way when due: look again in 1 ms)
+      CondWaitFor(&work_cv_, &mu_, std::max<int64_t>(left, 1000));
     else
       CondWait(&work_cv_, &mu_);
   }

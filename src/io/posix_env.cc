@@ -188,6 +188,7 @@ class PosixWritableFile final : public WritableFile {
     uint64_t end = offset + n;
     while (n > 0) {
       ssize_t w = ::pwrite(fd_, p, n, static_cast<off_t>(offset));
+      if (w == 0) return Status::IOError("write " + path_ + ": no progress");
       if (w < 0) {
         if (errno == EINTR) continue;
         // Opened with O_DIRECT but refused at the write (some FUSE and
@@ -241,11 +242,7 @@ void UringWriteMany(io_uring* ring, WriteRequest* reqs, size_t n) {
   size_t queued = 0;
   for (size_t i = 0; i < n; ++i) {
     io_uring_sqe* sqe = io_uring_get_sqe(ring);
-    if (sqe == nullptr) {
-      io_uring_submit(ring);
-      sqe = io_uring_get_sqe(ring);
-    }
-    if (sqe == nullptr) {  // no room: this one on its own
+    if (sqe == nullptr) {  // no room: this one on its own (never with <= 128 requests)
       reqs[i].status = reqs[i].file->WriteAt(reqs[i].offset, reqs[i].data, reqs[i].n);
       continue;
     }
@@ -255,9 +252,18 @@ void UringWriteMany(io_uring* ring, WriteRequest* reqs, size_t n) {
     io_uring_sqe_set_data64(sqe, i);
     ++queued;
   }
-  io_uring_submit(ring);
+  size_t in_flight = 0;
   for (size_t done = 0; done < queued;) {
-    if (io_uring_sq_ready(ring) > 0) io_uring_submit(ring);
+    if (io_uring_sq_ready(ring) > 0) {
+      int r = io_uring_submit(ring);
+      if (r > 0) in_flight += static_cast<size_t>(r);
+      // Refused (ENOMEM, EAGAIN) with nothing in flight: waiting for a
+      // completion would never end; try again shortly.
+      if (in_flight == 0) {
+        ::usleep(1000);
+        continue;
+      }
+    }
     io_uring_cqe* cqe = nullptr;
     int w = io_uring_wait_cqe(ring, &cqe);
     if (w == -EINTR) continue;
@@ -266,6 +272,7 @@ void UringWriteMany(io_uring* ring, WriteRequest* reqs, size_t n) {
     int res = cqe->res;
     io_uring_cqe_seen(ring, cqe);
     ++done;
+    --in_flight;
     WriteRequest& r = reqs[i];
     auto* f = static_cast<PosixWritableFile*>(r.file);
     if (res >= 0 && static_cast<size_t>(res) == r.n) {

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <chrono>
 #include <thread>
 
 #include "cache_test_util.h"
@@ -140,6 +141,33 @@ TEST(CacheDirectWrite, AnotherReaderSeesOnlyWrittenRecords) {
   ASSERT_TRUE((*w)->Sync().ok());
   ASSERT_TRUE((*r)->Refresh().ok());
   EXPECT_EQ((*r)->samples_present(), kN);
+}
+
+// With nobody flushing, a staged record is written and indexed within the
+// idle seal's 20 ms (plus the write): another process finds it, and its
+// claim is released, without waiting for the chunk to fill.
+TEST(CacheDirectWrite, AStagedRecordIsWrittenWithoutAFlush) {
+  test::TempDir root;
+  if (!DirectWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
+  auto w = CacheEntry::Open(Opts(root.path()), FakeKey(kN));
+  auto r = CacheEntry::Open(Opts(root.path(), FillWrite::kBuffered), FakeKey(kN));
+  ASSERT_TRUE(w.ok() && r.ok());
+  for (uint64_t id : {1, 2, 3}) {  // small records: the chunk never fills
+    ASSERT_TRUE((*w)->TryClaim(id));
+    ASSERT_TRUE(Put(w->get(), id).ok());
+    (*w)->ReleaseClaim(id);  // held on until the record is indexed
+    bool seen = false;
+    for (int i = 0; i < 500 && !seen; ++i) {  // up to 5 s on a loaded machine
+      ASSERT_TRUE((*r)->Refresh().ok());
+      seen = (*r)->Contains(id);
+      if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_TRUE(seen) << id;
+    EXPECT_TRUE(ReadsBack(r->get(), id)) << id;
+    EXPECT_TRUE((*r)->TryClaim(id)) << id << ": its claim is still held";
+    (*r)->ReleaseClaim(id);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the writer idles again
+  }
 }
 
 TEST(CacheDirectWrite, SegmentsRollOverWithoutPadding) {
