@@ -5,10 +5,10 @@
 // cut leaves only intact records indexed, and the fill resumes.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <chrono>
 #include <thread>
 
 #include "cache_test_util.h"
