@@ -149,7 +149,14 @@ bool SampleFetcher::WaitForOther(uint64_t id, FetchScratch* s, CachedSample* out
     env_->SleepForMicroseconds(2000);
     cache_->Refresh().IgnoreError();  // a failure: wait on, then prepare it here
     if (GetCached(id, s, out)) return true;
-    if (cache_->TryClaim(id)) return false;  // its preparer died or gave up
+    if (cache_->TryClaim(id)) {
+      // Free: its preparer died, gave up, or stored it and let go of the
+      // claim after our refresh. One more look tells the last apart.
+      cache_->Refresh().IgnoreError();
+      if (!GetCached(id, s, out)) return false;  // prepare it here
+      cache_->ReleaseClaim(id);
+      return true;
+    }
   }
   return false;  // bounded: prepare it ourselves
 }
