@@ -18,6 +18,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
+#include <string>
 #include <vector>
 
 #include "ssdfeed/env.h"
@@ -379,6 +381,39 @@ Result<int> OpenRegular(const std::string& path, int flags, uint32_t mode, struc
   return fd;
 }
 
+// Opens path read-write, creating it if missing, for a file other users
+// open at the same moment (a group-shared cache's claims and ledger): a new
+// file is made at a temporary name, given its mode, and only then linked
+// into place, so nobody finds it with the umask's narrower bits (another
+// user's open would fail with EACCES and go on uncoordinated). Where link(2)
+// is refused, it is created in place as before.
+Result<int> OpenOrCreateShared(const std::string& path, uint32_t mode, struct stat* st) {
+  static const uint64_t nonce =
+      (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  static std::atomic<uint64_t> n{0};
+  const int flags = O_RDWR | O_NOFOLLOW;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    auto fd = OpenRegular(path, flags, 0, st);
+    if (fd.ok() || !fd.status().IsNotFound()) return fd;
+    std::string tmp = path + ".new." + std::to_string(nonce) + "." + std::to_string(n++);
+    SSDFEED_ASSIGN_OR_RETURN(int t, OpenRegular(tmp, flags | O_CREAT | O_EXCL, mode, st));
+    int r = ::fchmod(t, mode) == 0 ? ::link(tmp.c_str(), path.c_str()) : -1;
+    int err = errno;
+    ::unlink(tmp.c_str());
+    if (r == 0) {
+      if (::fstat(t, st) == 0) return t;
+      err = errno;
+    }
+    ::close(t);
+    if (r == 0) return Status::FromErrno(err, "fstat " + path);
+    if (err == EEXIST) continue;  // another opener linked its file first: open that
+    if (err == EPERM || err == ENOSYS || err == EOPNOTSUPP || err == EXDEV)
+      return OpenRegular(path, flags | O_CREAT, mode, st);
+    return Status::FromErrno(err, "create " + path);
+  }
+  return Status::Busy(path + ": keeps being created and removed while opening");
+}
+
 class PosixEnv final : public Env {
  public:
   Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
@@ -604,7 +639,9 @@ class PosixEnv final : public Env {
     int flags = O_NOFOLLOW | (o.writable ? O_RDWR : O_RDONLY);
     if (o.writable && o.create) flags |= O_CREAT | (o.exclusive ? O_EXCL : 0);
     struct stat st;
-    SSDFEED_ASSIGN_OR_RETURN(int fd, OpenRegular(path, flags, o.mode, &st));
+    bool shared = o.writable && o.create && !o.exclusive;
+    SSDFEED_ASSIGN_OR_RETURN(int fd, shared ? OpenOrCreateShared(path, o.mode, &st)
+                                            : OpenRegular(path, flags, o.mode, &st));
     auto fail = [&](int err, const std::string& what) {
       ::close(fd);
       return Status::FromErrno(err, what + " " + path);

@@ -6,7 +6,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <atomic>
 #include <future>
+#include <thread>
+#include <vector>
 
 #include "test_util.h"
 
@@ -43,6 +46,60 @@ TEST(PosixEnv, NewFilesHaveNoWorldAccess) {
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->mode & 0007u, 0u);
   EXPECT_EQ(info->size, 1u);
+}
+
+// A shared mapped file (claims, the ledger) appears under its name with
+// its mode already set, whatever the umask: another user opening it at that
+// moment must not find the umask's 0640. Openers racing to create it all map
+// the same file, and no temporary is left behind.
+TEST(PosixEnv, SharedMappedFileAppearsWithItsModeAndOneInode) {
+  test::TempDir dir;
+  Env* env = Env::Default();
+  std::string path = dir.Sub("claims");
+  mode_t old = ::umask(077);
+  {
+    // A watcher stats the name as fast as it can while it is made and
+    // removed 300 times: it must never see the file with other bits.
+    std::atomic<bool> done{false};
+    std::atomic<int> narrow{0};
+    std::thread watcher([&] {
+      struct stat w;
+      while (!done)
+        if (::stat(path.c_str(), &w) == 0 && (w.st_mode & 07777) != 0660) narrow++;
+    });
+    MappedFileOptions o;
+    o.mode = 0660;
+    for (int i = 0; i < 300; ++i) {
+      ASSERT_TRUE(env->NewMappedFile(path, 4096, o).ok());
+      ::unlink(path.c_str());
+    }
+    done = true;
+    watcher.join();
+    EXPECT_EQ(narrow.load(), 0) << "seen with the umask's bits";
+  }
+  constexpr int kOpeners = 8;
+  std::vector<std::future<Result<std::unique_ptr<MappedFile>>>> opens;
+  for (int i = 0; i < kOpeners; ++i)
+    opens.push_back(std::async(std::launch::async, [&] {
+      MappedFileOptions o;
+      o.mode = 0660;
+      return env->NewMappedFile(path, 4096, o);
+    }));
+  std::vector<std::unique_ptr<MappedFile>> maps;
+  for (auto& f : opens) {
+    auto m = f.get();
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    maps.push_back(std::move(*m));
+  }
+  ::umask(old);
+  struct stat st;
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0660u);
+  maps[0]->data()[100] = 42;  // one file: every mapping sees the write
+  for (const auto& m : maps) EXPECT_EQ(m->data()[100], 42);
+  std::vector<std::string> names;
+  ASSERT_TRUE(env->GetChildren(dir.path(), &names).ok());
+  EXPECT_EQ(names, std::vector<std::string>{"claims"});
 }
 
 TEST(PosixEnv, DoesNotFollowSymlinkOnOpen) {
