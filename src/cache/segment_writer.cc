@@ -506,11 +506,9 @@ void SegmentWriter::WriterLoop() {
   while (true) {
     TakeBatchLocked(&batch);
     if (!batch.empty()) {
-      writing_ = true;
       mu_.Unlock();
       Status s = WriteChunks(batch);
       mu_.Lock();
-      writing_ = false;
       FinishBatchLocked(&batch, s);
       continue;
     }

@@ -187,7 +187,6 @@ class SegmentWriter {
   std::deque<std::unique_ptr<Chunk>> sealed_ GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Chunk>> spare_ GUARDED_BY(mu_);
   int chunks_ GUARDED_BY(mu_) = 0;  // allocated, wherever they are
-  bool writing_ GUARDED_BY(mu_) = false;
   bool stop_writer_ GUARDED_BY(mu_) = false;
   int flush_waiters_ GUARDED_BY(mu_) = 0;
   int64_t first_staged_us_ GUARDED_BY(mu_) = 0;  // the open chunk's first record
