@@ -57,15 +57,9 @@ Status Put(CacheEntry* e, uint64_t id) {
 }
 
 bool ReadsBack(CacheEntry* e, uint64_t id, Status* st = nullptr) {
-  std::string buf;
-  CachedSample s;
-  Status r = e->Get(id, &buf, &s);
-  if (st) *st = r;
-  if (!r.ok()) return false;
   int h, w;
   auto p = Pixels(id, &h, &w);
-  return s.height == h && s.width == w && s.label == int64_t(id % 5) &&
-         std::equal(p.begin(), p.end(), s.pixels);
+  return test::ReadsBackAs(e, id, p, h, w, static_cast<int64_t>(id % 5), st);
 }
 
 uint64_t RecordBytes(uint64_t id) {

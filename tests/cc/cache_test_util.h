@@ -32,17 +32,24 @@ inline Status PutFake(CacheEntry* e, uint64_t id) {
   return e->Put(id, static_cast<int64_t>(id % 7), p.data(), h, w, 3);
 }
 
-// True when sample id reads back intact and equal to FakePixels(id).
-inline bool ReadsBackFake(CacheEntry* e, uint64_t id, Status* st = nullptr) {
+// True when sample id reads back intact: h x w x 3 pixels equal to p, with
+// its label.
+inline bool ReadsBackAs(CacheEntry* e, uint64_t id, const std::vector<uint8_t>& p, int h, int w,
+                        int64_t label, Status* st = nullptr) {
   std::string buf;
   CachedSample s;
   Status r = e->Get(id, &buf, &s);
   if (st) *st = r;
   if (!r.ok()) return false;
+  return s.height == h && s.width == w && s.channels == 3 && s.label == label &&
+         std::equal(p.begin(), p.end(), s.pixels);
+}
+
+// True when sample id reads back intact and equal to FakePixels(id).
+inline bool ReadsBackFake(CacheEntry* e, uint64_t id, Status* st = nullptr) {
   int h, w;
   auto p = FakePixels(id, &h, &w);
-  return s.height == h && s.width == w && s.channels == 3 && s.label == int64_t(id % 7) &&
-         std::equal(p.begin(), p.end(), s.pixels);
+  return ReadsBackAs(e, id, p, h, w, static_cast<int64_t>(id % 7), st);
 }
 
 }  // namespace ssdfeed::test
