@@ -304,6 +304,13 @@ class EnvWrapper : public Env {
     return target_->StartThread(std::move(fn));
   }
   Logger* GetLogger() override { return target_->GetLogger(); }
+  // A wrapper that wraps files must override these two as well, handing the
+  // target its own files, or the target's fast path (io_uring) is never
+  // taken: it reads and writes files it does not know one at a time.
+  std::unique_ptr<PendingReads> StartReads(ReadRequest* reqs, size_t n) override {
+    return target_->StartReads(reqs, n);
+  }
+  void WriteMany(WriteRequest* reqs, size_t n) override { target_->WriteMany(reqs, n); }
   Status RemoveDirAndFiles(const std::string& dir) override {
     return target_->RemoveDirAndFiles(dir);
   }

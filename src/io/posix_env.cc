@@ -117,11 +117,20 @@ class UringReads final : public PendingReads {
 
   void Wait() override {
     while (left_ > 0) {
-      // Any a failed submit left queued (-EBUSY, -EAGAIN): waiting alone
-      // would never send them.
+      // Any a refused submit left queued (-EBUSY, -EAGAIN, -ENOMEM): waiting
+      // alone would never send them, and with nothing else in flight on
+      // this ring would never end. So while some stay queued, the wait is
+      // short and the submit is tried again.
       if (io_uring_sq_ready(ring_) > 0) io_uring_submit(ring_);
       io_uring_cqe* cqe = nullptr;
-      int w = io_uring_wait_cqe(ring_, &cqe);
+      int w;
+      if (io_uring_sq_ready(ring_) > 0) {
+        __kernel_timespec retry{0, 1000000};
+        w = io_uring_wait_cqe_timeout(ring_, &cqe, &retry);
+        if (w == -ETIME) continue;
+      } else {
+        w = io_uring_wait_cqe(ring_, &cqe);
+      }
       if (w == -EINTR) continue;
       if (w != 0) std::abort();  // the kernel lost track of reads into our buffers
       Tag* t = static_cast<Tag*>(io_uring_cqe_get_data(cqe));

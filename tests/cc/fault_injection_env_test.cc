@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <cstring>
+
 #include "test_util.h"
 
 namespace ssdfeed {
@@ -127,6 +130,77 @@ TEST(FaultInjectionEnv, AtomicWriteSurvivesDrop) {
   std::string s;
   ASSERT_TRUE(env.ReadFileToString(dir.Sub("m"), &s).ok());
   EXPECT_EQ(s, "manifest");
+}
+
+// A batch of writes: the chosen one fails alone with the injected error,
+// and the others reach the base Env as one batch of its own files (the
+// POSIX Env's io_uring path for direct files), landing where they belong.
+TEST(FaultInjectionEnv, WriteManyFailsTheChosenWriteAndHandsTheRestDownAsOneBatch) {
+  test::TempDir dir;
+  BatchRecordingEnv rec(Env::Default());
+  FaultInjectionEnv env(&rec);
+  WritableFileOptions o;
+  o.direct = true;
+  o.truncate = true;
+  auto f = env.NewWritableFile(dir.Sub("w"), o);
+  if (f.status().IsNotSupported()) GTEST_SKIP() << dir.path() << " refuses O_DIRECT";
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  constexpr size_t kBlocks = 4, kLen = 4096;
+  void* mem = nullptr;
+  ASSERT_EQ(::posix_memalign(&mem, kLen, kBlocks * kLen), 0);
+  char* buf = static_cast<char*>(mem);
+  for (size_t i = 0; i < kBlocks * kLen; ++i) buf[i] = static_cast<char>('a' + i / kLen);
+  std::vector<WriteRequest> reqs;
+  for (size_t k = 0; k < kBlocks; ++k)
+    reqs.push_back({f->get(), k * kLen, buf + k * kLen, kLen, {}});
+  env.FailAfter(Op::kWrite, 1, 1, Status::IOError("EIO"));
+  env.WriteMany(reqs.data(), reqs.size());
+  EXPECT_TRUE(reqs[1].status.IsIOError()) << reqs[1].status.ToString();
+  EXPECT_NE(reqs[1].status.message().find(dir.Sub("w")), std::string::npos);
+  for (size_t k : {0, 2, 3}) EXPECT_TRUE(reqs[k].status.ok()) << k << reqs[k].status.ToString();
+  auto batches = rec.batches();
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_TRUE(batches[0].write);
+  EXPECT_EQ(batches[0].n, 3u);
+  EXPECT_FALSE(batches[0].wrapped_files);
+  ASSERT_TRUE((*f)->Close().ok());
+  std::string back;
+  ASSERT_TRUE(Env::Default()->ReadFileToString(dir.Sub("w"), &back).ok());
+  ASSERT_EQ(back.size(), kBlocks * kLen);
+  for (size_t k = 0; k < kBlocks; ++k)  // the failed block was never written: a hole
+    EXPECT_EQ(back[k * kLen], k == 1 ? '\0' : static_cast<char>('a' + k)) << k;
+  std::free(mem);
+}
+
+// The same for a batch of reads: the chosen read fails alone, the rest are
+// read by the base Env as one batch, and Wait copies their results back.
+TEST(FaultInjectionEnv, StartReadsFailsTheChosenReadAndHandsTheRestDownAsOneBatch) {
+  test::TempDir dir;
+  BatchRecordingEnv rec(Env::Default());
+  FaultInjectionEnv env(&rec);
+  std::string data;
+  for (int k = 0; k < 4; ++k) data += std::string(1000, static_cast<char>('a' + k));
+  ASSERT_TRUE(Env::Default()->WriteFileAtomic(dir.Sub("r"), data).ok());
+  auto f = env.NewRandomAccessFile(dir.Sub("r"));
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  std::vector<std::string> out(4, std::string(1000, '?'));
+  std::vector<ReadRequest> reqs;
+  for (size_t k = 0; k < 4; ++k) reqs.push_back({f->get(), k * 1000, 1000, out[k].data(), 0, {}});
+  env.FailAfter(Op::kRead, 2, 1, Status::IOError("EIO"));
+  env.StartReads(reqs.data(), reqs.size())->Wait();
+  EXPECT_TRUE(reqs[2].status.IsIOError()) << reqs[2].status.ToString();
+  EXPECT_EQ(reqs[2].got, 0u);
+  EXPECT_EQ(out[2], std::string(1000, '?'));
+  for (size_t k : {0, 1, 3}) {
+    EXPECT_TRUE(reqs[k].status.ok()) << k << reqs[k].status.ToString();
+    EXPECT_EQ(reqs[k].got, 1000u);
+    EXPECT_EQ(out[k], std::string(1000, static_cast<char>('a' + k)));
+  }
+  auto batches = rec.batches();
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_FALSE(batches[0].write);
+  EXPECT_EQ(batches[0].n, 3u);
+  EXPECT_FALSE(batches[0].wrapped_files);
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
 #include "util/fault_injection_env.h"
 
+#include <memory>
+#include <vector>
+
 namespace ssdfeed {
 
 namespace {
@@ -8,6 +11,7 @@ class FaultReadFile final : public RandomAccessFile {
  public:
   FaultReadFile(FaultInjectionEnv* env, std::unique_ptr<RandomAccessFile> base)
       : env_(env), base_(std::move(base)) {}
+  const RandomAccessFile* base() const { return base_.get(); }
   Status Read(uint64_t off, size_t n, char* scratch, size_t* got) const override {
     SSDFEED_RETURN_IF_ERROR(env_->MaybeFail(FaultInjectionEnv::Op::kRead, path()));
     return base_->Read(off, n, scratch, got);
@@ -24,11 +28,14 @@ class FaultWritableFile final : public WritableFile {
  public:
   FaultWritableFile(FaultInjectionEnv* env, std::unique_ptr<WritableFile> base)
       : env_(env), base_(std::move(base)) {}
+  WritableFile* base() const { return base_.get(); }
   Status Append(const void* data, size_t n) override {
+    env_->MaybeDelayWrite();
     SSDFEED_RETURN_IF_ERROR(env_->MaybeFail(FaultInjectionEnv::Op::kWrite, path()));
     return base_->Append(data, n);
   }
   Status WriteAt(uint64_t offset, const void* data, size_t n) override {
+    env_->MaybeDelayWrite();
     SSDFEED_RETURN_IF_ERROR(env_->MaybeFail(FaultInjectionEnv::Op::kWrite, path()));
     return base_->WriteAt(offset, data, n);
   }
@@ -48,7 +55,86 @@ class FaultWritableFile final : public WritableFile {
   std::unique_ptr<WritableFile> base_;
 };
 
+// The base Env's reads for a batch, its results copied back on Wait.
+class FaultReads final : public PendingReads {
+ public:
+  FaultReads(ReadRequest* outer, size_t n) : outer_(outer) {
+    inner_.reserve(n);  // the base holds pointers into it
+    index_.reserve(n);
+  }
+  ~FaultReads() override { Wait(); }
+  void Add(size_t i, const RandomAccessFile* base) {
+    ReadRequest r = outer_[i];
+    r.file = base;
+    inner_.push_back(r);
+    index_.push_back(i);
+  }
+  void Start(Env* base) { pending_ = base->StartReads(inner_.data(), inner_.size()); }
+  void Wait() override {
+    if (pending_ == nullptr) return;
+    pending_->Wait();
+    pending_.reset();
+    for (size_t j = 0; j < inner_.size(); ++j) {
+      outer_[index_[j]].got = inner_[j].got;
+      outer_[index_[j]].status = inner_[j].status;
+    }
+  }
+
+ private:
+  ReadRequest* outer_;
+  std::vector<ReadRequest> inner_;
+  std::vector<size_t> index_;
+  std::unique_ptr<PendingReads> pending_;
+};
+
 }  // namespace
+
+std::unique_ptr<PendingReads> FaultInjectionEnv::StartReads(ReadRequest* reqs, size_t n) {
+  auto reads = std::make_unique<FaultReads>(reqs, n);
+  for (size_t i = 0; i < n; ++i) {
+    auto* f = dynamic_cast<const FaultReadFile*>(reqs[i].file);
+    if (f == nullptr) {  // not ours: the base knows it, or reads it one by one
+      reads->Add(i, reqs[i].file);
+      continue;
+    }
+    Status s = MaybeFail(Op::kRead, f->path());
+    if (!s.ok()) {
+      reqs[i].got = 0;
+      reqs[i].status = s;
+      continue;
+    }
+    reads->Add(i, f->base());
+  }
+  reads->Start(base_);
+  return reads;
+}
+
+void FaultInjectionEnv::WriteMany(WriteRequest* reqs, size_t n) {
+  MaybeDelayWrite();
+  std::vector<WriteRequest> inner;
+  std::vector<size_t> index;
+  for (size_t i = 0; i < n; ++i) {
+    auto* f = dynamic_cast<FaultWritableFile*>(reqs[i].file);
+    WriteRequest w = reqs[i];
+    if (f != nullptr) {
+      Status s = MaybeFail(Op::kWrite, f->path());
+      if (!s.ok()) {
+        reqs[i].status = s;
+        continue;
+      }
+      w.file = f->base();
+    }
+    inner.push_back(w);
+    index.push_back(i);
+  }
+  base_->WriteMany(inner.data(), inner.size());
+  for (size_t j = 0; j < inner.size(); ++j) reqs[index[j]].status = inner[j].status;
+}
+
+void FaultInjectionEnv::MaybeDelayWrite() {
+  int64_t us = write_delay_us_.load();
+  if (us > 0) base_->SleepForMicroseconds(us);
+}
 
 void FaultInjectionEnv::FailAfter(Op op, int skip, int count, Status error,
                                   std::string path_substr) {
@@ -246,6 +332,33 @@ Status FaultInjectionEnv::DropUnsyncedData() {
     Forget(it->first);
   }
   return Status::OK();
+}
+
+std::vector<BatchRecordingEnv::Batch> BatchRecordingEnv::batches() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return batches_;
+}
+
+std::unique_ptr<PendingReads> BatchRecordingEnv::StartReads(ReadRequest* reqs, size_t n) {
+  Batch b{false, n, false};
+  for (size_t i = 0; i < n; ++i)
+    b.wrapped_files = b.wrapped_files || dynamic_cast<const FaultReadFile*>(reqs[i].file);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    batches_.push_back(b);
+  }
+  return target()->StartReads(reqs, n);
+}
+
+void BatchRecordingEnv::WriteMany(WriteRequest* reqs, size_t n) {
+  Batch b{true, n, false};
+  for (size_t i = 0; i < n; ++i)
+    b.wrapped_files = b.wrapped_files || dynamic_cast<FaultWritableFile*>(reqs[i].file);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    batches_.push_back(b);
+  }
+  target()->WriteMany(reqs, n);
 }
 
 }  // namespace ssdfeed

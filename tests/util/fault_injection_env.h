@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "ssdfeed/env.h"
 
@@ -41,6 +42,9 @@ class FaultInjectionEnv : public EnvWrapper {
   // Direct (O_DIRECT) writable files are refused with NotSupported, as on a
   // filesystem without O_DIRECT.
   void RefuseDirectWrites(bool on) { refuse_direct_ = on; }
+  // Every write call (WriteAt, Append, one WriteMany) first sleeps this
+  // long, as a slow device would: writers then find several chunks queued.
+  void DelayWrites(int64_t micros) { write_delay_us_ = micros; }
 
   // Like a power cut: truncates every file written through this Env to its
   // size at its last successful Sync() (0 if never synced), then deletes the
@@ -68,11 +72,17 @@ class FaultInjectionEnv : public EnvWrapper {
   Result<std::unique_ptr<MappedFile>> NewMappedFile(const std::string& p, uint64_t size,
                                                     const MappedFileOptions& o = {}) override;
   Status RemoveDirAndFiles(const std::string& d) override;
+  // Batches: each request may fail on its own (as its single call would);
+  // the rest go to the base Env as one batch of its own files, so its
+  // io_uring path is the one under test.
+  std::unique_ptr<PendingReads> StartReads(ReadRequest* reqs, size_t n) override;
+  void WriteMany(WriteRequest* reqs, size_t n) override;
 
   // Called by the wrapped files.
   Status MaybeFail(Op op, const std::string& path);
   void NoteSynced(const std::string& path, uint64_t size);
   void NoteWritten(const std::string& path, uint64_t size);
+  void MaybeDelayWrite();
 
  private:
   struct Rule {
@@ -86,12 +96,35 @@ class FaultInjectionEnv : public EnvWrapper {
   std::map<Op, Rule> rules_;
   std::map<Op, int> counts_;
   std::atomic<bool> refuse_direct_{false};
+  std::atomic<int64_t> write_delay_us_{0};
   void NoteCreated(const std::string& path, bool is_dir);
   void Forget(const std::string& path);
 
   std::map<std::string, uint64_t> synced_size_;  // every file written through us
   // Created (or renamed into place) since the last SyncDir of the parent.
   std::map<std::string, bool> undurable_names_;  // path -> is_dir
+};
+
+// Records the batches of StartReads and WriteMany that reach it, and
+// whether any file in one was still a FaultInjectionEnv's wrapper, then
+// forwards them. Under a FaultInjectionEnv it shows the batches reach the
+// POSIX Env whole, with the files its io_uring path takes.
+class BatchRecordingEnv : public EnvWrapper {
+ public:
+  explicit BatchRecordingEnv(Env* base) : EnvWrapper(base) {}
+  struct Batch {
+    bool write = false;
+    size_t n = 0;
+    bool wrapped_files = false;
+  };
+  std::vector<Batch> batches() const;
+
+  std::unique_ptr<PendingReads> StartReads(ReadRequest* reqs, size_t n) override;
+  void WriteMany(WriteRequest* reqs, size_t n) override;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<Batch> batches_;
 };
 
 }  // namespace ssdfeed
