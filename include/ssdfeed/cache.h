@@ -191,8 +191,11 @@ class CacheEntry {
   virtual bool admitting() const = 0;
 
   // Claims the right to prepare id (true), or says another live process is
-  // preparing it (false). Release after Put (or on failure).
-  virtual bool TryClaim(uint64_t id) = 0;
+  // preparing it (false). Release after Put (or on failure). *released (if
+  // given) is set when the claim had been let go by a preparer since it was
+  // last free: that one may have stored id after your last Refresh, so look
+  // again before preparing it. Unset, a fresh claim needs no second look.
+  virtual bool TryClaim(uint64_t id, bool* released = nullptr) = 0;
   virtual void ReleaseClaim(uint64_t id) = 0;
 
   // Picks up records other processes appended since the last refresh.

@@ -209,7 +209,10 @@ class CacheEntryImpl final : public CacheEntry {
 
   bool admitting() const override { return writer_ && writer_->admitting(); }
 
-  bool TryClaim(uint64_t id) override { return !writer_ || claims_.TryClaim(id); }
+  bool TryClaim(uint64_t id, bool* released) override {
+    if (released != nullptr) *released = false;
+    return !writer_ || claims_.TryClaim(id, released);
+  }
   void ReleaseClaim(uint64_t id) override {
     // A staged record keeps its claim until it is indexed: another process
     // waiting for it then finds it instead of preparing it again.

@@ -39,11 +39,17 @@ void Claims::DropStaleClaims() {
   }
 }
 
-bool Claims::TryClaim(uint64_t id) {
+bool Claims::TryClaim(uint64_t id, bool* released) {
+  if (released != nullptr) *released = false;
   if (slots_ == nullptr || id >= n_) return true;  // no coordination: go ahead
   std::atomic_ref<uint32_t> slot(slots_[id]);
   uint32_t cur = slot.load(std::memory_order_acquire);
   if (cur == me_) return true;  // another thread of ours: fine, bounded
+  if (cur == kReleased) {
+    bool took = slot.compare_exchange_strong(cur, me_, std::memory_order_acq_rel);
+    if (took && released != nullptr) *released = true;
+    return took;
+  }
   if (cur != 0 && alive_(cur - 1)) return false;
   // Free, or its owner died: take it.
   return slot.compare_exchange_strong(cur, me_, std::memory_order_acq_rel);
@@ -53,7 +59,7 @@ void Claims::Release(uint64_t id) {
   if (slots_ == nullptr || id >= n_) return;
   std::atomic_ref<uint32_t> slot(slots_[id]);
   uint32_t me = me_;
-  slot.compare_exchange_strong(me, 0, std::memory_order_acq_rel);
+  slot.compare_exchange_strong(me, kReleased, std::memory_order_acq_rel);
 }
 
 uint64_t Claims::NextSeq(uint64_t seen) {

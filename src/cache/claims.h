@@ -2,9 +2,10 @@
 // record sequence counter. The file is a 64-byte header (magic, next record
 // sequence number) and one u32 per sample, mapped shared; a sample's slot holds
 // 1 + the writer slot (see writer_slot.h) of the process preparing it, 0 if
-// none. Whether a claimant is alive is asked of its writer-slot lock, never of
-// a pid, so claims work across PID namespaces. The file is fully allocated
-// when created: a sparse shared mapping on a full disk raises SIGBUS.
+// none ever did, kReleased once its preparer let go of it (it may be stored:
+// a process that claims it then looks in the index once more). Whether a claimant is alive is asked
+// of its writer-slot lock, never of a pid, so claims work across PID namespaces. The file is fully
+// allocated when created: a sparse shared mapping on a full disk raises SIGBUS.
 #pragma once
 
 #include <cstdint>
@@ -26,8 +27,14 @@ class Claims {
   Status Open(Env* env, const std::string& path, uint64_t n, uint32_t mode, uint32_t slot,
               std::function<bool(uint32_t)> alive);
   bool mapped() const { return base_ != nullptr; }
-  bool TryClaim(uint64_t id);
+  // *released (if given) says whether the claim taken had been let go by a
+  // preparer (this process included), which may have stored the sample
+  // after the caller last refreshed its index.
+  bool TryClaim(uint64_t id, bool* released = nullptr);
   void Release(uint64_t id);
+  // A slot's value after Release. Older versions read it as the claim of a
+  // writer slot nobody holds, so they take it over too.
+  static constexpr uint32_t kReleased = 0xffffffffu;
   // Next record sequence number for the entry (shared by all writers); when
   // unmapped, one more than the largest `seen`.
   uint64_t NextSeq(uint64_t seen);

@@ -181,5 +181,31 @@ TEST(Cache, ClaimsExcludeOthersAndAreReleased) {
   (*e)->ReleaseClaim(3);
 }
 
+// A claim let go of by another process says so to the next claimant, which
+// then looks in the index once more (that process may have stored the
+// sample); a claim nobody ever held does not, so a fill's claims cost no
+// second look. In a child process: claims of one process never exclude it.
+TEST(Cache, AClaimLetGoOfSaysSoToTheNextClaimant) {
+  test::TempDir root;
+  auto e = CacheEntry::Open(Opts(root.path()), FakeKey(10));
+  ASSERT_TRUE(e.ok());
+  bool released = true;
+  ASSERT_TRUE((*e)->TryClaim(3, &released));
+  EXPECT_FALSE(released) << "nobody held 3 before";
+  ASSERT_TRUE(PutFake(e->get(), 3).ok());
+  (*e)->ReleaseClaim(3);
+  pid_t child = fork();
+  if (child == 0) {
+    auto c = CacheEntry::Open(Opts(root.path()), FakeKey(10));
+    bool r3 = false, r4 = true;
+    bool got3 = (*c)->TryClaim(3, &r3), got4 = (*c)->TryClaim(4, &r4);
+    _exit(!got3 || !got4 ? 1 : !r3 ? 2 : r4 ? 3 : 0);
+  }
+  int st = 0;
+  waitpid(child, &st, 0);
+  EXPECT_EQ(WEXITSTATUS(st), 0) << "1: a claim refused, 2: 3's release not seen, "
+                                   "3: 4 looked released";
+}
+
 }  // namespace
 }  // namespace ssdfeed
