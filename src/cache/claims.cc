@@ -34,8 +34,9 @@ void Claims::DropStaleClaims() {
   for (uint64_t i = 0; i < n_; ++i) {
     std::atomic_ref<uint32_t> slot(slots_[i]);
     uint32_t cur = me_;
+    // The dead predecessor may have stored the sample before it died.
     if (slot.load(std::memory_order_relaxed) == me_)
-      slot.compare_exchange_strong(cur, 0, std::memory_order_acq_rel);
+      slot.compare_exchange_strong(cur, kReleased, std::memory_order_acq_rel);
   }
 }
 
@@ -45,14 +46,12 @@ bool Claims::TryClaim(uint64_t id, bool* released) {
   std::atomic_ref<uint32_t> slot(slots_[id]);
   uint32_t cur = slot.load(std::memory_order_acquire);
   if (cur == me_) return true;  // another thread of ours: fine, bounded
-  if (cur == kReleased) {
-    bool took = slot.compare_exchange_strong(cur, me_, std::memory_order_acq_rel);
-    if (took && released != nullptr) *released = true;
-    return took;
-  }
-  if (cur != 0 && alive_(cur - 1)) return false;
-  // Free, or its owner died: take it.
-  return slot.compare_exchange_strong(cur, me_, std::memory_order_acq_rel);
+  if (cur != 0 && cur != kReleased && alive_(cur - 1)) return false;
+  // Free, or its owner died: take it. Any owner it had, dead or done, may
+  // have stored the sample.
+  bool took = slot.compare_exchange_strong(cur, me_, std::memory_order_acq_rel);
+  if (took && cur != 0 && released != nullptr) *released = true;
+  return took;
 }
 
 void Claims::Release(uint64_t id) {

@@ -27,9 +27,9 @@ class Claims {
   Status Open(Env* env, const std::string& path, uint64_t n, uint32_t mode, uint32_t slot,
               std::function<bool(uint32_t)> alive);
   bool mapped() const { return base_ != nullptr; }
-  // *released (if given) says whether the claim taken had been let go by a
-  // preparer (this process included), which may have stored the sample
-  // after the caller last refreshed its index.
+  // *released (if given) says whether the claim taken had an owner before
+  // (one that let go of it, this process included, or one that died), which
+  // may have stored the sample after the caller last refreshed its index.
   bool TryClaim(uint64_t id, bool* released = nullptr);
   void Release(uint64_t id);
   // A slot's value after Release. Older versions read it as the claim of a
