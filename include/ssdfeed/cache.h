@@ -192,9 +192,10 @@ class CacheEntry {
 
   // Claims the right to prepare id (true), or says another live process is
   // preparing it (false). Release after Put (or on failure). *released (if
-  // given) is set when the claim had been let go by a preparer since it was
-  // last free: that one may have stored id after your last Refresh, so look
-  // again before preparing it. Unset, a fresh claim needs no second look.
+  // given) is set when the claim had another owner before (one that let go
+  // of it, died, or is another thread of this process): that one may have
+  // stored id after your last look, so Refresh and look again before
+  // preparing it. Unset, a claim nobody held needs no second look.
   virtual bool TryClaim(uint64_t id, bool* released = nullptr) = 0;
   virtual void ReleaseClaim(uint64_t id) = 0;
 

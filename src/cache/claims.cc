@@ -45,7 +45,11 @@ bool Claims::TryClaim(uint64_t id, bool* released) {
   if (slots_ == nullptr || id >= n_) return true;  // no coordination: go ahead
   std::atomic_ref<uint32_t> slot(slots_[id]);
   uint32_t cur = slot.load(std::memory_order_acquire);
-  if (cur == me_) return true;  // another thread of ours: fine, bounded
+  if (cur == me_) {  // another thread of ours: fine, bounded
+    // It may have put the sample since this thread missed it.
+    if (released != nullptr) *released = true;
+    return true;
+  }
   if (cur != 0 && cur != kReleased && alive_(cur - 1)) return false;
   // Free, or its owner died: take it. Any owner it had, dead or done, may
   // have stored the sample.

@@ -28,8 +28,9 @@ class Claims {
               std::function<bool(uint32_t)> alive);
   bool mapped() const { return base_ != nullptr; }
   // *released (if given) says whether the claim taken had an owner before
-  // (one that let go of it, this process included, or one that died), which
-  // may have stored the sample after the caller last refreshed its index.
+  // (one that let go of it, this process included, one that died, or
+  // another thread of this process), which may have stored the sample after
+  // the caller last looked.
   bool TryClaim(uint64_t id, bool* released = nullptr);
   void Release(uint64_t id);
   // A slot's value after Release. Older versions read it as the claim of a

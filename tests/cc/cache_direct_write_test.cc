@@ -256,7 +256,10 @@ TEST(CacheDirectWrite, FailedWriteStopsAdmissionKeepsIndexedRecords) {
 }
 
 // ENOSPC inside a batch of direct writes in flight through io_uring (a slow
-// device, so the writer finds several chunks queued): admission stops,
+// device: while each write takes 30 ms the putters fill several whole
+// chunks, even under a sanitizer, so the writer finds them queued and
+// writes them together; part-full chunks would carry a block into the next
+// and be written one by one): admission stops,
 // every indexed record reads back, nothing is lost of what was written
 // before, and a later fill completes the entry.
 TEST(CacheDirectWrite, FailedWriteInsideABatchKeepsOnlyIntactRecords) {
@@ -264,12 +267,12 @@ TEST(CacheDirectWrite, FailedWriteInsideABatchKeepsOnlyIntactRecords) {
   if (!DirectWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
   BatchRecordingEnv rec(Env::Default());
   FaultInjectionEnv env(&rec);
-  env.DelayWrites(5000);
-  constexpr uint64_t kMany = 240;
+  env.DelayWrites(30000);
+  constexpr uint64_t kMany = 400;
   {
     auto e = CacheEntry::Open(Opts(root.path(), FillWrite::kDirect, &env), FakeKey(kMany));
     ASSERT_TRUE(e.ok());
-    env.FailAfter(Op::kWrite, 12, -1, Status::NoSpace("No space left on device"), ".dat");
+    env.FailAfter(Op::kWrite, 16, -1, Status::NoSpace("No space left on device"), ".dat");
     std::atomic<uint64_t> next{0};
     std::vector<std::thread> ts;
     for (int t = 0; t < 6; ++t)
