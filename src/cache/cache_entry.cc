@@ -5,11 +5,11 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 
 #include "cache/capacity.h"
 #include "cache/claims.h"
 #include "cache/entry_files.h"
+#include "cache/memory_fit.h"
 #include "cache/record_format.h"
 #include "cache/segment_index.h"
 #include "cache/segment_writer.h"
@@ -37,60 +37,6 @@ constexpr char kEntrySlotPrefix[] = "w-";
 constexpr int64_t kTouchEveryMicros = 60ll * 1000000;
 // warm_read=auto looks again this often whether the entry fits in memory.
 constexpr int64_t kRedecideEveryMicros = 10ll * 1000000;
-
-// MemAvailable of /proc/meminfo: what the page cache could give this entry
-// without evicting what others need. 0 when unknown (not Linux).
-uint64_t MemAvailableBytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  uint64_t kb = 0;
-  std::string unit;
-  while (in >> key >> kb >> unit)
-    if (key == "MemAvailable:") return kb * 1024;
-  return 0;
-}
-
-// The memory limit of this process's cgroup (v2 memory.max, or v1
-// memory.limit_in_bytes); 0 when unlimited or unknown. In a container the
-// page cache it can fill is bounded by its own limit, not by the host's
-// MemAvailable. A container sees its own cgroup either at its path or (with
-// a cgroup namespace, or v1 mounted for it) at the mount's root.
-uint64_t CgroupMemoryLimit() {
-  std::ifstream cg("/proc/self/cgroup");
-  std::string line;
-  while (std::getline(cg, line)) {
-    bool v2 = line.rfind("0::", 0) == 0;
-    size_t at = line.find(":memory:");
-    if (!v2 && at == std::string::npos) continue;
-    std::string path = v2 ? line.substr(3) : line.substr(at + 8);
-    std::string base = v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory";
-    std::string file = v2 ? "/memory.max" : "/memory.limit_in_bytes";
-    for (const std::string& dir : {base + (path == "/" ? "" : path), base}) {
-      std::ifstream in(dir + file);
-      std::string v;
-      if (!(in >> v)) continue;
-      uint64_t n = v == "max" ? 0 : std::strtoull(v.c_str(), nullptr, 10);
-      return n >= (1ull << 60) ? 0 : n;  // v1 says "unlimited" with a huge number
-    }
-  }
-  return 0;
-}
-
-// warm_read=auto: direct once the records cannot all stay in the page cache
-// (then every epoch reads the device anyway, and buffered reads only add a
-// copy and evict other jobs' pages); buffered while they fit.
-// False when bytes exceed the memory available to this process (the lesser
-// of MemAvailable and the cgroup's limit): the page cache cannot hold them.
-bool FitsInMemory(uint64_t bytes) {
-  uint64_t avail = MemAvailableBytes(), limit = CgroupMemoryLimit();
-  if (limit > 0 && (avail == 0 || limit < avail)) avail = limit;
-  return avail == 0 || bytes <= avail;
-}
-
-bool UseDirect(WarmRead mode, uint64_t data_bytes) {
-  if (mode != WarmRead::kAuto) return mode == WarmRead::kDirect;
-  return !FitsInMemory(data_bytes);
-}
 
 // Counts the corrupt records a batch found, as Get does.
 class CountingBatch final : public CacheReadBatch {
@@ -164,7 +110,7 @@ class CacheEntryImpl final : public CacheEntry {
     }
     last_touch_us_ = opts_.env->NowMicros();
     SSDFEED_RETURN_IF_ERROR(index_.Refresh());
-    index_.SetDirect(UseDirect(opts_.warm_read, index_.DataBytes()));
+    index_.SetDirect(UseDirect(opts_.warm_read, index_.DataBytes(), false));
     last_decide_us_ = last_touch_us_.load();
     return Status::OK();
   }
@@ -248,7 +194,7 @@ class CacheEntryImpl final : public CacheEntry {
       TouchLastUsed(opts_.env, dir_, FileMode(opts_));
     if (redecide && opts_.warm_read == WarmRead::kAuto &&
         Due(&last_decide_us_, now, kRedecideEveryMicros))
-      index_.SetDirect(UseDirect(opts_.warm_read, index_.DataBytes()));
+      index_.SetDirect(UseDirect(opts_.warm_read, index_.DataBytes(), index_.direct()));
   }
 
   // True for the one thread that finds *last at least every micros old and

@@ -4,6 +4,7 @@
 
 #include <fstream>
 
+#include "cache/memory_fit.h"
 #include "cache_test_util.h"
 #include "ssdfeed/cache.h"
 #include "ssdfeed/dataset.h"
@@ -235,6 +236,28 @@ TEST(CacheDirect, LoaderServesTheSameBatchesDirect) {
   auto direct = epochs(WarmRead::kDirect, &hits_direct);
   EXPECT_EQ(hits_direct, 120u);  // the entry was filled by the first loader
   EXPECT_EQ(buffered, direct);
+}
+
+// warm_read=auto goes direct once the entry outgrows the memory available
+// and back to buffered only with a quarter to spare, so an entry near the
+// limit does not flip at every look; unknown memory reads buffered.
+TEST(WarmReadAuto, GoesDirectPastTheMemoryAndBackOnlyWithAQuarterToSpare) {
+  constexpr uint64_t kAvail = 1000;
+  EXPECT_FALSE(AutoReadsDirect(1000, kAvail, false));
+  EXPECT_TRUE(AutoReadsDirect(1001, kAvail, false));
+  // Direct, as the available memory (or the entry) wobbles around the limit:
+  for (uint64_t data : {1001u, 990u, 900u, 751u}) EXPECT_TRUE(AutoReadsDirect(data, kAvail, true));
+  EXPECT_FALSE(AutoReadsDirect(750, kAvail, true));
+  EXPECT_FALSE(AutoReadsDirect(1u << 30, 0, false)) << "memory unknown: buffered";
+  EXPECT_FALSE(AutoReadsDirect(1u << 30, 0, true));
+  // The fixed modes ignore memory.
+  EXPECT_TRUE(UseDirect(WarmRead::kDirect, 1, false));
+  EXPECT_FALSE(UseDirect(WarmRead::kBuffered, ~0ull, true));
+  // This machine: an entry far larger than memory goes direct, a tiny one not.
+  if (AvailableMemoryBytes() > 0) {
+    EXPECT_TRUE(UseDirect(WarmRead::kAuto, ~0ull >> 1, false));
+    EXPECT_FALSE(UseDirect(WarmRead::kAuto, 4096, true));
+  }
 }
 
 }  // namespace
