@@ -22,12 +22,14 @@ void ResizeAntialiased(const cv::Mat& src, cv::Mat& dst) {
     return;
   }
   double sx = std::max(0.0, (fx - 1) / 2), sy = std::max(0.0, (fy - 1) / 2);
-  if (sx < 0.05 && sy < 0.05) {  // a shrink by < 10%: nothing to alias
+  if (sx < kIdentityBlurSigma && sy < kIdentityBlurSigma) {  // the blur would change nothing
     cv::resize(src, dst, dst.size(), 0, 0, cv::INTER_LINEAR);
     return;
   }
   thread_local cv::Mat blurred;
-  auto ksize = [](double s) { return s < 0.05 ? 1 : 2 * static_cast<int>(std::ceil(3 * s)) + 1; };
+  auto ksize = [](double s) {
+    return s < kIdentityBlurSigma ? 1 : 2 * static_cast<int>(std::ceil(3 * s)) + 1;
+  };
   cv::GaussianBlur(src, blurred, cv::Size(ksize(sx), ksize(sy)), std::max(sx, 1e-3),
                    std::max(sy, 1e-3), cv::BORDER_REFLECT_101);
   cv::resize(blurred, dst, dst.size(), 0, 0, cv::INTER_LINEAR);

@@ -13,4 +13,10 @@ namespace ssdfeed {
 // fractional factor takes 1.05 ms.
 void ResizeAntialiased(const cv::Mat& src, cv::Mat& dst);
 
+// Below this sigma a 3-tap Gaussian's side taps (at most exp(-8) = 0.0003)
+// round to zero in OpenCV's 8-bit fixed-point kernel, so the blur is the
+// identity and is skipped along that axis: same bytes, less work. Most of a
+// RandomResizedCrop's shrinks (at most 1.5x) are in this range.
+constexpr double kIdentityBlurSigma = 0.25;
+
 }  // namespace ssdfeed

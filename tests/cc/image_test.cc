@@ -5,6 +5,7 @@
 #include <cmath>
 #include <opencv2/imgproc.hpp>
 
+#include "image/resample.h"
 #include "ssdfeed/augment.h"
 #include "ssdfeed/dataset.h"
 
@@ -239,6 +240,49 @@ TEST(Prepare, JsonErrorsSayWhatIsWrong) {
   Result<PrepareSpec> invalid = PrepareSpec::FromJson(R"({"resize_h":8})");
   ASSERT_FALSE(invalid.ok());
   EXPECT_NE(invalid.status().message().find("resize needs both"), std::string::npos);
+}
+
+// ResizeAntialiased skips a Gaussian whose sigma is under
+// kIdentityBlurSigma because OpenCV's 8-bit kernel rounds it to the
+// identity: the blur must leave every byte as it was, for noise (the worst
+// case) in every channel. If an OpenCV release computes it differently,
+// this fails and the threshold must be looked at again.
+TEST(Resample, ABlurUnderTheThresholdSigmaIsTheIdentity) {
+  cv::Mat noise(120, 160, CV_8UC3);
+  cv::randu(noise, 0, 256);
+  for (double sigma : {0.05, 0.1, 0.15, 0.2, 0.24, kIdentityBlurSigma - 1e-9}) {
+    cv::Mat out;
+    cv::GaussianBlur(noise, out, cv::Size(3, 3), sigma, sigma, cv::BORDER_REFLECT_101);
+    EXPECT_EQ(cv::norm(noise, out, cv::NORM_INF), 0) << "sigma " << sigma;
+  }
+  // One axis blurred, the other under the threshold: a 1-tap kernel there
+  // gives the same bytes as the 3-tap one it replaces.
+  for (double sigma : {0.1, 0.24}) {
+    cv::Mat three, one;
+    cv::GaussianBlur(noise, three, cv::Size(7, 3), 1.0, sigma, cv::BORDER_REFLECT_101);
+    cv::GaussianBlur(noise, one, cv::Size(7, 1), 1.0, sigma, cv::BORDER_REFLECT_101);
+    EXPECT_EQ(cv::norm(three, one, cv::NORM_INF), 0) << "sigma " << sigma;
+  }
+  cv::Mat out;  // and it is not at 0.35: the check can fail
+  cv::GaussianBlur(noise, out, cv::Size(3, 3), 0.35, 0.35, cv::BORDER_REFLECT_101);
+  EXPECT_GT(cv::norm(noise, out, cv::NORM_INF), 0);
+}
+
+// A shrink by up to 1.5x (a RandomResizedCrop to 224 from a 256-px image)
+// gives the same bytes as the blur-then-sample it skips.
+TEST(Resample, SkippingTheIdentityBlurKeepsEveryByte) {
+  cv::Mat src(256, 341, CV_8UC3);
+  cv::randu(src, 0, 256);
+  for (int side : {230, 250, 280, 300, 330}) {
+    cv::Mat roi = src(cv::Rect(0, 0, side, 250)), got(224, 224, CV_8UC3), want;
+    ResizeAntialiased(roi, got);
+    double sx = (side / 224.0 - 1) / 2, sy = (250 / 224.0 - 1) / 2;
+    cv::Mat blurred;
+    cv::GaussianBlur(roi, blurred, cv::Size(3, 3), std::max(sx, 1e-3), std::max(sy, 1e-3),
+                     cv::BORDER_REFLECT_101);
+    cv::resize(blurred, want, got.size(), 0, 0, cv::INTER_LINEAR);
+    EXPECT_EQ(cv::norm(got, want, cv::NORM_INF), 0) << side;
+  }
 }
 
 }  // namespace
