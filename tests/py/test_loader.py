@@ -113,12 +113,31 @@ def test_same_output_for_any_worker_count(id_dataset):
         np.testing.assert_array_equal(a, b)
 
 
-def test_gil_released_while_waiting(id_dataset):
-    uri, _ = id_dataset
+@pytest.fixture(scope="module")
+def large_dataset(tmp_path_factory):
+    """Sixteen 1024x1024 noise JPEGs: a batch of them takes one worker about
+    0.14 s to decode here, so a consumer really waits."""
+    d = tmp_path_factory.mktemp("large")
+    rng = np.random.default_rng(1)
+    with tarfile.open(d / "shard-000.tar", "w") as tf:
+        for i in range(16):
+            buf = io.BytesIO()
+            arr = rng.integers(0, 255, (1024, 1024, 3), dtype=np.uint8)
+            Image.fromarray(arr).save(buf, format="JPEG", quality=90)
+            for ext, data in (("jpg", buf.getvalue()), ("cls", str(i).encode())):
+                info = tarfile.TarInfo(f"s{i:04d}.{ext}")
+                info.size = len(data)
+                tf.addfile(info, io.BytesIO(data))
+    return f"tar:{d}/shard-000.tar"
+
+
+def test_gil_released_while_waiting(large_dataset):
     # No cache: the consumer must really wait (on decoding) for the batch; a
     # batch already cached by another test arrives before the thread ticks.
-    loader = make_loader(uri, workers=1, batch_size=53, prepare=ssdfeed.Prepare(resize_short=80),
-                         cache=False)
+    # Large images: with the 53 small ones of id_dataset the wait was 4 ms on
+    # a fast build, too short to tell a released GIL from a held one.
+    loader = make_loader(large_dataset, workers=1, batch_size=16,
+                         prepare=ssdfeed.Prepare(resize_short=512), cache=False)
     ticks = []
     stop = threading.Event()
 
@@ -137,6 +156,7 @@ def test_gil_released_while_waiting(id_dataset):
     # A held GIL allows at most one tick during the wait; a busy machine may
     # stretch 1 ms sleeps a lot, so ask for one tick per 50 ms, not per 1 ms.
     n = len([x for x in ticks if x > t0])
+    assert waited > 0.02, f"the batch came in {waited:.3f} s: too fast to tell"
     assert n >= max(2, int(waited / 0.05)), f"thread starved: {n} ticks in {waited:.3f} s"
 
 
