@@ -64,6 +64,24 @@ bool ReadsBack(CacheEntry* e, uint64_t id, Status* st = nullptr) {
   return test::ReadsBackAs(e, id, p, h, w, static_cast<int64_t>(id % 5), st);
 }
 
+// Every record e holds of ids [0, n) reads back intact.
+void PresentReadBack(CacheEntry* e, uint64_t n, const std::string& what = "") {
+  for (uint64_t id = 0; id < n; ++id) {
+    if (!e->Contains(id)) continue;
+    Status st;
+    EXPECT_TRUE(ReadsBack(e, id, &st)) << what << " id " << id << " " << st.ToString();
+  }
+}
+
+// Puts every sample of [0, n) e lacks (a fill resumed), then all read back.
+void FillRestAndReadBack(CacheEntry* e, uint64_t n, const std::string& what = "") {
+  for (uint64_t id = 0; id < n; ++id) {
+    if (e->Contains(id)) continue;
+    ASSERT_TRUE(Put(e, id).ok()) << what << " id " << id;
+  }
+  for (uint64_t id = 0; id < n; ++id) ASSERT_TRUE(ReadsBack(e, id)) << what << " id " << id;
+}
+
 uint64_t RecordBytes(uint64_t id) {
   int h, w;
   return Pixels(id, &h, &w).size() + 40;
@@ -239,20 +257,13 @@ TEST(CacheDirectWrite, FailedWriteStopsAdmissionKeepsIndexedRecords) {
     uint64_t present = (*e)->samples_present();
     EXPECT_GE(present, 8u);
     EXPECT_LT(present, kN);
-    for (uint64_t j = 0; j < kN; ++j)
-      if ((*e)->Contains(j)) {
-        EXPECT_TRUE(ReadsBack(e->get(), j)) << j;
-      }
+    PresentReadBack(e->get(), kN);
   }
   env.ClearFaults();
   auto e = CacheEntry::Open(Opts(root.path()), FakeKey(kN));
   ASSERT_TRUE(e.ok());
   EXPECT_GE((*e)->samples_present(), 8u);
-  for (uint64_t id = 0; id < kN; ++id)
-    if (!(*e)->Contains(id)) {
-      ASSERT_TRUE(Put(e->get(), id).ok()) << id;
-    }
-  for (uint64_t id = 0; id < kN; ++id) ASSERT_TRUE(ReadsBack(e->get(), id)) << id;
+  FillRestAndReadBack(e->get(), kN);
 }
 
 // ENOSPC inside a batch of direct writes in flight through io_uring (a slow
@@ -287,10 +298,7 @@ TEST(CacheDirectWrite, FailedWriteInsideABatchKeepsOnlyIntactRecords) {
     uint64_t present = (*e)->samples_present();
     EXPECT_GT(present, 0u);
     EXPECT_LT(present, kMany);
-    for (uint64_t id = 0; id < kMany; ++id)
-      if ((*e)->Contains(id)) {
-        EXPECT_TRUE(ReadsBack(e->get(), id)) << id;
-      }
+    PresentReadBack(e->get(), kMany);
   }
   size_t batched = 0;
   for (const auto& b : rec.batches()) {
@@ -301,13 +309,8 @@ TEST(CacheDirectWrite, FailedWriteInsideABatchKeepsOnlyIntactRecords) {
   env.ClearFaults();
   auto e = CacheEntry::Open(Opts(root.path()), FakeKey(kMany));
   ASSERT_TRUE(e.ok());
-  uint64_t kept = (*e)->samples_present();
-  EXPECT_GT(kept, 0u);
-  for (uint64_t id = 0; id < kMany; ++id)
-    if (!(*e)->Contains(id)) {
-      ASSERT_TRUE(Put(e->get(), id).ok()) << id;
-    }
-  for (uint64_t id = 0; id < kMany; ++id) ASSERT_TRUE(ReadsBack(e->get(), id)) << id;
+  EXPECT_GT((*e)->samples_present(), 0u);
+  FillRestAndReadBack(e->get(), kMany);
 }
 
 // A power cut after the k-th sync: unsynced bytes of both files are lost.
@@ -332,17 +335,8 @@ TEST(CacheDirectWrite, PowerCutAtEverySyncPointLeavesIntactRecords) {
     env.ClearFaults();
     auto e = CacheEntry::Open(Opts(root.path()), FakeKey(kN));
     ASSERT_TRUE(e.ok()) << "k=" << k << ": " << e.status().ToString();
-    for (uint64_t id = 0; id < kN; ++id)
-      if ((*e)->Contains(id)) {
-        Status st;
-        EXPECT_TRUE(ReadsBack(e->get(), id, &st))
-            << "k=" << k << " id=" << id << " " << st.ToString();
-      }
-    for (uint64_t id = 0; id < kN; ++id)
-      if (!(*e)->Contains(id)) {
-        ASSERT_TRUE(Put(e->get(), id).ok()) << k << " " << id;
-      }
-    for (uint64_t id = 0; id < kN; ++id) ASSERT_TRUE(ReadsBack(e->get(), id)) << k << " " << id;
+    PresentReadBack(e->get(), kN, "k=" + std::to_string(k));
+    FillRestAndReadBack(e->get(), kN, "k=" + std::to_string(k));
   }
 }
 
