@@ -5,6 +5,7 @@
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "image/flip.h"
 #include "image/resample.h"
 #include "util/hash.h"
 
@@ -37,19 +38,23 @@ uint16_t FloatToHalf(float f) {
   return static_cast<uint16_t>(h);
 }
 
+// Reads px (h x w x c, HWC) mirrored when flip, so the flip costs no pass
+// of its own.
 template <typename T, typename Conv>
-void Normalize(const uint8_t* px, int h, int w, int c, const OutputSpec& o, T* dst, Conv conv) {
+void Normalize(const uint8_t* px, int h, int w, int c, bool flip, const OutputSpec& o, T* dst,
+               Conv conv) {
   float scale[3], bias[3];
   for (int k = 0; k < c; ++k) {
     scale[k] = 1.0f / (255.0f * o.std[k]);
     bias[k] = -o.mean[k] / o.std[k];
   }
   size_t plane = static_cast<size_t>(h) * w;
-  for (size_t p = 0; p < plane; ++p)
-    for (int k = 0; k < c; ++k) {
-      float v = px[p * c + k] * scale[k] + bias[k];
-      size_t at = o.layout == Layout::kNCHW ? k * plane + p : p * c + k;
-      dst[at] = conv(v);
+  bool nchw = o.layout == Layout::kNCHW;
+  for (size_t y = 0, p = 0; y < static_cast<size_t>(h); ++y)
+    for (int x = 0; x < w; ++x, ++p) {
+      const uint8_t* in = px + (y * w + (flip ? w - 1 - x : x)) * c;
+      for (int k = 0; k < c; ++k)
+        dst[nchw ? k * plane + p : p * c + k] = conv(in[k] * scale[k] + bias[k]);
     }
 }
 
@@ -115,21 +120,29 @@ void RenderSample(const PixelsView& src, const CropBox& box, int out_h, int out_
   cv::Mat roi = img(cv::Rect(box.left, box.top, box.width, box.height));
   bool direct = out.dtype == DType::kUint8 && out.layout == Layout::kNHWC;
   size_t bytes = static_cast<size_t>(out_h) * out_w * c;
-  if (!direct && scratch->size() < bytes) scratch->resize(bytes);
-  cv::Mat target(out_h, out_w, type, direct ? dst : scratch->data());
+  // Flipped uint8 HWC: resized into scratch, then mirrored into dst. The
+  // other outputs read the scratch mirrored as they convert it.
+  bool into_dst = direct && !box.flip;
+  if (!into_dst && scratch->size() < bytes) scratch->resize(bytes);
+  cv::Mat target(out_h, out_w, type, into_dst ? dst : scratch->data());
   ResizeAntialiased(roi, target);
-  if (box.flip) cv::flip(target, target, 1);
-  if (direct) return;
-  if (out.dtype == DType::kUint8) {  // uint8 NCHW
+  if (into_dst) return;
+  if (direct) {
+    FlipHorizontalInto(target.data, static_cast<uint8_t*>(dst), out_h, out_w, c);
+  } else if (out.dtype == DType::kUint8) {  // uint8 NCHW
     auto* d = static_cast<uint8_t*>(dst);
     size_t plane = static_cast<size_t>(out_h) * out_w;
-    for (size_t p = 0; p < plane; ++p)
-      for (int k = 0; k < c; ++k) d[k * plane + p] = target.data[p * c + k];
+    for (size_t y = 0, p = 0; y < static_cast<size_t>(out_h); ++y)
+      for (int x = 0; x < out_w; ++x, ++p) {
+        const uint8_t* in = target.data + (y * out_w + (box.flip ? out_w - 1 - x : x)) * c;
+        for (int k = 0; k < c; ++k) d[k * plane + p] = in[k];
+      }
   } else if (out.dtype == DType::kFloat32) {
-    Normalize(target.data, out_h, out_w, c, out, static_cast<float*>(dst),
+    Normalize(target.data, out_h, out_w, c, box.flip, out, static_cast<float*>(dst),
               [](float v) { return v; });
   } else {
-    Normalize(target.data, out_h, out_w, c, out, static_cast<uint16_t*>(dst), FloatToHalf);
+    Normalize(target.data, out_h, out_w, c, box.flip, out, static_cast<uint16_t*>(dst),
+              FloatToHalf);
   }
 }
 

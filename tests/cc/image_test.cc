@@ -5,6 +5,8 @@
 #include <cmath>
 #include <opencv2/imgproc.hpp>
 
+#include "image/augment.h"
+#include "image/flip.h"
 #include "image/resample.h"
 #include "ssdfeed/augment.h"
 #include "ssdfeed/dataset.h"
@@ -283,6 +285,58 @@ TEST(Resample, SkippingTheIdentityBlurKeepsEveryByte) {
     cv::resize(blurred, want, got.size(), 0, 0, cv::INTER_LINEAR);
     EXPECT_EQ(cv::norm(got, want, cv::NORM_INF), 0) << side;
   }
+}
+
+// The SIMD mirror steps five pixels at a time and stops six short of the
+// row's end: every width from 1 up, and every channel count, must come out
+// as OpenCV's flip; each row's neighbours are untouched by its stores.
+TEST(Flip, MirrorsLikeOpenCvAtEveryWidth) {
+  for (int c : {1, 3, 4})
+    for (int w = 1; w <= 70; ++w) {
+      cv::Mat src(5, w, CV_8UC(c)), want;
+      cv::randu(src, 0, 256);
+      cv::flip(src, want, 1);
+      // A guard byte on each side of dst catches a store outside it.
+      std::vector<uint8_t> dst(src.total() * c + 2, 0xa5);
+      FlipHorizontalInto(src.data, dst.data() + 1, 5, w, c);
+      cv::Mat got(5, w, CV_8UC(c), dst.data() + 1);
+      ASSERT_EQ(cv::norm(got, want, cv::NORM_INF), 0) << "w " << w << " c " << c;
+      ASSERT_EQ(dst.front(), 0xa5);
+      ASSERT_EQ(dst.back(), 0xa5);
+    }
+}
+
+// RenderSample mirrors as it converts (or into dst for uint8 HWC): the same
+// bytes as resizing, then cv::flip, then converting, in every output kind.
+TEST(Augment, AFlippedRenderIsTheResizedCropMirrored) {
+  cv::Mat img(256, 300, CV_8UC3);
+  cv::randu(img, 0, 256);
+  PixelsView px{img.data, img.rows, img.cols, 3};
+  CropBox box{17, 31, 180, 200, true};
+  cv::Mat resized(224, 224, CV_8UC3), mirrored;
+  ResizeAntialiased(img(cv::Rect(box.left, box.top, box.width, box.height)), resized);
+  cv::flip(resized, mirrored, 1);
+  CropBox plain = box;
+  plain.flip = false;
+  std::vector<uint8_t> scratch;
+  for (DType dt : {DType::kUint8, DType::kFloat32, DType::kFloat16})
+    for (Layout lay : {Layout::kNHWC, Layout::kNCHW}) {
+      OutputSpec o;
+      o.dtype = dt;
+      o.layout = lay;
+      o.mean = {0.4f, 0.5f, 0.6f};
+      o.std = {0.2f, 0.25f, 0.3f};
+      size_t n = 224 * 224 * 3 * DTypeSize(dt);
+      std::vector<uint8_t> flipped(n), want(n);
+      RenderSample(px, box, 224, 224, o, flipped.data(), &scratch);
+      // The mirrored image rendered without a flip is what the flip must give.
+      PixelsView mp{mirrored.data, 224, 224, 3};
+      RenderSample(mp, {0, 0, 224, 224, false}, 224, 224, o, want.data(), &scratch);
+      EXPECT_EQ(flipped, want) << "dtype " << int(dt) << " layout " << int(lay);
+      std::vector<uint8_t> unflipped(n);
+      RenderSample(px, plain, 224, 224, o, unflipped.data(), &scratch);
+      EXPECT_NE(unflipped, want);  // the flip did something
+    }
 }
 
 }  // namespace
