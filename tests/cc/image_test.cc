@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <opencv2/imgproc.hpp>
 
 #include "image/augment.h"
@@ -336,6 +337,24 @@ TEST(Augment, AFlippedRenderIsTheResizedCropMirrored) {
       std::vector<uint8_t> unflipped(n);
       RenderSample(px, plain, 224, 224, o, unflipped.data(), &scratch);
       EXPECT_NE(unflipped, want);  // the flip did something
+      if (dt == DType::kFloat16) continue;
+      // And both against conversions written out here, pixel by pixel.
+      for (bool flip : {false, true}) {
+        const cv::Mat& ref = flip ? mirrored : resized;
+        const std::vector<uint8_t>& got = flip ? flipped : unflipped;
+        for (size_t p = 0; p < 224 * 224; p += 37)
+          for (size_t k = 0; k < 3; ++k) {
+            size_t at = lay == Layout::kNCHW ? k * 224 * 224 + p : p * 3 + k;
+            uint8_t v = ref.data[p * 3 + k];
+            if (dt == DType::kUint8) {
+              ASSERT_EQ(got[at], v) << "flip " << flip << " layout " << int(lay);
+            } else {
+              float f;
+              std::memcpy(&f, got.data() + at * 4, 4);
+              ASSERT_NEAR(f, (v / 255.f - o.mean[k]) / o.std[k], 1e-5) << "flip " << flip;
+            }
+          }
+      }
     }
 }
 
