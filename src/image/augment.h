@@ -25,6 +25,8 @@ struct PixelsView {
 
 // Crops box from src, resizes to out_h x out_w, flips, and writes one sample
 // into dst in the output dtype/layout. scratch is reused between calls.
+// src has 1 or 3 channels (PrepareSpec::channels()); dst holds
+// out_h * out_w * src.channels elements.
 void RenderSample(const PixelsView& src, const CropBox& box, int out_h, int out_w,
                   const OutputSpec& out, void* dst, std::vector<uint8_t>* scratch);
 

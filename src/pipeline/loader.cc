@@ -475,6 +475,10 @@ class LoaderImpl final : public Loader {
       std::memcpy(st.pixels.data(), cs.pixels, st.bytes());
       return Status::OK();
     }
+    if (cs.channels != channels_)  // it would overrun the batch's slot
+      return Status::Corruption(source_->Describe(id) + ": prepared sample has " +
+                                std::to_string(cs.channels) + " channels, the batch " +
+                                std::to_string(channels_));
     CropBox box{0, 0, cs.height, cs.width, false};
     if (opts_.augment.enabled) {
       box = SampleCrop(opts_.augment, cs.height, cs.width, AugmentKey(opts_.seed, epoch_, id));

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <opencv2/imgproc.hpp>
+#include <string>
 
 #include "image/augment.h"
 #include "image/flip.h"
@@ -316,59 +317,65 @@ TEST(Flip, MirrorsLikeOpenCvAtEveryWidth) {
 }
 
 // RenderSample mirrors as it converts (or into dst for uint8 HWC): the same
-// bytes as resizing, then cv::flip, then converting, in every output kind.
+// bytes as resizing, then cv::flip, then converting, in every output kind,
+// for colour and gray, at an odd output width (the flip's scalar tail).
 TEST(Augment, AFlippedRenderIsTheResizedCropMirrored) {
-  cv::Mat img(256, 300, CV_8UC3);
-  cv::randu(img, 0, 256);
-  PixelsView px{img.data, img.rows, img.cols, 3};
-  CropBox box{17, 31, 180, 200, true};
-  cv::Mat resized(224, 224, CV_8UC3), mirrored;
-  ResizeAntialiased(img(cv::Rect(box.left, box.top, box.width, box.height)), resized);
-  cv::flip(resized, mirrored, 1);
-  CropBox plain = box;
-  plain.flip = false;
-  std::vector<uint8_t> scratch;
-  for (DType dt : {DType::kUint8, DType::kFloat32, DType::kFloat16})
-    for (Layout lay : {Layout::kNHWC, Layout::kNCHW}) {
-      OutputSpec o;
-      o.dtype = dt;
-      o.layout = lay;
-      o.mean = {0.4f, 0.5f, 0.6f};
-      o.std = {0.2f, 0.25f, 0.3f};
-      size_t n = 224 * 224 * 3 * DTypeSize(dt);
-      std::vector<uint8_t> flipped(n), want(n);
-      RenderSample(px, box, 224, 224, o, flipped.data(), &scratch);
-      // The mirrored image rendered without a flip is what the flip must give.
-      PixelsView mp{mirrored.data, 224, 224, 3};
-      RenderSample(mp, {0, 0, 224, 224, false}, 224, 224, o, want.data(), &scratch);
-      EXPECT_EQ(flipped, want) << "dtype " << int(dt) << " layout " << int(lay);
-      std::vector<uint8_t> unflipped(n);
-      RenderSample(px, plain, 224, 224, o, unflipped.data(), &scratch);
-      EXPECT_NE(unflipped, want);  // the flip did something
-      // And both against conversions written out here, pixel by pixel.
-      for (bool flip : {false, true}) {
-        const cv::Mat& ref = flip ? mirrored : resized;
-        const std::vector<uint8_t>& got = flip ? flipped : unflipped;
-        for (size_t p = 0; p < 224 * 224; p += 37)
-          for (size_t k = 0; k < 3; ++k) {
-            size_t at = lay == Layout::kNCHW ? k * 224 * 224 + p : p * 3 + k;
-            uint8_t v = ref.data[p * 3 + k];
-            float want = (v / 255.f - o.mean[k]) / o.std[k];
-            if (dt == DType::kUint8) {
-              ASSERT_EQ(got[at], v) << "flip " << flip << " layout " << int(lay);
-            } else if (dt == DType::kFloat32) {
-              float f;
-              std::memcpy(&f, got.data() + at * 4, 4);
-              ASSERT_NEAR(f, want, 1e-5) << "flip " << flip;
-            } else {
-              uint16_t half;
-              std::memcpy(&half, got.data() + at * 2, 2);
-              // Within half a unit in the last place of a half (11 bits).
-              ASSERT_NEAR(HalfToFloat(half), want, std::abs(want) / 2048 + 1e-7) << "flip " << flip;
+  constexpr int kH = 224, kW = 223;
+  for (int c : {3, 1}) {
+    cv::Mat img(256, 300, CV_8UC(c));
+    cv::randu(img, 0, 256);
+    PixelsView px{img.data, img.rows, img.cols, c};
+    CropBox box{17, 31, 180, 200, true};
+    cv::Mat resized(kH, kW, CV_8UC(c)), mirrored;
+    ResizeAntialiased(img(cv::Rect(box.left, box.top, box.width, box.height)), resized);
+    cv::flip(resized, mirrored, 1);
+    CropBox plain = box;
+    plain.flip = false;
+    std::vector<uint8_t> scratch;
+    for (DType dt : {DType::kUint8, DType::kFloat32, DType::kFloat16})
+      for (Layout lay : {Layout::kNHWC, Layout::kNCHW}) {
+        OutputSpec o;
+        o.dtype = dt;
+        o.layout = lay;
+        o.mean = {0.4f, 0.5f, 0.6f};
+        o.std = {0.2f, 0.25f, 0.3f};
+        size_t plane = static_cast<size_t>(kH) * kW, n = plane * c * DTypeSize(dt);
+        std::vector<uint8_t> flipped(n), want(n), unflipped(n);
+        RenderSample(px, box, kH, kW, o, flipped.data(), &scratch);
+        // The mirrored image rendered without a flip is what the flip must give.
+        PixelsView mp{mirrored.data, kH, kW, c};
+        RenderSample(mp, {0, 0, kH, kW, false}, kH, kW, o, want.data(), &scratch);
+        std::string what = "c " + std::to_string(c) + " dtype " + std::to_string(int(dt)) +
+                           " layout " + std::to_string(int(lay));
+        EXPECT_EQ(flipped, want) << what;
+        RenderSample(px, plain, kH, kW, o, unflipped.data(), &scratch);
+        EXPECT_NE(unflipped, want) << what;  // the flip did something
+        // And both against conversions written out here, pixel by pixel.
+        for (bool flip : {false, true}) {
+          const cv::Mat& ref = flip ? mirrored : resized;
+          const std::vector<uint8_t>& got = flip ? flipped : unflipped;
+          for (size_t p = 0; p < plane; p += 37)
+            for (size_t k = 0; k < static_cast<size_t>(c); ++k) {
+              size_t at = lay == Layout::kNCHW ? k * plane + p : p * c + k;
+              uint8_t v = ref.data[p * c + k];
+              float f = (v / 255.f - o.mean[k]) / o.std[k];
+              if (dt == DType::kUint8) {
+                ASSERT_EQ(got[at], v) << what << " flip " << flip;
+              } else if (dt == DType::kFloat32) {
+                float g;
+                std::memcpy(&g, got.data() + at * 4, 4);
+                ASSERT_NEAR(g, f, 1e-5) << what << " flip " << flip;
+              } else {
+                uint16_t half;
+                std::memcpy(&half, got.data() + at * 2, 2);
+                // Within half a unit in the last place of a half (11 bits).
+                ASSERT_NEAR(HalfToFloat(half), f, std::abs(f) / 2048 + 1e-7)
+                    << what << " flip " << flip;
+              }
             }
-          }
+        }
       }
-    }
+  }
 }
 
 }  // namespace

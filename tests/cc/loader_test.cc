@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "ssdfeed/dataset.h"
+#include "ssdfeed/entry_key.h"
 #include "test_util.h"
 
 namespace ssdfeed {
@@ -314,6 +315,32 @@ TEST(Loader, UnequalShapesAreAClearError) {
   auto one = Loader::Open(o);
   ASSERT_TRUE(*(*one)->Next(&b));
   EXPECT_EQ(std::min(b.shape[1], b.shape[2]), 48u);
+}
+
+// A record whose channel count is not the batch's (it cannot come from
+// this entry's prepare spec, but a crafted one checksums fine) is an error
+// naming the sample, never a render past the end of its batch slot.
+TEST(Loader, ACachedSampleWithOtherChannelsIsAnErrorNotAnOverrun) {
+  Data d(16);
+  LoaderOptions o = d.Opts();
+  o.cache.root = d.dir.Sub("cache");
+  o.shuffle = false;
+  {
+    auto src = OpenSource(o.source);
+    ASSERT_TRUE(src.ok());
+    auto e = CacheEntry::Open(o.cache, MakeEntryKey(**src, o.source_options, o.prepare));
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    std::vector<uint8_t> gray(48 * 60, 7);
+    ASSERT_TRUE((*e)->Put(0, 0, gray.data(), 48, 60, 1).ok());
+  }
+  auto l = Loader::Open(o);
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  Batch b;
+  auto more = (*l)->Next(&b);
+  ASSERT_FALSE(more.ok());
+  EXPECT_NE(more.status().ToString().find("has 1 channels, the batch 3"), std::string::npos)
+      << more.status().ToString();
+  EXPECT_EQ((*l)->stats().cache_hits, 1u);  // it was the cached record that was refused
 }
 
 TEST(Loader, NormalizedFloatNchwMatchesUint8) {
