@@ -1,5 +1,6 @@
 #include "image/augment.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -43,54 +44,86 @@ uint16_t FloatToHalf(float f) {
   return static_cast<uint16_t>(h);
 }
 
-// Writes px (h x w x C, HWC) into dst in layout as op(pixel, channel),
-// reading each row mirrored when Flip, so the flip costs no pass of its
-// own. C and Flip are constants so the loops unroll and vectorise: with
-// them variables, this ran 10-15% slower than the flat loop it replaced.
-template <int C, bool Flip, typename T, typename Op>
-void Convert(const uint8_t* px, int h, int w, Layout layout, T* dst, Op op) {
-  size_t plane = static_cast<size_t>(h) * w, row = static_cast<size_t>(w) * C;
-  for (int y = 0; y < h; ++y) {
-    const uint8_t* in = px + y * row;
-    size_t p = static_cast<size_t>(y) * w;
-    auto at = [&](int x) { return in + (Flip ? (w - 1 - x) : x) * C; };
-    if (layout == Layout::kNCHW) {
-      for (int x = 0; x < w; ++x)
-        for (int k = 0; k < C; ++k) dst[k * plane + p + x] = op(at(x)[k], k);
-    } else {
-      T* out = dst + p * C;
-      for (int x = 0; x < w; ++x)
-        for (int k = 0; k < C; ++k) out[x * C + k] = op(at(x)[k], k);
-    }
+// Writes px (h x w x C, HWC) into dst in layout as op(pixel, channel). C
+// is a constant so the channel loop unrolls and the pixel loop vectorises.
+template <int C, typename T, typename Op>
+inline void Convert(const uint8_t* px, int h, int w, Layout layout, T* dst, Op op) {
+  size_t plane = static_cast<size_t>(h) * w;
+  if (layout == Layout::kNHWC) {
+    for (size_t p = 0; p < plane; ++p)
+      for (int k = 0; k < C; ++k) dst[p * C + k] = op(px[p * C + k], k);
+    return;
   }
+  for (size_t p = 0; p < plane; ++p)
+    for (int k = 0; k < C; ++k) dst[k * plane + p] = op(px[p * C + k], k);
 }
 
 template <typename T, typename Op>
-void ConvertAny(const uint8_t* px, int h, int w, int c, bool flip, Layout layout, T* dst, Op op) {
+inline void ConvertAny(const uint8_t* px, int h, int w, int c, Layout layout, T* dst, Op op) {
   // PrepareSpec::channels() is 1 (gray) or 3.
-  if (c == 3) {
-    flip ? Convert<3, true>(px, h, w, layout, dst, op)
-         : Convert<3, false>(px, h, w, layout, dst, op);
-  } else {
-    flip ? Convert<1, true>(px, h, w, layout, dst, op)
-         : Convert<1, false>(px, h, w, layout, dst, op);
-  }
+  if (c == 3) return Convert<3>(px, h, w, layout, dst, op);
+  Convert<1>(px, h, w, layout, dst, op);
 }
 
-// Float outputs: (pixel / 255 - mean) / std, through conv to T.
-template <typename T, typename Conv>
-void Normalize(const uint8_t* px, int h, int w, int c, bool flip, const OutputSpec& o, T* dst,
-               Conv conv) {
+// Float outputs: (pixel / 255 - mean) / std.
+inline void Normalize(const uint8_t* px, int h, int w, int c, const OutputSpec& o, float* dst) {
   float scale[3] = {}, bias[3] = {};
   for (int k = 0; k < c; ++k) {
     scale[k] = 1.0f / (255.0f * o.std[k]);
     bias[k] = -o.mean[k] / o.std[k];
   }
-  ConvertAny(px, h, w, c, flip, o.layout, dst,
-             [=](uint8_t v, int k) { return conv(v * scale[k] + bias[k]); });
+  ConvertAny(px, h, w, c, o.layout, dst, [=](uint8_t v, int k) { return v * scale[k] + bias[k]; });
+}
+
+// A resized (and already mirrored) crop into uint8 NCHW, float32 or float16.
+inline void ConvertCropImpl(const uint8_t* px, int h, int w, int c, const OutputSpec& o,
+                            void* dst) {
+  if (o.dtype == DType::kUint8)
+    return ConvertAny(px, h, w, c, Layout::kNCHW, static_cast<uint8_t*>(dst),
+                      [](uint8_t v, int) { return v; });
+  if (o.dtype == DType::kFloat32) return Normalize(px, h, w, c, o, static_cast<float*>(dst));
+  // Float32 first, then one flat pass to half: the flat loop vectorises,
+  // a half conversion inside the strided ones did not (2x slower).
+  size_t n = static_cast<size_t>(h) * w * c;
+  thread_local std::vector<float> wide;
+  wide.resize(n);
+  Normalize(px, h, w, c, o, wide.data());
+  auto* d = static_cast<uint16_t*>(dst);
+  for (size_t i = 0; i < n; ++i) d[i] = FloatToHalf(wide[i]);
+}
+
+// The same code compiled twice: the baseline x86-64 build has 16-byte
+// vectors only and does the channel (de)interleaving one lane at a time;
+// with AVX2 the float32 NCHW conversion runs 4x faster. No FMA: a fused
+// multiply-add would round differently from the baseline, and a batch must
+// not depend on which machine rendered it.
+__attribute__((flatten)) void ConvertCropBase(const uint8_t* px, int h, int w, int c,
+                                              const OutputSpec& o, void* dst) {
+  ConvertCropImpl(px, h, w, c, o, dst);
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+__attribute__((target("avx2"), flatten)) void ConvertCropAvx2(const uint8_t* px, int h, int w,
+                                                              int c, const OutputSpec& o,
+                                                              void* dst) {
+  ConvertCropImpl(px, h, w, c, o, dst);
+}
+#endif
+
+std::atomic<bool> baseline_only{false};  // SetRenderBaselineOnly
+
+void ConvertCrop(const uint8_t* px, int h, int w, int c, const OutputSpec& o, void* dst) {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2 && !baseline_only.load(std::memory_order_relaxed))
+    return ConvertCropAvx2(px, h, w, c, o, dst);
+#endif
+  ConvertCropBase(px, h, w, c, o, dst);
 }
 
 }  // namespace
+
+void SetRenderBaselineOnly(bool on) { baseline_only.store(on, std::memory_order_relaxed); }
 
 uint64_t AugmentKey(uint64_t seed, uint64_t epoch, uint64_t id) {
   return Mix64(seed ^ Mix64(epoch ^ Mix64(id + 0x9e37)));
@@ -152,30 +185,22 @@ void RenderSample(const PixelsView& src, const CropBox& box, int out_h, int out_
   cv::Mat roi = img(cv::Rect(box.left, box.top, box.width, box.height));
   bool direct = out.dtype == DType::kUint8 && out.layout == Layout::kNHWC;
   size_t bytes = static_cast<size_t>(out_h) * out_w * c;
-  // Flipped uint8 HWC: resized into scratch, then mirrored into dst. The
-  // other outputs read the scratch mirrored as they convert it.
+  // Only an unflipped uint8 HWC crop is resized straight into dst; the
+  // others go through scratch, mirrored (into dst, or into scratch's second
+  // half) and converted from there.
   bool into_dst = direct && !box.flip;
-  if (!into_dst && scratch->size() < bytes) scratch->resize(bytes);
+  size_t need = into_dst ? 0 : !direct && box.flip ? 2 * bytes : bytes;
+  if (scratch->size() < need) scratch->resize(need);
   cv::Mat target(out_h, out_w, type, into_dst ? dst : scratch->data());
   ResizeAntialiased(roi, target);
   if (into_dst) return;
-  if (direct) {
-    FlipHorizontalInto(target.data, static_cast<uint8_t*>(dst), out_h, out_w, c);
-  } else if (out.dtype == DType::kUint8) {  // uint8 NCHW
-    ConvertAny(target.data, out_h, out_w, c, box.flip, Layout::kNCHW, static_cast<uint8_t*>(dst),
-               [](uint8_t v, int) { return v; });
-  } else if (out.dtype == DType::kFloat32) {
-    Normalize(target.data, out_h, out_w, c, box.flip, out, static_cast<float*>(dst),
-              [](float v) { return v; });
-  } else {
-    // Float32 first, then one flat pass to half: the flat loop vectorises,
-    // a half conversion inside the strided ones did not (2x slower).
-    thread_local std::vector<float> wide;
-    wide.resize(bytes);
-    Normalize(target.data, out_h, out_w, c, box.flip, out, wide.data(), [](float v) { return v; });
-    auto* d = static_cast<uint16_t*>(dst);
-    for (size_t i = 0; i < bytes; ++i) d[i] = FloatToHalf(wide[i]);
+  if (direct) return FlipHorizontalInto(target.data, static_cast<uint8_t*>(dst), out_h, out_w, c);
+  const uint8_t* crop = target.data;
+  if (box.flip) {
+    FlipHorizontalInto(target.data, scratch->data() + bytes, out_h, out_w, c);
+    crop = scratch->data() + bytes;
   }
+  ConvertCrop(crop, out_h, out_w, c, out, dst);
 }
 
 }  // namespace ssdfeed

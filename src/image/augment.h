@@ -30,6 +30,10 @@ struct PixelsView {
 void RenderSample(const PixelsView& src, const CropBox& box, int out_h, int out_w,
                   const OutputSpec& out, void* dst, std::vector<uint8_t>* scratch);
 
+// true: RenderSample converts with the baseline build of its conversion
+// even where the CPU has AVX2 (tests check that both give the same bytes).
+void SetRenderBaselineOnly(bool on);
+
 // The key of (seed, epoch, id).
 uint64_t AugmentKey(uint64_t seed, uint64_t epoch, uint64_t id);
 

@@ -378,5 +378,37 @@ TEST(Augment, AFlippedRenderIsTheResizedCropMirrored) {
   }
 }
 
+// The conversion after the resize is compiled twice (baseline x86-64 and
+// AVX2, chosen at run time): a batch must not depend on which machine
+// rendered it, so both give the same bytes for every output kind.
+TEST(Augment, TheAvx2AndBaselineConversionsGiveTheSameBytes) {
+  for (int c : {3, 1}) {
+    cv::Mat img(200, 260, CV_8UC(c));
+    cv::randu(img, 0, 256);
+    PixelsView px{img.data, img.rows, img.cols, c};
+    std::vector<uint8_t> scratch;
+    for (DType dt : {DType::kUint8, DType::kFloat32, DType::kFloat16})
+      for (Layout lay : {Layout::kNHWC, Layout::kNCHW})
+        for (bool flip : {false, true}) {
+          OutputSpec o;
+          o.dtype = dt;
+          o.layout = lay;
+          if (dt != DType::kUint8) {
+            o.mean = {0.485f, 0.456f, 0.406f};
+            o.std = {0.229f, 0.224f, 0.225f};
+          }
+          CropBox box{11, 7, 150, 170, flip};
+          size_t n = 97 * 101 * c * DTypeSize(dt);
+          std::vector<uint8_t> best(n), base(n);
+          RenderSample(px, box, 97, 101, o, best.data(), &scratch);
+          SetRenderBaselineOnly(true);
+          RenderSample(px, box, 97, 101, o, base.data(), &scratch);
+          SetRenderBaselineOnly(false);
+          EXPECT_EQ(best, base) << "c " << c << " dtype " << int(dt) << " layout " << int(lay)
+                                << " flip " << flip;
+        }
+  }
+}
+
 }  // namespace
 }  // namespace ssdfeed
