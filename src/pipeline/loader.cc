@@ -469,16 +469,17 @@ class LoaderImpl final : public Loader {
   Status Render(uint64_t id, const CachedSample& cs, Slot* slot, size_t pos,
                 std::vector<uint8_t>* render) {
     slot->buffer->labels[pos] = cs.label;
+    // Either path sizes the batch by channels_: another count would overrun it.
+    if (cs.channels != channels_)
+      return Status::Corruption(source_->Describe(id) + ": prepared sample has " +
+                                std::to_string(cs.channels) + " channels, the batch " +
+                                std::to_string(channels_));
     if (!fixed_shape()) {  // served as prepared; shapes checked in RenderStaged
       Image& st = slot->staging[pos];
       st.Reset(cs.height, cs.width, cs.channels);
       std::memcpy(st.pixels.data(), cs.pixels, st.bytes());
       return Status::OK();
     }
-    if (cs.channels != channels_)  // it would overrun the batch's slot
-      return Status::Corruption(source_->Describe(id) + ": prepared sample has " +
-                                std::to_string(cs.channels) + " channels, the batch " +
-                                std::to_string(channels_));
     CropBox box{0, 0, cs.height, cs.width, false};
     if (opts_.augment.enabled) {
       box = SampleCrop(opts_.augment, cs.height, cs.width, AugmentKey(opts_.seed, epoch_, id));

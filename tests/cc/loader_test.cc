@@ -341,6 +341,15 @@ TEST(Loader, ACachedSampleWithOtherChannelsIsAnErrorNotAnOverrun) {
   EXPECT_NE(more.status().ToString().find("has 1 channels, the batch 3"), std::string::npos)
       << more.status().ToString();
   EXPECT_EQ((*l)->stats().cache_hits, 1u);  // it was the cached record that was refused
+  // Served as prepared (no augment: shapes vary), the same record is refused too.
+  o.augment.enabled = false;
+  o.batch_size = 1;
+  auto as_prepared = Loader::Open(o);
+  ASSERT_TRUE(as_prepared.ok()) << as_prepared.status().ToString();
+  more = (*as_prepared)->Next(&b);
+  ASSERT_FALSE(more.ok());
+  EXPECT_NE(more.status().ToString().find("has 1 channels, the batch 3"), std::string::npos)
+      << more.status().ToString();
 }
 
 TEST(Loader, NormalizedFloatNchwMatchesUint8) {
