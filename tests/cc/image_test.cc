@@ -5,9 +5,11 @@
 #include <cmath>
 #include <cstring>
 #include <opencv2/imgproc.hpp>
+#include <random>
 #include <string>
 
 #include "image/augment.h"
+#include "image/bilinear.h"
 #include "image/flip.h"
 #include "image/resample.h"
 #include "ssdfeed/augment.h"
@@ -295,6 +297,35 @@ TEST(Resample, SkippingTheIdentityBlurKeepsEveryByte) {
     cv::resize(blurred, want, got.size(), 0, 0, cv::INTER_LINEAR);
     EXPECT_EQ(cv::norm(got, want, cv::NORM_INF), 0) << side;
   }
+}
+
+// The bilinear kernel claims cv::resize(INTER_LINEAR)'s bytes: random
+// sizes (shrinks, enlargements, one pixel, 8x either way), both channel
+// counts, each source a crop whose last row ends where its buffer does, so
+// a load past the crop's row is a heap overflow under ASan.
+TEST(Resample, TheBilinearKernelGivesOpenCvsBytes) {
+  uint8_t probe = 0, out = 0;
+  if (!ResizeBilinearU8(&probe, 1, 1, 1, 1, &out, 1, 1, 1))
+    GTEST_SKIP() << "no AVX2 here: cv::resize itself is used";
+  std::mt19937 rng(20261130);
+  auto side = [&](int i) { return 1 + static_cast<int>(rng() % (i % 4 == 0 ? 9 : 400)); };
+  for (int i = 0; i < 600; ++i) {
+    int c = i % 2 ? 3 : 1, sh = side(i), sw = side(i), dh = side(i + 1), dw = side(i + 2);
+    int left = static_cast<int>(rng() % 5);
+    size_t stride = static_cast<size_t>(sw + left) * c;
+    std::vector<uint8_t> buf(stride * sh);
+    for (auto& b : buf) b = static_cast<uint8_t>(rng());
+    cv::Mat src(sh, sw, CV_8UC(c), buf.data() + left * c, stride), want;
+    cv::resize(src, want, cv::Size(dw, dh), 0, 0, cv::INTER_LINEAR);
+    cv::Mat got(dh, dw, CV_8UC(c));
+    ASSERT_TRUE(ResizeBilinearU8(src.data, sh, sw, stride, c, got.data, dh, dw, got.step));
+    ASSERT_EQ(cv::norm(got, want, cv::NORM_INF), 0)
+        << sh << "x" << sw << " -> " << dh << "x" << dw << " c " << c;
+  }
+  SetBilinearPortableOnly(true);  // declines, and so ResizeAntialiased uses OpenCV
+  EXPECT_FALSE(ResizeBilinearU8(&probe, 1, 1, 1, 1, &out, 1, 1, 1));
+  SetBilinearPortableOnly(false);
+  EXPECT_FALSE(ResizeBilinearU8(&probe, 1, 1, 1, 2, &out, 1, 1, 2)) << "2 channels: not ours";
 }
 
 // The SIMD mirror steps five pixels at a time and stops six short of the
