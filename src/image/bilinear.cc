@@ -103,10 +103,10 @@ int16_t Sat16(int32_t v) { return static_cast<int16_t>(std::clamp(v, -32768, 327
 uint8_t SatU8(int32_t v) { return static_cast<uint8_t>(std::clamp(v, 0, 255)); }
 
 // OpenCV's vertical rounding for 8-bit images: it drops 4 bits, takes the
-// high half of 16-bit products and rounds by 2 bits, all saturating. (Its
-// portable loop rounds the 22-bit sum once, but on x86-64 every value of a
-// row, the last few too, goes through this SIMD form: checked against
-// cv::resize for row lengths 1 to 900.)
+// high half of 16-bit products and rounds by 2 bits, all saturating. Its
+// uint8 specialisation does this in the SIMD loop and in the scalar tail
+// alike (its generic portable loop, rounding the 22-bit sum once, is not
+// used for uint8), so every value of a row gets it.
 uint8_t Vertical(int32_t s0, int32_t s1, int16_t b0, int16_t b1) {
   int16_t m0 = static_cast<int16_t>((Sat16(s0 >> 4) * b0) >> 16);
   int16_t m1 = static_cast<int16_t>((Sat16(s1 >> 4) * b1) >> 16);

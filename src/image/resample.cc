@@ -12,7 +12,7 @@ namespace {
 // cv::resize(INTER_LINEAR)'s bytes, through the faster kernel where it
 // applies (8-bit, 1 or 3 channels, AVX2).
 void Bilinear(const cv::Mat& src, cv::Mat& dst) {
-  if (src.depth() == CV_8U &&
+  if (src.depth() == CV_8U && dst.type() == src.type() &&
       ResizeBilinearU8(src.data, src.rows, src.cols, src.step, src.channels(), dst.data, dst.rows,
                        dst.cols, dst.step))
     return;
