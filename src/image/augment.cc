@@ -7,7 +7,6 @@
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 
-#include "image/flip.h"
 #include "image/resample.h"
 #include "util/hash.h"
 
@@ -183,24 +182,15 @@ void RenderSample(const PixelsView& src, const CropBox& box, int out_h, int out_
   int type = CV_8UC(c);
   cv::Mat img(src.height, src.width, type, const_cast<uint8_t*>(src.pixels));
   cv::Mat roi = img(cv::Rect(box.left, box.top, box.width, box.height));
+  // A uint8 HWC crop is resized (and mirrored) straight into dst; the
+  // others into scratch, converted from there.
   bool direct = out.dtype == DType::kUint8 && out.layout == Layout::kNHWC;
   size_t bytes = static_cast<size_t>(out_h) * out_w * c;
-  // Only an unflipped uint8 HWC crop is resized straight into dst; the
-  // others go through scratch, mirrored (into dst, or into scratch's second
-  // half) and converted from there.
-  bool into_dst = direct && !box.flip;
-  size_t need = into_dst ? 0 : !direct && box.flip ? 2 * bytes : bytes;
-  if (scratch->size() < need) scratch->resize(need);
-  cv::Mat target(out_h, out_w, type, into_dst ? dst : scratch->data());
-  ResizeAntialiased(roi, target);
-  if (into_dst) return;
-  if (direct) return FlipHorizontalInto(target.data, static_cast<uint8_t*>(dst), out_h, out_w, c);
-  const uint8_t* crop = target.data;
-  if (box.flip) {
-    FlipHorizontalInto(target.data, scratch->data() + bytes, out_h, out_w, c);
-    crop = scratch->data() + bytes;
-  }
-  ConvertCrop(crop, out_h, out_w, c, out, dst);
+  if (!direct && scratch->size() < bytes) scratch->resize(bytes);
+  cv::Mat target(out_h, out_w, type, direct ? dst : scratch->data());
+  ResizeAntialiased(roi, target, box.flip);
+  if (direct) return;
+  ConvertCrop(target.data, out_h, out_w, c, out, dst);
 }
 
 }  // namespace ssdfeed

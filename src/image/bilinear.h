@@ -6,8 +6,9 @@
 // RandomResizedCrop of a 311x256 image to 224x224 took, and the resize
 // was 13% of a cold epoch's CPU in prepare. Here the pass works on four
 // output values per 128-bit lane through one byte shuffle and one
-// multiply-add, from tables built per call. Measured on one core: such
-// crops 63 -> 32 us, a 420x345 -> 311x256 prepare 115 -> 64 us.
+// multiply-add, from tables built per call, and keeps the 16-bit values
+// the vertical pass starts from. A mirrored output is a permuted table, so
+// a flipped crop needs no pass of its own.
 //
 // The arithmetic is OpenCV's, so cached records and rendered batches keep
 // their bytes: the same float coordinate maps and 11-bit coefficients,
@@ -22,13 +23,15 @@
 namespace ssdfeed {
 
 // dst (dh x dw x cn, rows dst_stride bytes apart) = src (sh x sw x cn, rows
-// src_stride apart) resized with half-pixel centres and edge clamping.
-// Reads only within src's sh rows of sw * cn bytes. False (nothing
-// written) where this code does not apply: cn other than 1 or 3, an empty
-// size, or a CPU without AVX2; the caller then uses cv::resize, whose bytes
-// these are.
+// src_stride apart) resized with half-pixel centres and edge clamping, and
+// mirrored left to right when `mirror` (the same bytes as resizing, then
+// flipping). Reads only within src's sh rows of sw * cn bytes. False
+// (nothing written) where this code does not apply or would be slower:
+// cn other than 1 or 3, an empty size, a shrink by about 3x or more, a
+// source row under 16 bytes, or a CPU without AVX2; the caller then uses
+// cv::resize, whose bytes these are.
 bool ResizeBilinearU8(const uint8_t* src, int sh, int sw, size_t src_stride, int cn, uint8_t* dst,
-                      int dh, int dw, size_t dst_stride);
+                      int dh, int dw, size_t dst_stride, bool mirror = false);
 
 // Tests: make ResizeBilinearU8 decline, as on a CPU without AVX2.
 void SetBilinearPortableOnly(bool on);

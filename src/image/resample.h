@@ -10,8 +10,9 @@ namespace ssdfeed {
 // Gaussian low-pass (sigma = (factor - 1) / 2 per axis, as scikit-image's
 // anti_aliasing) then bilinear sampling. Enlarging is bilinear. Measured on a
 // 400x450 -> 256x288 RGB image: 0.2 ms, where OpenCV's INTER_AREA at a
-// fractional factor takes 1.05 ms.
-void ResizeAntialiased(const cv::Mat& src, cv::Mat& dst);
+// fractional factor takes 1.05 ms. With `mirror`, dst is the result
+// flipped left to right (the same bytes as flipping it after).
+void ResizeAntialiased(const cv::Mat& src, cv::Mat& dst, bool mirror = false);
 
 // Below this sigma a 3-tap Gaussian's side taps (at most exp(-8) = 0.0003)
 // round to zero in OpenCV's 8-bit fixed-point kernel, so the blur is the

@@ -299,33 +299,74 @@ TEST(Resample, SkippingTheIdentityBlurKeepsEveryByte) {
   }
 }
 
-// The bilinear kernel claims cv::resize(INTER_LINEAR)'s bytes: random
-// sizes (shrinks, enlargements, one pixel, 8x either way), both channel
-// counts, each source a crop whose last row ends where its buffer does, so
-// a load past the crop's row is a heap overflow under ASan.
+// The bilinear kernel claims cv::resize(INTER_LINEAR)'s bytes, mirrored
+// too (cv::flip after): random sizes (shrinks, enlargements, one pixel, 8x
+// either way), both channel counts, each source a crop whose last row ends
+// where its buffer does, so a load past the crop's row is a heap overflow
+// under ASan. It may decline only a wide shrink or a source row under 16
+// bytes (OpenCV then resizes).
 TEST(Resample, TheBilinearKernelGivesOpenCvsBytes) {
   uint8_t probe = 0, out = 0;
   if (!ResizeBilinearU8(&probe, 1, 1, 1, 1, &out, 1, 1, 1))
     GTEST_SKIP() << "no AVX2 here: cv::resize itself is used";
   std::mt19937 rng(20261130);
-  auto side = [&](int i) { return 1 + static_cast<int>(rng() % (i % 4 == 0 ? 9 : 400)); };
-  for (int i = 0; i < 600; ++i) {
-    int c = i % 2 ? 3 : 1, sh = side(i), sw = side(i), dh = side(i + 1), dw = side(i + 2);
+  auto side = [&](int i) { return 1 + static_cast<int>(rng() % (i % 8 == 0 ? 9 : 400)); };
+  auto scaled = [&](int s) {  // 0.35x to 4x
+    return std::max(1, static_cast<int>(std::lround(s * (0.35 + (rng() % 1000) * 0.00365))));
+  };
+  int declined = 0;
+  for (int i = 0; i < 800; ++i) {
+    int c = i % 2 ? 3 : 1, sh = side(i), sw = side(i);
+    bool any = i % 5 == 0;  // else within the usual factors
+    int dh = any ? side(i + 1) : scaled(sh), dw = any ? side(i + 2) : scaled(sw);
+    bool mirror = i % 3 == 0;
     int left = static_cast<int>(rng() % 5);
     size_t stride = static_cast<size_t>(sw + left) * c;
     std::vector<uint8_t> buf(stride * sh);
     for (auto& b : buf) b = static_cast<uint8_t>(rng());
     cv::Mat src(sh, sw, CV_8UC(c), buf.data() + left * c, stride), want;
     cv::resize(src, want, cv::Size(dw, dh), 0, 0, cv::INTER_LINEAR);
+    if (mirror) cv::flip(want, want, 1);
     cv::Mat got(dh, dw, CV_8UC(c));
-    ASSERT_TRUE(ResizeBilinearU8(src.data, sh, sw, stride, c, got.data, dh, dw, got.step));
+    if (!ResizeBilinearU8(src.data, sh, sw, stride, c, got.data, dh, dw, got.step, mirror)) {
+      ASSERT_TRUE(sw >= 2 * dw || sw * c < 16)
+          << sh << "x" << sw << " -> " << dh << "x" << dw << ": neither a shrink nor a thin source";
+      ++declined;
+      continue;
+    }
     ASSERT_EQ(cv::norm(got, want, cv::NORM_INF), 0)
-        << sh << "x" << sw << " -> " << dh << "x" << dw << " c " << c;
+        << sh << "x" << sw << " -> " << dh << "x" << dw << " c " << c << " mirror " << mirror;
   }
+  EXPECT_LT(declined, 200);  // most shapes are the kernel's
+  // A RandomResizedCrop's shapes are never declined.
+  cv::Mat img(256, 311, CV_8UC3), got(224, 224, CV_8UC3);
+  cv::randu(img, 0, 256);
+  for (int w : {60, 150, 224, 311})
+    EXPECT_TRUE(ResizeBilinearU8(img.data, 200, w, img.step, 3, got.data, 224, 224, got.step)) << w;
   SetBilinearPortableOnly(true);  // declines, and so ResizeAntialiased uses OpenCV
   EXPECT_FALSE(ResizeBilinearU8(&probe, 1, 1, 1, 1, &out, 1, 1, 1));
   SetBilinearPortableOnly(false);
   EXPECT_FALSE(ResizeBilinearU8(&probe, 1, 1, 1, 2, &out, 1, 1, 2)) << "2 channels: not ours";
+}
+
+// ResizeAntialiased's mirror gives the bytes of a cv::flip after it, on
+// every path: bilinear (the kernel, or OpenCV where it declines), the blur
+// first, the box average, the plain copy.
+TEST(Resample, AMirroredResizeIsTheResizeFlipped) {
+  cv::Mat img(300, 410, CV_8UC3);
+  cv::randu(img, 0, 256);
+  for (bool portable : {false, true}) {
+    SetBilinearPortableOnly(portable);
+    for (cv::Size to : {cv::Size(224, 224), cv::Size(100, 90), cv::Size(205, 150),
+                        cv::Size(410, 300), cv::Size(41, 30)}) {
+      cv::Mat plain(to, CV_8UC3), mirrored(to, CV_8UC3), want;
+      ResizeAntialiased(img, plain);
+      ResizeAntialiased(img, mirrored, true);
+      cv::flip(plain, want, 1);
+      EXPECT_EQ(cv::norm(mirrored, want, cv::NORM_INF), 0) << to << " portable " << portable;
+    }
+  }
+  SetBilinearPortableOnly(false);
 }
 
 // The SIMD mirror steps five pixels at a time and stops six short of the
