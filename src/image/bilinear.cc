@@ -60,6 +60,7 @@ struct Horizontal {
   std::vector<uint8_t> shuffle;    // 16 per block
   std::vector<uint8_t> vector_ok;  // per block: one load covers it
   int scalar_blocks = 0;           // blocks without
+  bool mirrored = false;
 };
 
 // OpenCV's taps for each output pixel, in order.
@@ -115,6 +116,7 @@ void BuildHorizontal(int sw, int dw, int cn, bool mirror, Horizontal* h) {
   thread_local std::vector<PixelTap> taps;
   PixelTaps(sw, dw, &taps);
   h->values = dw * cn;
+  h->mirrored = mirror;
   h->left.resize(h->values);
   h->right.resize(h->values);
   h->coef.resize(2 * static_cast<size_t>(h->values));
@@ -158,20 +160,30 @@ __attribute__((target("avx2"), always_inline)) inline __m256i TwoBlocks(const Ho
   return _mm256_srai_epi32(_mm256_madd_epi16(_mm256_shuffle_epi8(px, ctl), co), 4);
 }
 
+// Sixteen values from four blocks, as 16-bit (sum >> 4).
+__attribute__((target("avx2"))) void Group(const Horizontal& h, const uint8_t* s, int b,
+                                           int16_t* d) {
+  const uint8_t* ok = &h.vector_ok[b];
+  if (!(ok[0] & ok[1] & ok[2] & ok[3])) return HorizontalScalar(h, s, 4 * b, 4 * b + 16, d);
+  // packs works per 128-bit lane: put the four 64-bit quarters back in order.
+  __m256i p = _mm256_packs_epi32(TwoBlocks(h, s, b), TwoBlocks(h, s, b + 2));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 4 * b), _mm256_permute4x64_epi64(p, 0xD8));
+}
+
+// A mirrored row is walked from its last output value back, so the source
+// row is still read upwards: a source not in cache (the bound's, or a
+// big image's) is streamed by the prefetcher either way; read downwards,
+// a mirrored crop took twice as long.
 __attribute__((target("avx2"))) void HorizontalAvx2(const Horizontal& h, const uint8_t* s,
                                                     int16_t* __restrict d) {
-  const uint8_t* ok = h.vector_ok.data();
-  int blocks = h.values / 4, b = 0;
-  for (; b + 4 <= blocks; b += 4) {
-    if (!(ok[b] & ok[b + 1] & ok[b + 2] & ok[b + 3])) {  // a wide shrink's few
-      HorizontalScalar(h, s, 4 * b, 4 * b + 16, d);
-      continue;
-    }
-    // packs works per 128-bit lane: put the four 64-bit quarters back in order.
-    __m256i p = _mm256_packs_epi32(TwoBlocks(h, s, b), TwoBlocks(h, s, b + 2));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 4 * b), _mm256_permute4x64_epi64(p, 0xD8));
+  int groups = h.values / 16;
+  if (h.mirrored) {
+    HorizontalScalar(h, s, 16 * groups, h.values, d);
+    for (int g = groups; g-- > 0;) Group(h, s, 4 * g, d);
+    return;
   }
-  HorizontalScalar(h, s, 4 * b, h.values, d);
+  for (int g = 0; g < groups; ++g) Group(h, s, 4 * g, d);
+  HorizontalScalar(h, s, 16 * groups, h.values, d);
 }
 
 __attribute__((target("avx2"))) __m256i Vertical16(const int16_t* p0, const int16_t* p1, __m256i b0,
@@ -226,6 +238,11 @@ bool ResizeBilinearU8(const uint8_t* src, int sh, int sw, size_t src_stride, int
     for (int i = 0; i < 2; ++i)
       if (held[i] == r) return &rows[i * pitch];
     int i = held[0] == keep ? 1 : 0;
+    if (r + 1 < sh) {  // the next row down is most likely next: ask for it now
+      const char* next =
+          reinterpret_cast<const char*>(src + static_cast<size_t>(r + 1) * src_stride);
+      for (int at = 0; at < sw * cn; at += 64) _mm_prefetch(next + at, _MM_HINT_T0);
+    }
     HorizontalAvx2(h, src + static_cast<size_t>(r) * src_stride, &rows[i * pitch]);
     held[i] = r;
     return &rows[i * pitch];
