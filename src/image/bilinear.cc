@@ -161,8 +161,9 @@ __attribute__((target("avx2"), always_inline)) inline __m256i TwoBlocks(const Ho
 }
 
 // Sixteen values from four blocks, as 16-bit (sum >> 4).
-__attribute__((target("avx2"))) void Group(const Horizontal& h, const uint8_t* s, int b,
-                                           int16_t* d) {
+__attribute__((target("avx2"), always_inline)) inline void Group(const Horizontal& h,
+                                                                 const uint8_t* s, int b,
+                                                                 int16_t* d) {
   const uint8_t* ok = &h.vector_ok[b];
   if (!(ok[0] & ok[1] & ok[2] & ok[3])) return HorizontalScalar(h, s, 4 * b, 4 * b + 16, d);
   // packs works per 128-bit lane: put the four 64-bit quarters back in order.
