@@ -7,7 +7,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cmath>
 #include <vector>
 #endif
 
@@ -37,7 +36,8 @@ struct Tap {
 };
 Tap MapCoord(int d, double scale) {
   float f = static_cast<float>((d + 0.5) * scale - 0.5);
-  int s = static_cast<int>(std::floor(f));
+  int s = static_cast<int>(f);  // cvFloor: truncate, then step down below zero
+  s -= s > f;
   return {s, f - static_cast<float>(s)};
 }
 double Scale(int n, int m) { return 1. / (static_cast<double>(m) / n); }
@@ -59,6 +59,7 @@ struct Horizontal {
   std::vector<int32_t> base;       // per block
   std::vector<uint8_t> shuffle;    // 16 per block
   std::vector<uint8_t> vector_ok;  // per block: one load covers it
+  std::vector<uint8_t> group_ok;   // per four blocks: all four do
   int scalar_blocks = 0;           // blocks without
   bool mirrored = false;
 };
@@ -109,6 +110,11 @@ void BuildBlocks(int row_bytes, Horizontal* h) {
       sh[4 * i + 2] = static_cast<uint8_t>(r[i] - lo);
       sh[4 * i + 3] = 0x80;
     }
+  }
+  h->group_ok.resize(blocks / 4);
+  for (int g = 0; g < blocks / 4; ++g) {
+    const uint8_t* ok = &h->vector_ok[4 * g];
+    h->group_ok[g] = ok[0] & ok[1] & ok[2] & ok[3];
   }
 }
 
@@ -164,8 +170,7 @@ __attribute__((target("avx2"), always_inline)) inline __m256i TwoBlocks(const Ho
 __attribute__((target("avx2"), always_inline)) inline void Group(const Horizontal& h,
                                                                  const uint8_t* s, int b,
                                                                  int16_t* d) {
-  const uint8_t* ok = &h.vector_ok[b];
-  if (!(ok[0] & ok[1] & ok[2] & ok[3])) return HorizontalScalar(h, s, 4 * b, 4 * b + 16, d);
+  if (!h.group_ok[b / 4]) return HorizontalScalar(h, s, 4 * b, 4 * b + 16, d);
   // packs works per 128-bit lane: put the four 64-bit quarters back in order.
   __m256i p = _mm256_packs_epi32(TwoBlocks(h, s, b), TwoBlocks(h, s, b + 2));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 4 * b), _mm256_permute4x64_epi64(p, 0xD8));
