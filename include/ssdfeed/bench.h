@@ -126,7 +126,9 @@ struct LoaderBenchResult {
   std::string storage_engine;
   // bounds: images/s on one core (0 when not measured), and the cores the
   // epochs' ratios divide by (min(workers, hardware threads)).
-  double decode_prepare_per_core = 0, augment_per_core = 0;
+  // augment_opencv_per_core: the same crops through cv::resize and cv::flip
+  // alone, the reference the render is compared with.
+  double decode_prepare_per_core = 0, augment_per_core = 0, augment_opencv_per_core = 0;
   int cores = 0;
 };
 

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <opencv2/imgproc.hpp>
 #include <sstream>
 #include <thread>
 
@@ -251,8 +252,26 @@ Status MeasureBounds(const LoaderBenchOptions& o, LoaderBenchResult* r) {
     }
   }
   double aug_s = ThreadCpuSeconds() - t0;
+  // The same crops through OpenCV alone (cv::resize INTER_LINEAR, then
+  // cv::flip, into uint8 HWC): the render's reference, reported next to it.
+  cv::Mat resized, flipped;
+  t0 = ThreadCpuSeconds();
+  for (int pass = 0; pass < kPasses; ++pass) {
+    for (size_t i = 0; i < n; ++i) {
+      const Image& im = prepared[i];
+      cv::Mat img(im.height, im.width, CV_8UC(im.channels), const_cast<uint8_t*>(im.pixels.data()));
+      CropBox box{0, 0, im.height, im.width, false};
+      if (aug.enabled) box = SampleCrop(aug, im.height, im.width, AugmentKey(lo.seed, pass, i));
+      cv::Size size(ow ? ow : im.width, oh ? oh : im.height);
+      cv::resize(img(cv::Rect(box.left, box.top, box.width, box.height)), resized, size, 0, 0,
+                 cv::INTER_LINEAR);
+      if (box.flip) cv::flip(resized, flipped, 1);
+    }
+  }
+  double opencv_s = ThreadCpuSeconds() - t0;
   r->decode_prepare_per_core = decode_s > 0 ? n / decode_s : 0;
   r->augment_per_core = aug_s > 0 ? n * kPasses / aug_s : 0;
+  r->augment_opencv_per_core = opencv_s > 0 ? n * kPasses / opencv_s : 0;
   int hw = static_cast<int>(std::thread::hardware_concurrency());
   int workers = lo.workers > 0 ? lo.workers : DefaultWorkers();
   r->cores = std::max(1, hw > 0 ? std::min(workers, hw) : workers);

@@ -189,6 +189,7 @@ int RunLoaderBench(const LoaderBenchArgs& a) {
     if (r->augment_per_core > 0)
       j["bounds"] = {{"decode_prepare_per_core", r->decode_prepare_per_core},
                      {"augment_per_core", r->augment_per_core},
+                     {"augment_opencv_per_core", r->augment_opencv_per_core},
                      {"cores", r->cores}};
     if (sr.iops > 0)
       j["storage"] = {{"engine", r->storage_engine},
@@ -230,8 +231,9 @@ int RunLoaderBench(const LoaderBenchArgs& a) {
     // Cold epochs are held to decode + prepare, warm ones to the crop alone.
     std::printf(
         "bounds on one core: decode+prepare %.0f images/s (the fastest of 3 groups of 200 "
-        "samples), crop+resize %.0f images/s; x %d cores\n",
-        r->decode_prepare_per_core, r->augment_per_core, r->cores);
+        "samples), crop+resize %.0f images/s (OpenCV's cv::resize + cv::flip alone: %.0f); x "
+        "%d cores\n",
+        r->decode_prepare_per_core, r->augment_per_core, r->augment_opencv_per_core, r->cores);
     for (const auto& e : r->epochs) {
       bool cold = e.hit_rate < 0.5;
       double bound = cold ? r->decode_prepare_per_core : r->augment_per_core;
@@ -244,6 +246,9 @@ int RunLoaderBench(const LoaderBenchArgs& a) {
           "CPU-second = %.2fx\n",
           e.epoch, cold ? "cold" : "warm", per_core, per_core / bound,
           cold ? "decode+prepare" : "crop+resize", per_cpu_s, per_cpu_s / bound);
+      if (!cold && r->augment_opencv_per_core > 0)
+        std::printf("    %.2fx of OpenCV's crop+resize alone\n",
+                    per_core / r->augment_opencv_per_core);
       if (!cold) continue;
       // A cold sample is also cropped and resized for its batch: the bound
       // of all the work it needs, and how its records were written.

@@ -77,6 +77,7 @@ def test_bench_loader_warm_from_device(small_datasets, tmp_path):
     assert eps[1]["record_bytes"] > 40
     b = res["bounds"]
     assert b["decode_prepare_per_core"] > 0 and b["augment_per_core"] > 0 and b["cores"] >= 1
+    assert b["augment_opencv_per_core"] > 0
     dev = eps[1].get("device")
     if dev is not None:  # on a block device listed in /proc/diskstats
         assert dev["read_mb_s"] >= 0 and 0 <= dev["util_pct"] <= 100
