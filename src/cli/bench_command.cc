@@ -246,7 +246,7 @@ int RunLoaderBench(const LoaderBenchArgs& a) {
           "CPU-second = %.2fx\n",
           e.epoch, cold ? "cold" : "warm", per_core, per_core / bound,
           cold ? "decode+prepare" : "crop+resize", per_cpu_s, per_cpu_s / bound);
-      if (!cold && r->augment_opencv_per_core > 0)
+      if (!cold && !e.dropped_caches && r->augment_opencv_per_core > 0)
         std::printf("    %.2fx of OpenCV's crop+resize alone\n",
                     per_core / r->augment_opencv_per_core);
       if (!cold) continue;
