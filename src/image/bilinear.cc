@@ -55,12 +55,11 @@ uint8_t SatU8(int32_t v) { return static_cast<uint8_t>(std::clamp(v, 0, 255)); }
 struct Horizontal {
   int values = 0;
   std::vector<int32_t> left, right;
-  std::vector<int16_t> coef;       // a0, a1 per value
-  std::vector<int32_t> base;       // per block
-  std::vector<uint8_t> shuffle;    // 16 per block
-  std::vector<uint8_t> vector_ok;  // per block: one load covers it
-  std::vector<uint8_t> group_ok;   // per four blocks: all four do
-  int scalar_blocks = 0;           // blocks without
+  std::vector<int16_t> coef;      // a0, a1 per value
+  std::vector<int32_t> base;      // per block
+  std::vector<uint8_t> shuffle;   // 16 per block
+  std::vector<uint8_t> group_ok;  // per four blocks: one load covers each
+  int scalar_blocks = 0;          // blocks one load does not cover
   bool mirrored = false;
 };
 
@@ -89,7 +88,7 @@ void BuildBlocks(int row_bytes, Horizontal* h) {
   int blocks = h->values / 4;
   h->base.resize(blocks);
   h->shuffle.resize(16 * static_cast<size_t>(blocks));
-  h->vector_ok.resize(blocks);
+  h->group_ok.assign((blocks + 3) / 4, 1);
   h->scalar_blocks = 0;
   for (int b = 0; b < blocks; ++b) {
     const int32_t* l = &h->left[4 * b];
@@ -99,22 +98,17 @@ void BuildBlocks(int row_bytes, Horizontal* h) {
     // The load must stay inside the row (a crop's row may end anywhere):
     // near its end it starts earlier, ending with the row.
     int base = std::min(lo, row_bytes - 16);
-    h->vector_ok[b] = base >= 0 && hi - base <= 15;
-    h->scalar_blocks += !h->vector_ok[b];
+    bool ok = base >= 0 && hi - base <= 15;
+    h->group_ok[b / 4] &= ok;
+    h->scalar_blocks += !ok;
     h->base[b] = base;
-    lo = base;
     uint8_t* sh = &h->shuffle[16 * b];
     for (int i = 0; i < 4; ++i) {
-      sh[4 * i] = static_cast<uint8_t>(l[i] - lo);
+      sh[4 * i] = static_cast<uint8_t>(l[i] - base);
       sh[4 * i + 1] = 0x80;  // zero: the high byte of a 16-bit lane
-      sh[4 * i + 2] = static_cast<uint8_t>(r[i] - lo);
+      sh[4 * i + 2] = static_cast<uint8_t>(r[i] - base);
       sh[4 * i + 3] = 0x80;
     }
-  }
-  h->group_ok.resize(blocks / 4);
-  for (int g = 0; g < blocks / 4; ++g) {
-    const uint8_t* ok = &h->vector_ok[4 * g];
-    h->group_ok[g] = ok[0] & ok[1] & ok[2] & ok[3];
   }
 }
 
