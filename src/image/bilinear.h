@@ -1,5 +1,7 @@
 // Bilinear resizing of uint8 images with 1 or 3 channels, giving the bytes
-// OpenCV 4.6's cv::resize(INTER_LINEAR) gives on x86-64, in half the time.
+// OpenCV 4.6's cv::resize(INTER_LINEAR) gives on x86-64, in 40-45% of the
+// time (one core: a RandomResizedCrop to 224x224 63 -> 25 us, a 420x345 ->
+// 311x256 prepare 115 -> 52 us).
 //
 // Why not cv::resize: for 3 channels its horizontal pass moves one pixel
 // per step through two 4-byte loads. That pass took most of the 63 us a
