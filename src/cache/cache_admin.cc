@@ -34,11 +34,19 @@ uint64_t SkippedCount(Env* env, const std::string& dir) {
   return j["skipped"].size();
 }
 
+// Read-only verbs confine the root (nothing in it is followed) without
+// refusing it: listing an untrusted root is how one finds out what is there.
+Status ConfineIfPresent(const CacheOptions& opts) {
+  Status s = opts.env->ConfineRoot(opts.root);
+  return s.IsNotFound() ? Status::OK() : s;
+}
+
 }  // namespace
 
 Result<std::vector<EntryInfo>> ListEntries(const CacheOptions& in) {
   CacheOptions opts = WithEnv(in);
   RootPaths p(opts.root);
+  SSDFEED_RETURN_IF_ERROR(ConfineIfPresent(opts));
   std::vector<EntryDirInfo> dirs;
   SSDFEED_RETURN_IF_ERROR(ScanEntries(opts.env, p, opts, &dirs));
   std::vector<EntryInfo> out;
@@ -80,6 +88,7 @@ Result<std::vector<EntryInfo>> ListEntries(const CacheOptions& in) {
 Status RemoveEntry(const CacheOptions& in, const std::string& name) {
   CacheOptions opts = WithEnv(in);
   RootPaths p(opts.root);
+  SSDFEED_RETURN_IF_ERROR(CheckRootTrusted(opts.env, opts));
   std::vector<EntryDirInfo> dirs;
   SSDFEED_RETURN_IF_ERROR(ScanEntries(opts.env, p, opts, &dirs));
   std::vector<const EntryDirInfo*> matches;
@@ -99,6 +108,8 @@ Result<std::vector<std::string>> CollectGarbage(const CacheOptions& in, uint64_t
                                                 int64_t max_age_seconds) {
   CacheOptions opts = WithEnv(in);
   RootPaths p(opts.root);
+  // Deletes: only in a root whose trash/ and entries/ are what they claim.
+  SSDFEED_RETURN_IF_ERROR(CheckRootTrusted(opts.env, opts));
   EmptyTrash(opts.env, p);
   std::vector<EntryDirInfo> dirs;
   SSDFEED_RETURN_IF_ERROR(ScanEntries(opts.env, p, opts, &dirs));
@@ -124,6 +135,7 @@ Result<uint64_t> RootBytes(const CacheOptions& in) {
   CacheOptions opts = WithEnv(in);
   std::vector<EntryDirInfo> dirs;
   RootPaths p(opts.root);
+  SSDFEED_RETURN_IF_ERROR(ConfineIfPresent(opts));
   // trash/ before entries/: an entry evicted between the two reads is then
   // missed once rather than counted twice (evictions rename into trash/).
   uint64_t total = OverheadBytes(opts.env, p);

@@ -273,6 +273,8 @@ Result<Opened> TryOpenDir(const CacheOptions& opts, const EntryKey& key, const s
     SSDFEED_RETURN_IF_ERROR(CreateEntryDir(opts, key, fp, dir, capacity));
     SSDFEED_ASSIGN_OR_RETURN(fi, env->Lstat(dir));
   }
+  // Never serve what someone we do not trust put there under our fingerprint.
+  SSDFEED_RETURN_IF_ERROR(CheckEntryOwner(env, opts, dir, *fi));
   Opened o;
   o.foreign = IsForeignEntry(*fi, opts);
   auto lock = env->LockFile(JoinPath(dir, "use.lock"), false, true, FileMode(opts));

@@ -196,10 +196,31 @@ Status DeleteEntryIfUnused(Env* env, const RootPaths& p, const EntryDirInfo& e) 
   return Status::OK();
 }
 
-Status CheckRootTrusted(Env* env, const CacheOptions& opts) {
+namespace {
+
+// Who may own what the cache reads from the root: us, root, or the root's
+// owner (whose cache we chose to use); in a group-shared cache also any
+// member of our group, whose entries carry the group. Anyone else could have
+// planted it (in a sticky world-writable root, say) to be served to us.
+bool TrustedOwner(const FileInfo& fi, uint32_t root_uid, const CacheOptions& opts) {
+  if (fi.uid == ::geteuid() || fi.uid == 0 || fi.uid == root_uid) return true;
+  return opts.group_shared && InOurGroups(fi.gid);
+}
+
+std::string UntrustedOwner(const std::string& path, const FileInfo& fi, uint32_t root_uid) {
+  return path + ": owned by uid " + std::to_string(fi.uid) +
+         ", who is neither you, root nor the cache root's owner (uid " + std::to_string(root_uid) +
+         "): it could hold planted cache entries; refusing it (remove it, or ask its owner to)";
+}
+
+}  // namespace
+
+Result<uint32_t> CheckRootTrustedOwner(Env* env, const CacheOptions& opts) {
+  // First of all: from here on the Env reaches the root only through its
+  // directory handle, never following a symlink inside it.
+  SSDFEED_RETURN_IF_ERROR(env->ConfineRoot(opts.root));
   RootPaths p(opts.root);
-  SSDFEED_ASSIGN_OR_RETURN(FileInfo root, env->Stat(opts.root));
-  bool sticky = root.mode & 01000;
+  SSDFEED_ASSIGN_OR_RETURN(FileInfo root, env->Lstat(opts.root));
   if (!root.is_dir) return Status::InvalidArgument(opts.root + ": cache root is not a directory");
   auto refuse = [&](const std::string& path, const char* who) {
     return Status::InvalidArgument(
@@ -208,15 +229,35 @@ Status CheckRootTrusted(Env* env, const CacheOptions& opts) {
         (opts.group_shared ? "" : ",g-w") + ", set the sticky bit" +
         (opts.group_shared ? "" : ", or use --group-shared for a group's cache") + ")");
   };
+  // A sticky world-writable root (as /tmp) is accepted: others may create
+  // their own directories in it, but the ones the cache uses must then be
+  // owned by someone it trusts (below), so nothing they make is served.
+  bool sticky = root.mode & 01000;
   if ((root.mode & 002) && !sticky) return refuse(opts.root, "all users");
   if ((root.mode & 020) && !sticky && !opts.group_shared) return refuse(opts.root, "its group");
-  auto ent = env->Lstat(p.entries);
-  if (!ent.ok()) return ent.status().IsNotFound() ? Status::OK() : ent.status();
-  if (ent->is_symlink || !ent->is_dir)
-    return Status::InvalidArgument(p.entries + ": not a directory (a symlink?); refusing it");
-  if (ent->mode & 002) return refuse(p.entries, "all users");
-  if ((ent->mode & 020) && !opts.group_shared) return refuse(p.entries, "its group");
-  return Status::OK();
+  for (const std::string* d : {&p.entries, &p.trash, &p.writers, &p.stats}) {
+    auto fi = env->Lstat(*d);
+    if (!fi.ok() && fi.status().IsNotFound()) continue;
+    SSDFEED_RETURN_IF_ERROR(fi.status());
+    if (fi->is_symlink || !fi->is_dir)
+      return Status::InvalidArgument(*d + ": not a directory (a symlink?); refusing it");
+    if (!TrustedOwner(*fi, root.uid, opts))
+      return Status::InvalidArgument(UntrustedOwner(*d, *fi, root.uid));
+    if (fi->mode & 002) return refuse(*d, "all users");
+    if ((fi->mode & 020) && !opts.group_shared) return refuse(*d, "its group");
+  }
+  return root.uid;
+}
+
+Status CheckRootTrusted(Env* env, const CacheOptions& opts) {
+  return CheckRootTrustedOwner(env, opts).status();
+}
+
+Status CheckEntryOwner(Env* env, const CacheOptions& opts, const std::string& dir,
+                       const FileInfo& entry) {
+  SSDFEED_ASSIGN_OR_RETURN(FileInfo root, env->Lstat(opts.root));
+  if (TrustedOwner(entry, root.uid, opts)) return Status::OK();
+  return Status::InvalidArgument(UntrustedOwner(dir, entry, root.uid));
 }
 
 Status PrepareRoot(Env* env, const CacheOptions& opts) {

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "io/confined_roots.h"
 #include "ssdfeed/env.h"
 
 namespace ssdfeed {
@@ -373,8 +374,11 @@ FileInfo ToInfo(const struct stat& st) {
 // open(2) with O_NONBLOCK, so that a FIFO (or device) never blocks the
 // caller, then refuses anything but a regular file. O_NONBLOCK has no effect
 // on regular files, so it is left set. Returns the fd or an error.
-Result<int> OpenRegular(const std::string& path, int flags, uint32_t mode, struct stat* st) {
-  int fd = ::open(path.c_str(), flags | O_NONBLOCK | O_CLOEXEC, mode);
+// Inside a cache root, never through a symlink in the last component either.
+Result<int> OpenRegular(const AtPath& at, const std::string& path, int flags, uint32_t mode,
+                        struct stat* st) {
+  if (at.confined) flags |= O_NOFOLLOW;
+  int fd = ::openat(at.dirfd, at.name.c_str(), flags | O_NONBLOCK | O_CLOEXEC, mode);
   // ENXIO: a FIFO opened for writing with no reader, or a device.
   if (fd < 0 && errno == ENXIO) return Status::InvalidArgument(path + ": not a regular file");
   if (fd < 0) return Status::FromErrno(errno, "open " + path);
@@ -396,19 +400,29 @@ Result<int> OpenRegular(const std::string& path, int flags, uint32_t mode, struc
 // into place, so nobody finds it with the umask's narrower bits (another
 // user's open would fail with EACCES and go on uncoordinated). Where link(2)
 // is refused, it is created in place as before.
-Result<int> OpenOrCreateShared(const std::string& path, uint32_t mode, struct stat* st) {
+Result<int> OpenOrCreateShared(const AtPath& at, const std::string& path, uint32_t mode,
+                               struct stat* st) {
   static const uint64_t nonce =
       (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   static std::atomic<uint64_t> n{0};
   const int flags = O_RDWR | O_NOFOLLOW;
   for (int attempt = 0; attempt < 100; ++attempt) {
-    auto fd = OpenRegular(path, flags, 0, st);
+    auto fd = OpenRegular(at, path, flags, 0, st);
     if (fd.ok() || !fd.status().IsNotFound()) return fd;
-    std::string tmp = path + ".new." + std::to_string(nonce) + "." + std::to_string(n++);
-    SSDFEED_ASSIGN_OR_RETURN(int t, OpenRegular(tmp, flags | O_CREAT | O_EXCL, mode, st));
-    int r = ::fchmod(t, mode) == 0 ? ::link(tmp.c_str(), path.c_str()) : -1;
+    // In the same directory as path: at.name is its last component (or,
+    // outside a confined root, the whole path).
+    std::string suffix = ".new." + std::to_string(nonce) + "." + std::to_string(n++);
+    AtPath tmp_at;
+    tmp_at.dirfd = at.dirfd;
+    tmp_at.name = at.name + suffix;
+    tmp_at.confined = at.confined;
+    SSDFEED_ASSIGN_OR_RETURN(
+        int t, OpenRegular(tmp_at, path + suffix, flags | O_CREAT | O_EXCL, mode, st));
+    int r = ::fchmod(t, mode) == 0
+                ? ::linkat(at.dirfd, tmp_at.name.c_str(), at.dirfd, at.name.c_str(), 0)
+                : -1;
     int err = errno;
-    ::unlink(tmp.c_str());
+    ::unlinkat(at.dirfd, tmp_at.name.c_str(), 0);
     if (r == 0) {
       if (::fstat(t, st) == 0) return t;
       err = errno;
@@ -417,7 +431,7 @@ Result<int> OpenOrCreateShared(const std::string& path, uint32_t mode, struct st
     if (r == 0) return Status::FromErrno(err, "fstat " + path);
     if (err == EEXIST) continue;  // another opener linked its file first: open that
     if (err == EPERM || err == ENOSYS || err == EOPNOTSUPP || err == EXDEV)
-      return OpenRegular(path, flags | O_CREAT, mode, st);
+      return OpenRegular(at, path, flags | O_CREAT, mode, st);
     return Status::FromErrno(err, "create " + path);
   }
   return Status::Busy(path + ": keeps being created and removed while opening");
@@ -428,12 +442,13 @@ class PosixEnv final : public Env {
   Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
       const std::string& path, const RandomAccessFileOptions& o) override {
     struct stat st;
+    SSDFEED_ASSIGN_OR_RETURN(AtPath at, roots_.Resolve(path));
     int flags = O_RDONLY | (o.no_follow ? O_NOFOLLOW : 0) | (o.direct ? O_DIRECT : 0);
-    auto fd = OpenRegular(path, flags, 0, &st);
+    auto fd = OpenRegular(at, path, flags, 0, &st);
     if (!fd.ok() && o.direct) {
       // tmpfs and some network filesystems refuse O_DIRECT (EINVAL): tell
       // that apart from a missing or planted file by opening it plainly.
-      auto plain = OpenRegular(path, flags & ~O_DIRECT, 0, &st);
+      auto plain = OpenRegular(at, path, flags & ~O_DIRECT, 0, &st);
       if (!plain.ok()) return plain.status();
       ::close(*plain);
       return Status::NotSupported(path + ": the filesystem refuses O_DIRECT");
@@ -478,11 +493,12 @@ class PosixEnv final : public Env {
     int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | (o.truncate || o.direct ? 0 : O_APPEND) |
                 (o.direct ? O_DIRECT : 0);
     struct stat st;
-    auto opened = OpenRegular(path, flags, o.mode, &st);
+    SSDFEED_ASSIGN_OR_RETURN(AtPath at, roots_.Resolve(path));
+    auto opened = OpenRegular(at, path, flags, o.mode, &st);
     if (!opened.ok() && o.direct) {
       // As for reads: tell a filesystem that refuses O_DIRECT (tmpfs) apart
       // from a path that cannot be opened at all.
-      auto plain = OpenRegular(path, flags & ~O_DIRECT, o.mode, &st);
+      auto plain = OpenRegular(at, path, flags & ~O_DIRECT, o.mode, &st);
       if (!plain.ok()) return plain.status();
       ::close(*plain);
       return Status::NotSupported(path + ": the filesystem refuses O_DIRECT");
@@ -507,8 +523,15 @@ class PosixEnv final : public Env {
 
   Status GetChildren(const std::string& dir, std::vector<std::string>* names) override {
     names->clear();
-    DIR* d = ::opendir(dir.c_str());
-    if (d == nullptr) return Status::FromErrno(errno, "opendir " + dir);
+    SSDFEED_ASSIGN_OR_RETURN(AtPath at, roots_.Resolve(dir));
+    int fd = OpenDir(at, O_RDONLY);
+    if (fd < 0) return Status::FromErrno(errno, "opendir " + dir);
+    DIR* d = ::fdopendir(fd);
+    if (d == nullptr) {
+      int e = errno;
+      ::close(fd);
+      return Status::FromErrno(e, "opendir " + dir);
+    }
     while (struct dirent* e = ::readdir(d)) {
       if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
       names->emplace_back(e->d_name);
@@ -516,24 +539,35 @@ class PosixEnv final : public Env {
     ::closedir(d);
     return Status::OK();
   }
-
   Result<FileInfo> Stat(const std::string& path) override {
+    SSDFEED_ASSIGN_OR_RETURN(AtPath at, roots_.Resolve(path));
     struct stat st;
-    if (::stat(path.c_str(), &st) != 0) return Status::FromErrno(errno, "stat " + path);
+    // Inside a cache root a link is never followed, by Stat either.
+    int flags = at.confined ? AT_SYMLINK_NOFOLLOW : 0;
+    if (::fstatat(at.dirfd, at.name.c_str(), &st, flags) != 0)
+      return Status::FromErrno(errno, "stat " + path);
     return ToInfo(st);
   }
   Result<FileInfo> Lstat(const std::string& path) override {
+    SSDFEED_ASSIGN_OR_RETURN(AtPath at, roots_.Resolve(path));
     struct stat st;
-    if (::lstat(path.c_str(), &st) != 0) return Status::FromErrno(errno, "lstat " + path);
+    if (::fstatat(at.dirfd, at.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+      return Status::FromErrno(errno, "lstat " + path);
     return ToInfo(st);
   }
-  bool FileExists(const std::string& path) override { return ::access(path.c_str(), F_OK) == 0; }
-
+  bool FileExists(const std::string& path) override {
+    auto at = roots_.Resolve(path);
+    if (!at.ok()) return false;
+    if (!at->confined) return ::access(path.c_str(), F_OK) == 0;
+    struct stat st;
+    return ::fstatat(at->dirfd, at->name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+  }
   Status CreateDir(const std::string& path, uint32_t mode) override {
-    if (::mkdir(path.c_str(), mode) == 0) {
+    SSDFEED_ASSIGN_OR_RETURN(AtPath at, roots_.Resolve(path));
+    if (::mkdirat(at.dirfd, at.name.c_str(), mode) == 0) {
       // mkdir applies the umask and drops setgid; group sharing needs both
       // exact. fchmod on the directory we open, never through a swapped link.
-      int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      int fd = ::openat(at.dirfd, at.name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (fd < 0) return Status::FromErrno(errno, "open " + path);
       int r = ::fchmod(fd, mode);
       int e = errno;
@@ -543,24 +577,32 @@ class PosixEnv final : public Env {
     }
     if (errno != EEXIST) return Status::FromErrno(errno, "mkdir " + path);
     struct stat st;
-    if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return Status::OK();
+    if (::fstatat(at.dirfd, at.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+      return Status::OK();
     return Status::IOError("mkdir " + path + ": exists and is not a directory");
   }
   Status RemoveFile(const std::string& path) override {
-    if (::unlink(path.c_str()) != 0) return Status::FromErrno(errno, "unlink " + path);
+    SSDFEED_ASSIGN_OR_RETURN(AtPath at, roots_.Resolve(path));
+    if (::unlinkat(at.dirfd, at.name.c_str(), 0) != 0)
+      return Status::FromErrno(errno, "unlink " + path);
     return Status::OK();
   }
   Status RemoveDir(const std::string& path) override {
-    if (::rmdir(path.c_str()) != 0) return Status::FromErrno(errno, "rmdir " + path);
+    SSDFEED_ASSIGN_OR_RETURN(AtPath at, roots_.Resolve(path));
+    if (::unlinkat(at.dirfd, at.name.c_str(), AT_REMOVEDIR) != 0)
+      return Status::FromErrno(errno, "rmdir " + path);
     return Status::OK();
   }
   Status RenameFile(const std::string& from, const std::string& to) override {
-    if (::rename(from.c_str(), to.c_str()) != 0)
+    SSDFEED_ASSIGN_OR_RETURN(AtPath a, roots_.Resolve(from));
+    SSDFEED_ASSIGN_OR_RETURN(AtPath b, roots_.Resolve(to));
+    if (::renameat(a.dirfd, a.name.c_str(), b.dirfd, b.name.c_str()) != 0)
       return Status::FromErrno(errno, "rename " + from + " -> " + to);
     return Status::OK();
   }
   Status SyncDir(const std::string& dir) override {
-    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    SSDFEED_ASSIGN_OR_RETURN(AtPath at, roots_.Resolve(dir));
+    int fd = OpenDir(at, O_RDONLY);
     if (fd < 0) return Status::FromErrno(errno, "open " + dir);
     int r = ::fsync(fd);
     int e = errno;
@@ -569,8 +611,9 @@ class PosixEnv final : public Env {
     return Status::OK();
   }
   Status TruncateFile(const std::string& path, uint64_t size) override {
+    SSDFEED_ASSIGN_OR_RETURN(AtPath at, roots_.Resolve(path));
     // Never through a link: a planted symlink must not truncate a file outside.
-    int fd = ::open(path.c_str(), O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    int fd = ::openat(at.dirfd, at.name.c_str(), O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return Status::FromErrno(errno, "open " + path);
     struct stat st;
     Status s;
@@ -581,17 +624,18 @@ class PosixEnv final : public Env {
     ::close(fd);
     return s;
   }
-
   Result<std::unique_ptr<FileLock>> LockFile(const std::string& path, bool exclusive, bool blocking,
                                              uint32_t mode) override {
+    SSDFEED_ASSIGN_OR_RETURN(AtPath at, roots_.Resolve(path));
     // O_NONBLOCK: a FIFO planted in the cache must not hang the open.
     int base = O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
     bool created = true;
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | base, mode);
+    const char* name = at.name.c_str();
+    int fd = ::openat(at.dirfd, name, O_RDWR | O_CREAT | O_EXCL | base, mode);
     if (fd < 0 && errno == EEXIST) {
       created = false;
-      fd = ::open(path.c_str(), O_RDWR | base);
-      if (fd < 0 && errno == EACCES) fd = ::open(path.c_str(), O_RDONLY | base);  // not ours
+      fd = ::openat(at.dirfd, name, O_RDWR | base);
+      if (fd < 0 && errno == EACCES) fd = ::openat(at.dirfd, name, O_RDONLY | base);  // not ours
     }
     if (fd < 0) return Status::FromErrno(errno, "open " + path);
     struct stat st;
@@ -612,7 +656,10 @@ class PosixEnv final : public Env {
   }
 
   Status RemoveDirAndFiles(const std::string& dir) override {
-    int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    auto resolved = roots_.Resolve(dir);
+    if (!resolved.ok()) return resolved.status().IsNotFound() ? Status::OK() : resolved.status();
+    const AtPath& at = *resolved;
+    int dfd = ::openat(at.dirfd, at.name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dfd < 0) return errno == ENOENT ? Status::OK() : Status::FromErrno(errno, "open " + dir);
     DIR* d = ::fdopendir(::dup(dfd));
     if (d == nullptr) {
@@ -630,14 +677,21 @@ class PosixEnv final : public Env {
     ::closedir(d);
     ::close(dfd);
     if (!s.ok()) return s;
-    if (::rmdir(dir.c_str()) != 0 && errno != ENOENT)
+    if (::unlinkat(at.dirfd, at.name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT)
       return Status::FromErrno(errno, "rmdir " + dir);
     return Status::OK();
   }
 
   Status FsSpace(const std::string& path, uint64_t* free_bytes, uint64_t* total) override {
+    SSDFEED_ASSIGN_OR_RETURN(AtPath at, roots_.Resolve(path));
+    int fd =
+        ::openat(at.dirfd, at.name.c_str(), O_PATH | O_CLOEXEC | (at.confined ? O_NOFOLLOW : 0));
+    if (fd < 0) return Status::FromErrno(errno, "open " + path);
     struct statvfs sv;
-    if (::statvfs(path.c_str(), &sv) != 0) return Status::FromErrno(errno, "statvfs " + path);
+    int r = ::fstatvfs(fd, &sv);
+    int e = errno;
+    ::close(fd);
+    if (r != 0) return Status::FromErrno(e, "statvfs " + path);
     *free_bytes = static_cast<uint64_t>(sv.f_bavail) * sv.f_frsize;
     *total = static_cast<uint64_t>(sv.f_blocks) * sv.f_frsize;
     return Status::OK();
@@ -648,9 +702,10 @@ class PosixEnv final : public Env {
     int flags = O_NOFOLLOW | (o.writable ? O_RDWR : O_RDONLY);
     if (o.writable && o.create) flags |= O_CREAT | (o.exclusive ? O_EXCL : 0);
     struct stat st;
+    SSDFEED_ASSIGN_OR_RETURN(AtPath at, roots_.Resolve(path));
     bool shared = o.writable && o.create && !o.exclusive;
-    SSDFEED_ASSIGN_OR_RETURN(int fd, shared ? OpenOrCreateShared(path, o.mode, &st)
-                                            : OpenRegular(path, flags, o.mode, &st));
+    SSDFEED_ASSIGN_OR_RETURN(int fd, shared ? OpenOrCreateShared(at, path, o.mode, &st)
+                                            : OpenRegular(at, path, flags, o.mode, &st));
     auto fail = [&](int err, const std::string& what) {
       ::close(fd);
       return Status::FromErrno(err, what + " " + path);
@@ -690,8 +745,18 @@ class PosixEnv final : public Env {
   std::thread StartThread(std::function<void()> fn) override { return std::thread(std::move(fn)); }
   Logger* GetLogger() override { return &logger_; }
 
+  Status ConfineRoot(const std::string& root) override { return roots_.Add(root); }
+
  private:
+  // The directory at itself names, opened with `flags` | O_DIRECTORY; inside
+  // a cache root never through a symlink. -1 and errno on failure.
+  static int OpenDir(const AtPath& at, int flags) {
+    flags |= O_DIRECTORY | O_CLOEXEC | (at.confined ? O_NOFOLLOW : 0);
+    return ::openat(at.dirfd, at.name.c_str(), flags);
+  }
+
   StderrLogger logger_;
+  ConfinedRoots roots_;
 };
 
 }  // namespace
