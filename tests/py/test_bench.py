@@ -121,7 +121,8 @@ def test_bench_loader_drop_caches_refused_says_what_is_missing(small_datasets, t
     exe = shutil.which("ssdfeed")
     r = subprocess.run([*prefix, exe, "bench", "loader", "--source",
                         small_datasets["folder"]["uri"], "--cache", str(tmp_path / "c"),
-                        "--epochs", "2", "--drop-caches"], capture_output=True, text=True)
+                        "--epochs", "2", "--resize-short", "64", "--drop-caches"],
+                       capture_output=True, text=True)
     assert r.returncode != 0
     err = r.stderr
     assert "/proc/sys/vm/drop_caches: " in err, err
