@@ -54,7 +54,8 @@ int main(int argc, char** argv) {
         std::vector<double> t;
         for (int r = 0; r < rounds; ++r) {
           double t0 = Now();
-          for (int i = 0; i < calls; ++i) RenderSample(px, box, out, out, o, dst.data(), &scratch);
+          for (int i = 0; i < calls; ++i)
+            if (!RenderSample(px, box, out, out, o, dst.data(), &scratch).ok()) return 1;
           t.push_back((Now() - t0) / calls * 1e6);
         }
         std::sort(t.begin(), t.end());

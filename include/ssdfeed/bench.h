@@ -95,8 +95,13 @@ class DeviceSampler {
   double t0_ = 0;
 };
 
-// sync; echo 3 > /proc/sys/vm/drop_caches. Needs root.
+// sync; echo 3 > /proc/sys/vm/drop_caches. Needs root with CAP_SYS_ADMIN
+// and a writable /proc/sys (not so in most containers): the error says
+// which is missing.
 Status DropPageCache();
+// Whether DropPageCache can work here (opens drop_caches for writing, drops
+// nothing): the same error, before any work is done.
+Status CanDropPageCache();
 
 struct LoaderBenchEpoch {
   int epoch = 0;

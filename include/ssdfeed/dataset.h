@@ -35,9 +35,11 @@ struct MakeDatasetReport {
 Status MakeDataset(const MakeDatasetOptions& opts, MakeDatasetReport* report);
 
 // Sample `index` of the dataset with this seed: label and natural-looking
-// pixels (smooth colour fields, shapes, texture and noise).
-void GenerateImage(uint64_t seed, uint64_t index, int classes, int min_side, int max_side,
-                   Image* out, int* label);
+// pixels (smooth colour fields, shapes, texture and noise), its sides drawn
+// from [min_side, max_side] (1 or more). An OpenCV failure comes back as a
+// Status.
+Status GenerateImage(uint64_t seed, uint64_t index, int classes, int min_side, int max_side,
+                     Image* out, int* label);
 
 // Whether make-dataset corrupts sample `index` for this seed and fraction.
 bool IsCorruptSample(uint64_t seed, uint64_t index, double fraction);

@@ -1,20 +1,24 @@
 // Runs the real loader, optionally emulating an accelerator's compute time
 // per batch (MLPerf Storage's method), and reports what a user needs to size
 // storage and CPUs: images/s, MB/s, hit rate, consumer wait, utilisation.
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <opencv2/imgproc.hpp>
 #include <sstream>
 #include <thread>
 
 #include "image/augment.h"
+#include "image/cv_call.h"
 #include "ssdfeed/bench.h"
 #include "ssdfeed/defaults.h"
 #include "ssdfeed/metrics.h"
@@ -114,15 +118,49 @@ DeviceStats DeviceSampler::Stop() const {
   return d;
 }
 
+namespace {
+
+constexpr char kDropCaches[] = "/proc/sys/vm/drop_caches";
+
+// What stops a write to drop_caches, from its errno: root alone is not
+// enough in a container, where /proc/sys is mounted read-only or the
+// process lacks CAP_SYS_ADMIN.
+std::string DropCachesRefusal(int err) {
+  std::string why = std::string(kDropCaches) + ": " + std::strerror(err) + ": ";
+  switch (err) {
+    case EROFS:
+      return why + "/proc/sys is mounted read-only (a container?): run on the host, or in a " +
+             "privileged container";
+    case EACCES:
+    case EPERM:
+      return why + (::geteuid() == 0
+                        ? "root without CAP_SYS_ADMIN (a container?): run on the host, or "
+                          "in a privileged container"
+                        : "dropping the page cache needs root (CAP_SYS_ADMIN)");
+    case ENOENT:
+      return why + "no such file (is /proc mounted?)";
+    default:
+      return why + "cannot drop the page cache here";
+  }
+}
+
+}  // namespace
+
+Status CanDropPageCache() {
+  int fd = ::open(kDropCaches, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return Status::InvalidArgument(DropCachesRefusal(errno));
+  ::close(fd);
+  return Status::OK();
+}
+
 Status DropPageCache() {
   ::sync();
-  std::ofstream f("/proc/sys/vm/drop_caches");
-  if (!f)
-    return Status::InvalidArgument(
-        "cannot open /proc/sys/vm/drop_caches: dropping the page cache needs root");
-  f << "3\n";
-  f.flush();
-  if (!f) return Status::IOError("writing /proc/sys/vm/drop_caches failed");
+  int fd = ::open(kDropCaches, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return Status::InvalidArgument(DropCachesRefusal(errno));
+  ssize_t n = ::write(fd, "3\n", 2);
+  int err = errno;
+  ::close(fd);
+  if (n != 2) return Status::InvalidArgument(DropCachesRefusal(n < 0 ? err : EIO));
   return Status::OK();
 }
 
@@ -248,7 +286,7 @@ Status MeasureBounds(const LoaderBenchOptions& o, LoaderBenchResult* r) {
       int h = oh ? oh : im.height, w = ow ? ow : im.width;
       if (aug.enabled) box = SampleCrop(aug, im.height, im.width, AugmentKey(lo.seed, pass, i));
       out.resize(static_cast<size_t>(h) * w * im.channels * DTypeSize(lo.output.dtype));
-      RenderSample(px, box, h, w, lo.output, out.data(), &scratch);
+      SSDFEED_RETURN_IF_ERROR(RenderSample(px, box, h, w, lo.output, out.data(), &scratch));
     }
   }
   double aug_s = ThreadCpuSeconds() - t0;
@@ -256,18 +294,21 @@ Status MeasureBounds(const LoaderBenchOptions& o, LoaderBenchResult* r) {
   // cv::flip, into uint8 HWC): the render's reference, reported next to it.
   cv::Mat resized, flipped;
   t0 = ThreadCpuSeconds();
-  for (int pass = 0; pass < kPasses; ++pass) {
-    for (size_t i = 0; i < n; ++i) {
-      const Image& im = prepared[i];
-      cv::Mat img(im.height, im.width, CV_8UC(im.channels), const_cast<uint8_t*>(im.pixels.data()));
-      CropBox box{0, 0, im.height, im.width, false};
-      if (aug.enabled) box = SampleCrop(aug, im.height, im.width, AugmentKey(lo.seed, pass, i));
-      cv::Size size(ow ? ow : im.width, oh ? oh : im.height);
-      cv::resize(img(cv::Rect(box.left, box.top, box.width, box.height)), resized, size, 0, 0,
-                 cv::INTER_LINEAR);
-      if (box.flip) cv::flip(resized, flipped, 1);
+  SSDFEED_RETURN_IF_ERROR(CvCall("bench the OpenCV crop and resize", [&] {
+    for (int pass = 0; pass < kPasses; ++pass) {
+      for (size_t i = 0; i < n; ++i) {
+        const Image& im = prepared[i];
+        cv::Mat img(im.height, im.width, CV_8UC(im.channels),
+                    const_cast<uint8_t*>(im.pixels.data()));
+        CropBox box{0, 0, im.height, im.width, false};
+        if (aug.enabled) box = SampleCrop(aug, im.height, im.width, AugmentKey(lo.seed, pass, i));
+        cv::Size size(ow ? ow : im.width, oh ? oh : im.height);
+        cv::resize(img(cv::Rect(box.left, box.top, box.width, box.height)), resized, size, 0, 0,
+                   cv::INTER_LINEAR);
+        if (box.flip) cv::flip(resized, flipped, 1);
+      }
     }
-  }
+  }));
   double opencv_s = ThreadCpuSeconds() - t0;
   r->decode_prepare_per_core = decode_s > 0 ? n / decode_s : 0;
   r->augment_per_core = aug_s > 0 ? n * kPasses / aug_s : 0;
@@ -279,6 +320,7 @@ Status MeasureBounds(const LoaderBenchOptions& o, LoaderBenchResult* r) {
 }
 
 Result<LoaderBenchResult> BenchLoader(const LoaderBenchOptions& o) {
+  if (o.drop_caches) SSDFEED_RETURN_IF_ERROR(CanDropPageCache());
   SSDFEED_ASSIGN_OR_RETURN(auto loader, Loader::Open(o.loader));
   const std::string& dev = o.loader.cache.root;
   LoaderBenchResult r;

@@ -15,6 +15,7 @@
 #include "cache/segment_writer.h"
 #include "cache/writer_slot.h"
 #include "ssdfeed/cache.h"
+#include "util/fd_limit.h"
 #include "util/hash.h"
 
 namespace ssdfeed {
@@ -308,6 +309,7 @@ Result<Opened> TryOpenDir(const CacheOptions& opts, const EntryKey& key, const s
 }  // namespace
 
 Result<std::unique_ptr<CacheEntry>> CacheEntry::Open(const CacheOptions& in, const EntryKey& key) {
+  RaiseFdLimit();  // an entry may hold a segment per writer that ever ran at once
   CacheOptions opts = in;
   if (opts.env == nullptr) opts.env = Env::Default();
   if (opts.root.empty()) return Status::InvalidArgument("cache root not set");

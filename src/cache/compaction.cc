@@ -10,6 +10,7 @@
 #include "cache/segment_index.h"
 #include "cache/segment_writer.h"
 #include "ssdfeed/cache.h"
+#include "util/fd_limit.h"
 
 namespace ssdfeed {
 
@@ -48,31 +49,29 @@ SegmentFiles ListSegmentFiles(Env* env, const std::string& dir) {
 }
 
 // Appends every present record of `index` to new slot-0 segments starting
-// at number `n`, under one sequence number above all existing ones.
+// at number `n`, under one sequence number above all existing ones, reading
+// one old segment at a time. `made` gets the base of every segment it
+// created, finished or not.
 Status WriteCompacted(const CacheOptions& opts, const std::string& dir, SegmentIndex* index, int n,
-                      uint64_t* records, uint64_t* bytes) {
+                      std::vector<std::string>* made, uint64_t* records, uint64_t* bytes) {
   Env* env = opts.env;
   WritableFileOptions wo;
   wo.truncate = true;
   wo.mode = FileMode(opts);
   std::unique_ptr<WritableFile> dat, idx;
   uint64_t seq = index->max_seq() + 1;
-  std::string buf;
   auto roll = [&]() -> Status {
     if (dat) {
       SSDFEED_RETURN_IF_ERROR(dat->Sync());
       SSDFEED_RETURN_IF_ERROR(idx->Sync());
     }
     std::string base = SegmentBase(0, n++);
+    made->push_back(base);
     SSDFEED_ASSIGN_OR_RETURN(dat, env->NewWritableFile(JoinPath(dir, base + ".dat"), wo));
     SSDFEED_ASSIGN_OR_RETURN(idx, env->NewWritableFile(JoinPath(dir, base + ".idx"), wo));
     return Status::OK();
   };
-  for (uint64_t id = 0; id < index->size(); ++id) {
-    CachedSample s;
-    Status st = index->Get(id, &buf, &s);
-    if (st.IsNotFound() || st.IsCorruption()) continue;  // a bad record is not carried over
-    SSDFEED_RETURN_IF_ERROR(st);
+  SSDFEED_RETURN_IF_ERROR(index->ForEachRecord([&](uint64_t id, const std::string& buf) -> Status {
     if (!dat || dat->Size() + buf.size() > opts.segment_bytes) SSDFEED_RETURN_IF_ERROR(roll());
     cf::RecordHeader h;
     cf::CheckRecord(buf.data(), buf.size(), id, &h);  // for its checksum: already checked
@@ -85,7 +84,8 @@ Status WriteCompacted(const CacheOptions& opts, const std::string& dir, SegmentI
     SSDFEED_RETURN_IF_ERROR(idx->Append(ie, sizeof(ie)));
     ++*records;
     *bytes += buf.size() + sizeof(ie);
-  }
+    return Status::OK();
+  }));
   if (dat) {
     SSDFEED_RETURN_IF_ERROR(dat->Sync());
     SSDFEED_RETURN_IF_ERROR(idx->Sync());
@@ -95,9 +95,27 @@ Status WriteCompacted(const CacheOptions& opts, const std::string& dir, SegmentI
   return env->SyncDir(dir);
 }
 
+// A compaction that failed (a full disk, most often) leaves its new
+// segments half written: each holds duplicates of old records and is
+// charged to the entry, and every retry would add more. They go; the old
+// segments, untouched, still hold every record.
+Status RemovePartial(Env* env, const std::string& dir, const std::vector<std::string>& made,
+                     Status cause) {
+  Status removed;
+  for (const auto& base : made)
+    for (const char* ext : {".dat", ".idx"})
+      KeepFirstError(env->RemoveFile(JoinPath(dir, base + ext)), &removed);
+  KeepFirstError(env->SyncDir(dir), &removed);
+  if (!removed.ok())
+    return cause.WithContext(
+        "compact " + dir + " (and its partial new segments are left: " + removed.ToString() + ")");
+  return cause.WithContext("compact " + dir + " (partial new segments removed)");
+}
+
 }  // namespace
 
 Status CompactEntry(const CacheOptions& in, const std::string& name, CompactReport* report) {
+  RaiseFdLimit();
   CacheOptions opts = in;
   if (opts.env == nullptr) opts.env = Env::Default();
   Env* env = opts.env;
@@ -127,8 +145,10 @@ Status CompactEntry(const CacheOptions& in, const std::string& name, CompactRepo
   for (const auto& e : all)
     if (e.name == name) need = e.bytes;
   if (need > 0) SSDFEED_RETURN_IF_ERROR(capacity.Reserve(need).status());
-  SSDFEED_RETURN_IF_ERROR(
-      WriteCompacted(opts, dir, &index, before.next_n, &report->records, &report->bytes_after));
+  std::vector<std::string> made;
+  Status written = WriteCompacted(opts, dir, &index, before.next_n, &made, &report->records,
+                                  &report->bytes_after);
+  if (!written.ok()) return RemovePartial(env, dir, made, std::move(written));
   // The new segments are durable: the old ones (and their slots, which
   // nobody holds: we hold the entry exclusively) can go.
   // An old segment that stays holds duplicates of the new records (readers

@@ -1,13 +1,66 @@
 #include "cache/segment_index.h"
 
+#include <algorithm>
+
 #include "cache/entry_files.h"
+#include "util/fd_limit.h"
 
 namespace ssdfeed {
 
 namespace cf = cache_format;
 
 SegmentIndex::SegmentIndex(Env* env, std::string dir, uint64_t samples_total)
-    : env_(env), dir_(std::move(dir)), size_(samples_total), index_(samples_total) {}
+    : env_(env),
+      dir_(std::move(dir)),
+      size_(samples_total),
+      index_(samples_total),
+      max_open_(SegmentFileBudget()) {}
+
+void SegmentIndex::SetMaxOpenFiles(size_t n) {
+  MutexLock l(&files_mu_);
+  max_open_ = std::max<size_t>(n, 1);
+  EvictLocked();
+}
+
+size_t SegmentIndex::open_files() {
+  MutexLock l(&files_mu_);
+  return open_files_;
+}
+
+void SegmentIndex::TouchLocked(Segment* seg) {
+  if (seg->in_lru) {
+    lru_.splice(lru_.begin(), lru_, seg->lru);
+  } else {
+    lru_.push_front(seg);
+    seg->lru = lru_.begin();
+    seg->in_lru = true;
+  }
+  EvictLocked();
+}
+
+void SegmentIndex::CloseLocked(Segment* seg) {
+  open_files_ -= (seg->dat ? 1 : 0) + (seg->direct ? 1 : 0);
+  seg->dat.reset();
+  seg->direct.reset();
+  if (seg->in_lru) lru_.erase(seg->lru);
+  seg->in_lru = false;
+}
+
+// The most recently used segment keeps its files: its caller reads them next.
+void SegmentIndex::EvictLocked() {
+  while (open_files_ > max_open_ && lru_.size() > 1) CloseLocked(lru_.back());
+}
+
+Result<std::shared_ptr<const RandomAccessFile>> SegmentIndex::DatFile(Segment* seg) {
+  MutexLock l(&files_mu_);
+  if (!seg->dat) {
+    SSDFEED_ASSIGN_OR_RETURN(auto f, env_->NewRandomAccessFile(JoinPath(dir_, seg->base + ".dat")));
+    seg->dat = std::move(f);
+    ++open_files_;
+  }
+  TouchLocked(seg);
+  return seg->dat;
+}
 
 Status SegmentIndex::Refresh() {
   MutexLock rl(&refresh_mu_);
@@ -54,24 +107,19 @@ Status SegmentIndex::ReadNewEntries(const std::string& base) {
   seg->idx_seen_size = size;
   uint64_t whole = size / cf::kIndexEntrySize * cf::kIndexEntrySize;  // torn tail: end of file
   if (whole <= seg->idx_consumed) return Status::OK();
-  std::unique_ptr<RandomAccessFile> dat;
-  if (!seg->dat) {
-    std::string dat_path = JoinPath(dir_, base + ".dat");
-    auto dfi = env_->Lstat(dat_path);
-    if (!dfi.ok() || !dfi->is_regular) return Status::OK();  // missing, or planted
-    auto d = env_->NewRandomAccessFile(dat_path);
-    if (!d.ok()) return d.status().IsNotFound() ? Status::OK() : d.status();
-    dat = std::move(*d);
-  }
+  std::string dat_path = JoinPath(dir_, base + ".dat");
+  auto dfi = env_->Lstat(dat_path);
+  if (!dfi.ok() || !dfi->is_regular) return Status::OK();  // missing, or planted
+  auto dat = DatFile(seg);
+  if (!dat.ok()) return dat.status().IsNotFound() ? Status::OK() : dat.status();
   // The .dat size is read after the .idx size: every entry read below was
   // appended after its record, so a live writer's entries are all in bounds.
-  SSDFEED_ASSIGN_OR_RETURN(uint64_t dat_size, (seg->dat ? seg->dat : dat)->Size());
+  SSDFEED_ASSIGN_OR_RETURN(uint64_t dat_size, (*dat)->Size());
   std::string buf(whole - seg->idx_consumed, '\0');
   size_t got = 0;
   SSDFEED_RETURN_IF_ERROR((*idx)->Read(seg->idx_consumed, buf.size(), buf.data(), &got));
   got = got / cf::kIndexEntrySize * cf::kIndexEntrySize;
   WriterLock l(&mu_);
-  if (dat) seg->dat = std::move(dat);
   uint64_t consumed = 0;
   for (size_t off = 0; off < got; off += cf::kIndexEntrySize) {
     cf::IndexEntry e;
@@ -90,12 +138,21 @@ uint32_t SegmentIndex::AttachOwn(const std::string& base,
                                  std::unique_ptr<RandomAccessFile> reader) {
   MutexLock rl(&refresh_mu_);
   uint32_t slot = SlotFor(base);
-  WriterLock l(&mu_);
-  // Get copies the reader pointer and reads without the lock: a reader of
-  // this file (taken over from a dead writer) must stay alive, and it reads
-  // the same inode, which the takeover only cut at its torn tail.
-  if (!segments_[slot]->dat) segments_[slot]->dat = std::move(reader);
-  segments_[slot]->own = true;
+  Segment* seg;
+  {
+    WriterLock l(&mu_);
+    seg = segments_[slot].get();
+    seg->own = true;
+  }
+  // A reader of this file (taken over from a dead writer) may be reading
+  // it: it holds its own copy, and reads the same inode, which the takeover
+  // only cut at its torn tail. A later reopen by name finds that inode too.
+  MutexLock fl(&files_mu_);
+  if (!seg->dat) {
+    seg->dat = std::move(reader);
+    ++open_files_;
+  }
+  TouchLocked(seg);
   return slot;
 }
 
@@ -154,34 +211,42 @@ Status SegmentIndex::Check(uint64_t id, const Loc& loc, const RandomAccessFile* 
 Status SegmentIndex::Get(uint64_t id, std::string* buf, CachedSample* out) {
   if (id >= size_) return Status::InvalidArgument("sample id out of range");
   Loc loc;
-  const RandomAccessFile* dat = nullptr;
+  Segment* seg;
   {
     ReaderLock l(&mu_);
     loc = index_[id];
     if (loc.seg == kAbsent) return Status::NotFound("not cached");
-    dat = segments_[loc.seg]->dat.get();
+    seg = segments_[loc.seg].get();
   }
+  SSDFEED_ASSIGN_OR_RETURN(auto dat, DatFile(seg));
   buf->resize(loc.len);
   size_t got = 0;
   SSDFEED_RETURN_IF_ERROR(dat->Read(loc.offset, loc.len, buf->data(), &got));
-  return Check(id, loc, dat, buf->data(), got, out);
+  return Check(id, loc, dat.get(), buf->data(), got, out);
 }
 
-const RandomAccessFile* SegmentIndex::DirectFile(Segment* seg) {
-  std::call_once(seg->direct_once, [&] {
+std::shared_ptr<const RandomAccessFile> SegmentIndex::DirectFile(Segment* seg) {
+  MutexLock l(&files_mu_);
+  if (!seg->direct && !seg->direct_refused) {
     RandomAccessFileOptions o;
     o.direct = true;
     auto f = env_->NewRandomAccessFile(JoinPath(dir_, seg->base + ".dat"), o);
-    if (f.ok()) seg->direct = std::move(*f);
-  });
-  return seg->direct.get();
+    if (f.ok()) {
+      seg->direct = std::move(*f);
+      ++open_files_;
+    } else {
+      seg->direct_refused = true;
+    }
+  }
+  if (seg->direct) TouchLocked(seg);
+  return seg->direct;
 }
 
 struct SegmentIndex::Pending {
   size_t read = 0;  // index into the caller's reads
   Loc loc;
-  const RandomAccessFile* buffered = nullptr;  // names the file in errors
-  size_t skew = 0;                             // record offset - aligned offset
+  std::shared_ptr<const RandomAccessFile> file;  // kept open until checked
+  size_t skew = 0;                               // record offset - aligned offset
 };
 
 class SegmentIndex::Batch final : public CacheReadBatch {
@@ -205,7 +270,8 @@ class SegmentIndex::Batch final : public CacheReadBatch {
       // A window past the end of the file comes back short: only the
       // record's own bytes must be there.
       size_t got = reqs_[k].got > p.skew ? reqs_[k].got - p.skew : 0;
-      r.status = index_->Check(r.id, p.loc, p.buffered, reqs_[k].scratch + p.skew, got, &r.sample);
+      r.status =
+          index_->Check(r.id, p.loc, p.file.get(), reqs_[k].scratch + p.skew, got, &r.sample);
     }
   }
 
@@ -244,7 +310,7 @@ std::unique_ptr<CacheReadBatch> SegmentIndex::StartGetMany(CacheRead* reads, siz
       continue;
     }
     const Loc& loc = locs[i];
-    const RandomAccessFile* df = use_direct ? DirectFile(segs[i]) : nullptr;
+    std::shared_ptr<const RandomAccessFile> df = use_direct ? DirectFile(segs[i]) : nullptr;
     // Records are packed, not aligned: read the aligned window holding one.
     uint64_t start = loc.offset / kAlign * kAlign;
     uint64_t end = (loc.offset + loc.len + kAlign - 1) / kAlign * kAlign;
@@ -254,19 +320,24 @@ std::unique_ptr<CacheReadBatch> SegmentIndex::StartGetMany(CacheRead* reads, siz
       continue;
     }
     if (df == nullptr) {
+      auto dat = DatFile(segs[i]);
+      if (!dat.ok()) {
+        r.status = dat.status();
+        continue;
+      }
       size_t got = 0;
-      r.status = segs[i]->dat->Read(loc.offset, loc.len, buf, &got);
-      if (r.status.ok()) r.status = Check(r.id, loc, segs[i]->dat.get(), buf, got, &r.sample);
+      r.status = (*dat)->Read(loc.offset, loc.len, buf, &got);
+      if (r.status.ok()) r.status = Check(r.id, loc, dat->get(), buf, got, &r.sample);
       continue;
     }
     Pending p;
     p.read = i;
     p.loc = loc;
-    p.buffered = segs[i]->dat.get();
+    p.file = df;
     p.skew = static_cast<size_t>(loc.offset - start);
-    batch->pend_.push_back(p);
+    batch->pend_.push_back(std::move(p));
     ReadRequest q;
-    q.file = df;
+    q.file = df.get();
     q.offset = start;
     q.n = static_cast<size_t>(end - start);
     q.scratch = buf;
@@ -277,19 +348,68 @@ std::unique_ptr<CacheReadBatch> SegmentIndex::StartGetMany(CacheRead* reads, siz
   return batch;
 }
 
+// By name: a closed segment file is not opened just to be measured.
 uint64_t SegmentIndex::DataBytes() {
-  std::vector<const RandomAccessFile*> files;
+  std::vector<std::string> bases;
   {
     ReaderLock l(&mu_);
-    for (const auto& s : segments_)
-      if (s->dat) files.push_back(s->dat.get());
+    for (const auto& s : segments_) bases.push_back(s->base);
   }
   uint64_t total = 0;
-  for (const RandomAccessFile* f : files) {
-    auto sz = f->Size();
-    if (sz.ok()) total += *sz;
+  for (const auto& b : bases) {
+    auto fi = env_->Lstat(JoinPath(dir_, b + ".dat"));
+    if (fi.ok() && fi->is_regular) total += fi->size;
   }
   return total;
+}
+
+Status SegmentIndex::ForEachRecord(const RecordFn& fn) {
+  std::vector<uint64_t> ids;
+  std::vector<Segment*> segs;
+  {
+    ReaderLock l(&mu_);
+    for (uint64_t id = 0; id < size_; ++id)
+      if (index_[id].seg != kAbsent) ids.push_back(id);
+    std::sort(ids.begin(), ids.end(), [&](uint64_t a, uint64_t b) NO_THREAD_SAFETY_ANALYSIS {
+      const Loc &x = index_[a], &y = index_[b];
+      return x.seg != y.seg ? x.seg < y.seg : x.offset < y.offset;
+    });
+    for (const auto& s : segments_) segs.push_back(s.get());
+  }
+  std::string buf;
+  CachedSample unused;
+  for (size_t i = 0; i < ids.size();) {
+    Loc first;
+    {
+      ReaderLock l(&mu_);
+      first = index_[ids[i]];
+    }
+    if (first.seg >= segs.size()) {  // dropped meanwhile
+      ++i;
+      continue;
+    }
+    Segment* seg = segs[first.seg];
+    SSDFEED_ASSIGN_OR_RETURN(auto dat, DatFile(seg));
+    for (; i < ids.size(); ++i) {
+      Loc loc;
+      {
+        ReaderLock l(&mu_);
+        loc = index_[ids[i]];
+      }
+      if (loc.seg != first.seg) break;
+      buf.resize(loc.len);
+      size_t got = 0;
+      SSDFEED_RETURN_IF_ERROR(dat->Read(loc.offset, loc.len, buf.data(), &got));
+      Status st = Check(ids[i], loc, dat.get(), buf.data(), got, &unused);
+      if (st.IsCorruption()) continue;  // a bad record is not carried over
+      SSDFEED_RETURN_IF_ERROR(st);
+      SSDFEED_RETURN_IF_ERROR(fn(ids[i], buf));
+    }
+    dat.reset();
+    MutexLock l(&files_mu_);
+    CloseLocked(seg);
+  }
+  return Status::OK();
 }
 
 }  // namespace ssdfeed

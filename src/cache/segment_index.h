@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -49,6 +51,18 @@ class SegmentIndex {
   uint64_t max_seq() const { return max_seq_.load(std::memory_order_relaxed); }
   uint64_t size() const { return size_; }
 
+  // Calls fn with every present record (checked; a bad one is dropped and
+  // skipped), one segment at a time in file order, each segment's file
+  // closed before the next is opened. For compaction: how an entry of any
+  // number of segments is read within any descriptor limit.
+  using RecordFn = std::function<Status(uint64_t id, const std::string& record)>;
+  Status ForEachRecord(const RecordFn& fn) EXCLUDES(mu_, files_mu_);
+
+  // At most this many segment files open at once (reads in flight may hold
+  // a closed one a moment longer). Set from the process's descriptor limit.
+  void SetMaxOpenFiles(size_t n) EXCLUDES(files_mu_);
+  size_t open_files() EXCLUDES(files_mu_);
+
   // Our own writer's segment: `reader` reads its .dat; the first
   // `idx_consumed` bytes of its .idx were already applied (by Refresh).
   uint32_t AttachOwn(const std::string& base, std::unique_ptr<RandomAccessFile> reader)
@@ -65,20 +79,31 @@ class SegmentIndex {
     uint64_t seq = 0;
   };
   struct Segment {
-    std::string base;  // file name without extension
-    std::unique_ptr<RandomAccessFile> dat;
+    std::string base;           // file name without extension
     uint64_t idx_consumed = 0;  // bytes of .idx applied
     uint64_t idx_seen_size = 0;
     bool own = false;  // written by this process: never refreshed
-    // The .dat opened with O_DIRECT, on the first direct read (null where
-    // the filesystem refuses it: those reads stay buffered).
-    std::once_flag direct_once;
-    std::unique_ptr<RandomAccessFile> direct;
+    // Guarded by files_mu_ (not annotated: a nested type cannot name it).
+    // The .dat, opened on demand and closed again when more files than the
+    // budget are open; a reader copies the pointer, so a closed file lives
+    // until its reads are done. `direct`: the .dat opened with O_DIRECT, on
+    // the first direct read (null where the filesystem refuses it, which
+    // `direct_refused` remembers: those reads stay buffered).
+    std::shared_ptr<const RandomAccessFile> dat, direct;
+    bool direct_refused = false;
+    bool in_lru = false;
+    std::list<Segment*>::iterator lru;
   };
   struct Pending;  // a direct read in flight
   class Batch;
 
-  const RandomAccessFile* DirectFile(Segment* seg);
+  // The segment's .dat (opened again if it was closed), or its O_DIRECT
+  // twin (null when refused). Either may close another segment's files.
+  Result<std::shared_ptr<const RandomAccessFile>> DatFile(Segment* seg) EXCLUDES(files_mu_);
+  std::shared_ptr<const RandomAccessFile> DirectFile(Segment* seg) EXCLUDES(files_mu_);
+  void TouchLocked(Segment* seg) REQUIRES(files_mu_);
+  void CloseLocked(Segment* seg) REQUIRES(files_mu_);
+  void EvictLocked() REQUIRES(files_mu_);
   Status Check(uint64_t id, const Loc& loc, const RandomAccessFile* dat, const char* rec,
                size_t got, CachedSample* out);
 
@@ -103,6 +128,13 @@ class SegmentIndex {
   SharedMutex mu_;
   std::vector<Loc> index_ GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Segment>> segments_ GUARDED_BY(mu_);
+
+  // A leaf lock: nothing else is taken while it is held. Guards the open
+  // segment files (most recently used first) and their count.
+  Mutex files_mu_;
+  std::list<Segment*> lru_ GUARDED_BY(files_mu_);
+  size_t open_files_ GUARDED_BY(files_mu_) = 0;
+  size_t max_open_ GUARDED_BY(files_mu_);
 };
 
 }  // namespace ssdfeed

@@ -228,8 +228,11 @@ void CheckFiles(Doctor* d) {
   std::string v =
       "soft " + std::to_string(rl.rlim_cur) + ", hard " +
       (rl.rlim_max == RLIM_INFINITY ? std::string("unlimited") : std::to_string(rl.rlim_max));
-  // A reader holds one descriptor per segment file; data loader workers multiply that.
-  if (rl.rlim_cur < 4096)
+  // ssdfeed raises its soft limit to the hard one (this process did at
+  // start), so the hard limit is what counts. Readers keep an eighth of it
+  // for segment files and reopen the rest: a low limit costs reopens, and
+  // data loader workers each need their share.
+  if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < 4096)
     return d->Add(
         "nofile", "warn", v,
         "raise the descriptor limit to 65536 (ulimit -n, --ulimit nofile=65536, LimitNOFILE=)");

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "util/fd_limit.h"
 
 namespace ssdfeed::cli {
 
@@ -21,6 +22,7 @@ std::string Plural(uint64_t n, const std::string& one, const std::string& many) 
 
 int main(int argc, char** argv) {
   using namespace ssdfeed::cli;
+  ssdfeed::RaiseFdLimit();  // entries many writers filled at once hold many segment files
   CLI::App app{"ssdfeed: prepare once, cache on local SSD, serve batches at memory speed"};
   app.name("ssdfeed");
   app.set_version_flag("-V,--version", std::string("ssdfeed ") + SSDFEED_VERSION);
@@ -47,6 +49,12 @@ int main(int argc, char** argv) {
     std::string what = e.what();
     if (what.empty()) what = "bad arguments";
     return Fail(what + " (see --help)", kExitUsage);
+  } catch (const std::bad_alloc&) {
+    return Fail("out of memory", kExitFailure);
+  } catch (const std::exception& e) {
+    // Commands catch what their libraries throw; this is the last resort,
+    // so that a defect still ends in a message rather than an abort.
+    return Fail(std::string("internal error: ") + e.what(), kExitFailure);
   }
   return st.rc;
 }

@@ -7,6 +7,7 @@
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "image/cv_call.h"
 #include "image/resample.h"
 #include "util/hash.h"
 
@@ -176,21 +177,28 @@ CropBox SampleCrop(const AugmentSpec& a, int H, int W, uint64_t key) {
   return b;
 }
 
-void RenderSample(const PixelsView& src, const CropBox& box, int out_h, int out_w,
-                  const OutputSpec& out, void* dst, std::vector<uint8_t>* scratch) {
+Status RenderSample(const PixelsView& src, const CropBox& box, int out_h, int out_w,
+                    const OutputSpec& out, void* dst, std::vector<uint8_t>* scratch) {
   int c = src.channels;
-  int type = CV_8UC(c);
-  cv::Mat img(src.height, src.width, type, const_cast<uint8_t*>(src.pixels));
-  cv::Mat roi = img(cv::Rect(box.left, box.top, box.width, box.height));
   // A uint8 HWC crop is resized (and mirrored) straight into dst; the
   // others into scratch, converted from there.
   bool direct = out.dtype == DType::kUint8 && out.layout == Layout::kNHWC;
   size_t bytes = static_cast<size_t>(out_h) * out_w * c;
   if (!direct && scratch->size() < bytes) scratch->resize(bytes);
-  cv::Mat target(out_h, out_w, type, direct ? dst : scratch->data());
-  ResizeAntialiased(roi, target, box.flip);
-  if (direct) return;
-  ConvertCrop(target.data, out_h, out_w, c, out, dst);
+  void* target_data = direct ? dst : scratch->data();
+  Status s = CvCall("render", [&] {
+    int type = CV_8UC(c);
+    cv::Mat img(src.height, src.width, type, const_cast<uint8_t*>(src.pixels));
+    cv::Mat roi = img(cv::Rect(box.left, box.top, box.width, box.height));
+    cv::Mat target(out_h, out_w, type, target_data);
+    ResizeAntialiased(roi, target, box.flip);
+  });
+  if (!s.ok())
+    return s.WithContext("crop " + std::to_string(box.height) + "x" + std::to_string(box.width) +
+                         " of a " + std::to_string(src.height) + "x" + std::to_string(src.width) +
+                         " image to " + std::to_string(out_h) + "x" + std::to_string(out_w));
+  if (!direct) ConvertCrop(static_cast<const uint8_t*>(target_data), out_h, out_w, c, out, dst);
+  return Status::OK();
 }
 
 }  // namespace ssdfeed

@@ -26,9 +26,10 @@ struct PixelsView {
 // Crops box from src, resizes to out_h x out_w, flips, and writes one sample
 // into dst in the output dtype/layout. scratch is reused between calls.
 // src has 1 or 3 channels (PrepareSpec::channels()); dst holds
-// out_h * out_w * src.channels elements.
-void RenderSample(const PixelsView& src, const CropBox& box, int out_h, int out_w,
-                  const OutputSpec& out, void* dst, std::vector<uint8_t>* scratch);
+// out_h * out_w * src.channels elements. An OpenCV failure (out of memory)
+// comes back as a Status.
+Status RenderSample(const PixelsView& src, const CropBox& box, int out_h, int out_w,
+                    const OutputSpec& out, void* dst, std::vector<uint8_t>* scratch);
 
 // true: RenderSample converts with the baseline build of its conversion
 // even where the CPU has AVX2 (tests check that both give the same bytes).

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <opencv2/imgproc.hpp>
 
+#include "image/cv_call.h"
 #include "ssdfeed/image.h"
 
 namespace ssdfeed {
@@ -82,9 +83,11 @@ Status DecodeJpeg(tjhandle tj, std::string_view bytes, bool gray, int min_h, int
   out->Reset(sh, sw, 3);
   CmykToRgb(scratch->pixels.data(), static_cast<size_t>(sw) * sh, out->pixels.data());
   if (!gray) return Status::OK();
-  cv::Mat rgb(sh, sw, CV_8UC3, out->pixels.data());
   cv::Mat g;
-  cv::cvtColor(rgb, g, cv::COLOR_RGB2GRAY);
+  SSDFEED_RETURN_IF_ERROR(CvCall("CMYK JPEG to grey", [&] {
+    cv::Mat rgb(sh, sw, CV_8UC3, out->pixels.data());
+    cv::cvtColor(rgb, g, cv::COLOR_RGB2GRAY);
+  }));
   out->Reset(sh, sw, 1);
   std::memcpy(out->pixels.data(), g.data, out->bytes());
   return Status::OK();
@@ -117,10 +120,11 @@ Status DecodePng(std::string_view bytes, bool gray, const DecodeLimits& limits, 
     return Status::Corruption(std::string("corrupt PNG: ") + spng_strerror(e));
   if (!gray) return Status::OK();
   out->Reset(target->height, target->width, 1);
-  cv::Mat rgb(target->height, target->width, CV_8UC3, target->pixels.data());
-  cv::Mat g(out->height, out->width, CV_8UC1, out->pixels.data());
-  cv::cvtColor(rgb, g, cv::COLOR_RGB2GRAY);
-  return Status::OK();
+  return CvCall("PNG to grey", [&] {
+    cv::Mat rgb(target->height, target->width, CV_8UC3, target->pixels.data());
+    cv::Mat g(out->height, out->width, CV_8UC1, out->pixels.data());
+    cv::cvtColor(rgb, g, cv::COLOR_RGB2GRAY);
+  });
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "image/cv_call.h"
 #include "image/resample.h"
 #include "ssdfeed/image.h"
 
@@ -88,12 +89,17 @@ void ResizeTarget(const PrepareSpec& s, int h, int w, int* th, int* tw) {
   }
 }
 
-void ResizeInto(const Image& in, int th, int tw, Image* out) {
+Status ResizeInto(const Image& in, int th, int tw, Image* out) {
   out->Reset(th, tw, in.channels);
-  int type = CV_8UC(in.channels);
-  cv::Mat src(in.height, in.width, type, const_cast<uint8_t*>(in.pixels.data()));
-  cv::Mat dst(th, tw, type, out->pixels.data());
-  ResizeAntialiased(src, dst);
+  Status s = CvCall("resize", [&] {
+    int type = CV_8UC(in.channels);
+    cv::Mat src(in.height, in.width, type, const_cast<uint8_t*>(in.pixels.data()));
+    cv::Mat dst(th, tw, type, out->pixels.data());
+    ResizeAntialiased(src, dst);
+  });
+  if (s.ok()) return s;
+  return s.WithContext(std::to_string(in.height) + "x" + std::to_string(in.width) + " to " +
+                       std::to_string(th) + "x" + std::to_string(tw));
 }
 
 Status CenterCrop(const Image& in, int ch, int cw, Image* out) {
@@ -116,11 +122,8 @@ Status CenterCrop(const Image& in, int ch, int cw, Image* out) {
 
 Status ResizeAndCrop(const Image& in, int th, int tw, const PrepareSpec& spec, Image* tmp,
                      Image* out) {
-  if (spec.crop_h == 0) {
-    ResizeInto(in, th, tw, out);
-    return Status::OK();
-  }
-  ResizeInto(in, th, tw, tmp);
+  if (spec.crop_h == 0) return ResizeInto(in, th, tw, out);
+  SSDFEED_RETURN_IF_ERROR(ResizeInto(in, th, tw, tmp));
   return CenterCrop(*tmp, spec.crop_h, spec.crop_w, out);
 }
 

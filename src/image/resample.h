@@ -11,7 +11,8 @@ namespace ssdfeed {
 // anti_aliasing) then bilinear sampling. Enlarging is bilinear. Measured on a
 // 400x450 -> 256x288 RGB image: 0.2 ms, where OpenCV's INTER_AREA at a
 // fractional factor takes 1.05 ms. With `mirror`, dst is the result
-// flipped left to right (the same bytes as flipping it after).
+// flipped left to right (the same bytes as flipping it after). Throws what
+// OpenCV throws: its callers wrap it in CvCall (image/cv_call.h).
 void ResizeAntialiased(const cv::Mat& src, cv::Mat& dst, bool mirror = false);
 
 // Below this sigma a 3-tap Gaussian's side taps (at most exp(-8) = 0.0003)

@@ -488,9 +488,10 @@ class LoaderImpl final : public Loader {
                                      std::to_string(cs.height) + "x" + std::to_string(cs.width) +
                                      " differs from the batch's");
     }
-    RenderSample({cs.pixels, cs.height, cs.width, cs.channels}, box, out_h_, out_w_, opts_.output,
-                 slot->buffer->images.data() + pos * sample_bytes(), render);
-    return Status::OK();
+    Status r =
+        RenderSample({cs.pixels, cs.height, cs.width, cs.channels}, box, out_h_, out_w_,
+                     opts_.output, slot->buffer->images.data() + pos * sample_bytes(), render);
+    return r.ok() ? r : r.WithContext(source_->Describe(id));
   }
 
   // Without a fixed output shape, samples of one batch must agree; renders
@@ -513,8 +514,8 @@ class LoaderImpl final : public Loader {
     std::vector<uint8_t> render;
     for (size_t i = 0; i < ims.size(); ++i) {
       PixelsView px{ims[i]->pixels.data(), ims[i]->height, ims[i]->width, ims[i]->channels};
-      RenderSample(px, {0, 0, h, w, false}, h, w, opts_.output, buf->images.data() + i * sb,
-                   &render);
+      SSDFEED_RETURN_IF_ERROR(RenderSample(px, {0, 0, h, w, false}, h, w, opts_.output,
+                                           buf->images.data() + i * sb, &render));
     }
     return Status::OK();
   }

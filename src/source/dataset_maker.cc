@@ -8,6 +8,7 @@
 #include <opencv2/imgproc.hpp>
 #include <thread>
 
+#include "image/cv_call.h"
 #include "source/tfrecord_format.h"
 #include "ssdfeed/dataset.h"
 #include "util/hash.h"
@@ -20,8 +21,18 @@ bool IsCorruptSample(uint64_t seed, uint64_t index, double fraction) {
   return u < fraction;
 }
 
-void GenerateImage(uint64_t seed, uint64_t index, int classes, int min_side, int max_side,
-                   Image* out, int* label) {
+namespace {
+
+// An ellipse's half-axis: up to a third of the side (at least 10 pixels,
+// the draws of the images make-dataset has always made). A side under 30
+// once gave uniform(10, side / 3), an empty range: a negative axis, which
+// OpenCV refuses with an exception. Those sides now draw from [1, 10).
+int HalfAxis(cv::RNG& rng, int side) {
+  return side / 3 >= 10 ? rng.uniform(10, side / 3) : rng.uniform(1, 10);
+}
+
+void DrawImage(uint64_t seed, uint64_t index, int classes, int min_side, int max_side, Image* out,
+               int* label) {
   cv::RNG rng(Mix64(seed ^ Mix64(index + 1)));
   *label = static_cast<int>(Mix64(seed + index * 7919) % static_cast<uint64_t>(classes));
   int h = rng.uniform(min_side, max_side + 1), w = rng.uniform(min_side, max_side + 1);
@@ -39,8 +50,8 @@ void GenerateImage(uint64_t seed, uint64_t index, int classes, int min_side, int
     cv::Scalar c(rng.uniform(0, 256), rng.uniform(0, 256), rng.uniform(0, 256));
     cv::Point p(rng.uniform(0, w), rng.uniform(0, h));
     if (rng.uniform(0, 2) == 0) {
-      cv::ellipse(img, p, cv::Size(rng.uniform(10, w / 3), rng.uniform(10, h / 3)),
-                  rng.uniform(0, 180), 0, 360, c, -1, cv::LINE_AA);
+      cv::ellipse(img, p, cv::Size(HalfAxis(rng, w), HalfAxis(rng, h)), rng.uniform(0, 180), 0, 360,
+                  c, -1, cv::LINE_AA);
     } else {
       cv::line(img, p, cv::Point(rng.uniform(0, w), rng.uniform(0, h)), c, rng.uniform(2, 12),
                cv::LINE_AA);
@@ -60,14 +71,28 @@ void GenerateImage(uint64_t seed, uint64_t index, int classes, int min_side, int
   acc.convertTo(dst, CV_8UC3);
 }
 
+}  // namespace
+
+Status GenerateImage(uint64_t seed, uint64_t index, int classes, int min_side, int max_side,
+                     Image* out, int* label) {
+  if (classes < 1 || min_side < 1 || max_side < min_side)
+    return Status::InvalidArgument(
+        "generate image: need classes >= 1 and 1 <= min side <= max side");
+  Status s =
+      CvCall("draw", [&] { DrawImage(seed, index, classes, min_side, max_side, out, label); });
+  if (s.ok()) return s;
+  return s.WithContext("image " + std::to_string(index) + " (sides " + std::to_string(min_side) +
+                       " to " + std::to_string(max_side) + ")");
+}
+
 namespace {
 
 // The encoded bytes of sample i (deliberately damaged when chosen).
 Result<std::string> MakeSample(const MakeDatasetOptions& o, size_t i, int* label, bool* corrupt) {
   Image img;
-  GenerateImage(o.seed, i, o.classes, o.min_side, o.max_side, &img, label);
+  Status s = GenerateImage(o.seed, i, o.classes, o.min_side, o.max_side, &img, label);
   std::string jpg;
-  Status s = EncodeJpeg(img, o.quality, &jpg);
+  if (s.ok()) s = EncodeJpeg(img, o.quality, &jpg);
   if (!s.ok()) return s.WithContext("make-dataset: sample " + std::to_string(i));
   *corrupt = IsCorruptSample(o.seed, i, o.corrupt);
   if (!*corrupt) return jpg;

@@ -227,14 +227,10 @@ class DiskSampler {
   std::thread t_;
 };
 
-bool HaveUnshare() {
-  return ::geteuid() == 0 && test::RunCommand("unshare --pid --fork --mount-proc true") == 0;
-}
-
 // Two containers on one node: one writer in its own PID namespace, one on
 // the host, one capacity. Liveness by pid would drop the other's reservation.
 TEST(CacheNode, WritersInTwoPidNamespacesStayUnderOneCapacity) {
-  if (!HaveUnshare()) GTEST_SKIP() << "needs root and unshare(1)";
+  if (auto why = test::CannotUnsharePid(); !why.empty()) GTEST_SKIP() << why;
   Fixture f;
   std::string cache = f.dir.Sub("node");
   const uint64_t capacity = 3u << 19;  // less than either entry needs: they compete
@@ -426,8 +422,8 @@ TEST(CacheNode, FullEpochWith64DescriptorsAfterAThousandShortJobs) {
 // Two users of one group fill and read one root, nothing world-accessible,
 // whatever their umask.
 TEST(CacheNode, TwoUsersOfOneGroupShareARoot) {
-  if (::geteuid() != 0 || test::RunCommand("command -v setpriv >/dev/null") != 0)
-    GTEST_SKIP() << "needs root and setpriv(1) to act as two users";
+  for (int uid : {4201, 4202})
+    if (auto why = test::CannotActAs(uid, 4243); !why.empty()) GTEST_SKIP() << why;
   Fixture f;
   ASSERT_EQ(::chmod(f.dir.path().c_str(), 0711), 0);
   ASSERT_EQ(test::RunCommand("chmod -R a+rX " + f.dir.Sub("data")), 0);

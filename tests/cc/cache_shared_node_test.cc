@@ -3,12 +3,16 @@
 // FIFOs, last_used bookkeeping, and faults on every namespace call.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <utime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "cache/capacity.h"
@@ -384,6 +388,174 @@ TEST(SharedNode, CompactThatCannotDeleteOldSegmentsFails) {
   auto e = CacheEntry::Open(o, FakeKey(30));
   ASSERT_TRUE(e.ok()) << e.status().ToString();
   for (uint64_t id = 0; id < 30; ++id) ASSERT_TRUE(ReadsBackFake(e->get(), id)) << id;
+}
+
+// An entry of `n` segments, one record each (as n writers that ran at once
+// leave), written with the default limit. Returns its directory.
+std::string EntryOfManySegments(const CacheOptions& o, uint64_t n) {
+  CacheOptions tiny = o;
+  tiny.segment_bytes = 1;  // every record rolls a new segment
+  auto e = CacheEntry::Open(tiny, FakeKey(n));
+  EXPECT_TRUE(e.ok()) << e.status().ToString();
+  if (!e.ok()) return "";
+  for (uint64_t id = 0; id < n; ++id) EXPECT_TRUE(PutFake(e->get(), id).ok()) << id;
+  EXPECT_TRUE((*e)->Sync().ok());
+  return (*e)->dir();
+}
+
+// Runs fn in a child process under RLIMIT_NOFILE (soft, hard); fn returns
+// what went wrong ("" for nothing). gtest's assertions stay in the parent.
+std::string InChildWithFdLimit(rlim_t soft, rlim_t hard, const std::function<std::string()>& fn) {
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    struct rlimit r {
+      soft, hard
+    };
+    if (::setrlimit(RLIMIT_NOFILE, &r) != 0) ::_exit(90);
+    std::string why = fn();
+    if (!why.empty()) std::fprintf(stderr, "child: %s\n", why.c_str());
+    std::fflush(nullptr);
+    ::_exit(why.empty() ? 0 : 1);
+  }
+  int st = 0;
+  if (pid < 0 || ::waitpid(pid, &st, 0) != pid) return "fork/wait failed";
+  if (!WIFEXITED(st)) return "child killed by signal " + std::to_string(WTERMSIG(st));
+  if (WEXITSTATUS(st) == 90) return "setrlimit failed";
+  return WEXITSTATUS(st) == 0 ? "" : "child failed (its stderr says why)";
+}
+
+std::string ReadsAll(const CacheOptions& o, uint64_t n) {
+  auto e = CacheEntry::Open(o, FakeKey(n));
+  if (!e.ok()) return "open: " + e.status().ToString();
+  if ((*e)->samples_present() != n)
+    return "present " + std::to_string((*e)->samples_present()) + " of " + std::to_string(n);
+  for (uint64_t id = 0; id < n; ++id) {
+    Status st;
+    if (!ReadsBackFake(e->get(), id, &st))
+      return "sample " + std::to_string(id) + ": " + st.ToString();
+  }
+  return "";
+}
+
+// More segments than the process may open descriptors (soft = hard = 64):
+// the entry still opens and reads back (its readers keep a share of the
+// limit open and reopen the others), and compaction, the remedy for many
+// segments, works too. Both failed with EMFILE: every segment stayed open.
+TEST(SharedNode, AnEntryOfMoreSegmentsThanDescriptorsOpensAndCompacts) {
+  test::TempDir root(test::FastTmp());
+  CacheOptions o = Opts(root.Sub("c"));
+  const uint64_t n = 300;
+  std::string dir = EntryOfManySegments(o, n);
+  ASSERT_FALSE(dir.empty());
+  ASSERT_GE(CountFiles(dir), 2 * n);
+  EXPECT_EQ(InChildWithFdLimit(64, 64, [&] { return ReadsAll(o, n); }), "");
+  EXPECT_EQ(InChildWithFdLimit(64, 64,
+                               [&]() -> std::string {
+                                 CompactReport r;
+                                 Status s = CompactEntry(o, Basename(dir), &r);
+                                 if (!s.ok()) return "compact: " + s.ToString();
+                                 if (r.records != n)
+                                   return "compacted " + std::to_string(r.records);
+                                 return ReadsAll(o, n);
+                               }),
+            "");
+  EXPECT_LT(CountFiles(dir), 10u);
+}
+
+// `ssdfeed cache compact` under `ulimit -n 64` (soft and hard), as the
+// remedy is documented.
+TEST(SharedNode, CacheCompactCliWorksUnderALowDescriptorLimit) {
+  test::TempDir root(test::FastTmp());
+  CacheOptions o = Opts(root.Sub("c"));
+  const uint64_t n = 200;
+  std::string dir = EntryOfManySegments(o, n);
+  ASSERT_FALSE(dir.empty());
+  std::string out;
+  int rc = test::RunCommand("sh -c 'ulimit -n 64 && exec " + test::CliPath() + " cache compact " +
+                                Basename(dir) + " --cache " + o.root + "'",
+                            &out);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_LT(CountFiles(dir), 10u) << out;
+  EXPECT_EQ(ReadsAll(o, n), "");
+}
+
+// A process started with a low soft limit (the common `ulimit -n 1024`
+// under a high hard one) has it raised to the hard limit by the library.
+TEST(SharedNode, OpeningAnEntryRaisesTheSoftDescriptorLimitToTheHard) {
+  struct rlimit r;
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &r), 0);
+  if (r.rlim_max != RLIM_INFINITY && r.rlim_max <= 64)
+    GTEST_SKIP() << "the hard limit is already " << r.rlim_max;
+  test::TempDir root(test::FastTmp());
+  CacheOptions o = Opts(root.Sub("c"));
+  EXPECT_EQ(InChildWithFdLimit(64, r.rlim_max,
+                               [&]() -> std::string {
+                                 auto e = CacheEntry::Open(o, FakeKey(4));
+                                 if (!e.ok()) return e.status().ToString();
+                                 struct rlimit now;
+                                 ::getrlimit(RLIMIT_NOFILE, &now);
+                                 if (now.rlim_cur != now.rlim_max)
+                                   return "soft limit still " + std::to_string(now.rlim_cur);
+                                 return "";
+                               }),
+            "");
+}
+
+std::vector<std::string> SortedFiles(const std::string& dir) {
+  std::vector<std::string> names;
+  EXPECT_TRUE(Env::Default()->GetChildren(dir, &names).ok());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+uint64_t Charged(const CacheOptions& o, const std::string& dir) {
+  std::vector<EntryDirInfo> all;
+  EXPECT_TRUE(ScanEntries(Env::Default(), RootPaths(o.root), o, &all).ok());
+  for (const auto& e : all)
+    if (e.dir == dir || e.name == Basename(dir)) return e.charged;
+  return 0;
+}
+
+// A disk that fills mid-compaction: the half-written new segments (records
+// duplicated, bytes charged) are removed, so a failed compaction leaves the
+// entry as it was, and retrying adds nothing. They stayed before.
+TEST(SharedNode, CompactOnAFullDiskRemovesItsPartialSegments) {
+  test::TempDir root(test::FastTmp());
+  FaultInjectionEnv env(Env::Default());
+  CacheOptions o = Opts(root.Sub("c"), &env);
+  std::string dir;
+  {
+    std::vector<std::unique_ptr<CacheEntry>> writers;
+    for (uint64_t w = 0; w < 3; ++w) {
+      auto e = CacheEntry::Open(o, FakeKey(30));
+      ASSERT_TRUE(e.ok());
+      for (uint64_t id = w * 10u; id < w * 10u + 10; ++id) ASSERT_TRUE(PutFake(e->get(), id).ok());
+      dir = (*e)->dir();
+      writers.push_back(std::move(*e));
+    }
+  }
+  auto files = SortedFiles(dir);
+  uint64_t charged = Charged(o, dir);
+  ASSERT_GT(charged, 0u);
+  CacheOptions small = o;
+  small.segment_bytes = 1200;  // a few records per new segment: several segments
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    // The 9th append of the compaction's new segments finds the disk full.
+    env.FailAfter(Op::kWrite, 8, -1, Status::NoSpace("ENOSPC"), "/seg-0-");
+    CompactReport r;
+    Status s = CompactEntry(small, Basename(dir), &r);
+    env.ClearFaults();
+    EXPECT_TRUE(s.IsNoSpace()) << s.ToString();
+    EXPECT_NE(s.message().find("partial new segments removed"), std::string::npos) << s.ToString();
+    EXPECT_EQ(SortedFiles(dir), files) << "attempt " << attempt;
+    EXPECT_EQ(Charged(o, dir), charged) << "attempt " << attempt;
+  }
+  EXPECT_EQ(ReadsAll(o, 30), "");
+  CompactReport r;
+  ASSERT_TRUE(CompactEntry(o, Basename(dir), &r).ok());
+  EXPECT_EQ(r.records, 30u);
+  EXPECT_EQ(ReadsAll(o, 30), "");
 }
 
 // A staging directory lives exactly as long as its maker holds its lock: a

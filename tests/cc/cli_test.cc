@@ -16,6 +16,18 @@ TEST(Cli, VersionAndHelp) {
   EXPECT_NE(out.find("cache"), std::string::npos);
 }
 
+// The smallest sides it accepts: an uncaught OpenCV exception aborted it.
+TEST(Cli, MakeDatasetWithTheSmallestSides) {
+  test::TempDir dir;
+  std::string out;
+  EXPECT_EQ(test::RunCommand(test::CliPath() + " make-dataset " + dir.Sub("d") +
+                                 " --count 40 --min-side 16 --max-side 20",
+                             &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("wrote 40 samples"), std::string::npos) << out;
+}
+
 TEST(Cli, ShortVersionFlag) {
   std::string out;
   ASSERT_EQ(test::RunCommand(test::CliPath() + " -V", &out), 0);

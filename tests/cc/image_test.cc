@@ -35,7 +35,7 @@ float HalfToFloat(uint16_t h) {
 
 Image Sample(int* label) {
   Image img;
-  GenerateImage(1, 3, 10, 300, 500, &img, label);
+  EXPECT_TRUE(GenerateImage(1, 3, 10, 300, 500, &img, label).ok());
   return img;
 }
 
@@ -123,7 +123,7 @@ TEST(Decode, PixelLimitRefusesHugeImagesBeforeDecoding) {
 TEST(Prepare, ResizeShortKeepsAspect) {
   int label;
   Image img;  // large enough that the decoder scales in the DCT domain
-  GenerateImage(1, 3, 10, 1000, 1200, &img, &label);
+  ASSERT_TRUE(GenerateImage(1, 3, 10, 1000, 1200, &img, &label).ok());
   std::string jpg;
   ASSERT_TRUE(EncodeJpeg(img, 90, &jpg).ok());
   PrepareSpec spec;
@@ -413,14 +413,14 @@ TEST(Augment, AFlippedRenderIsTheResizedCropMirrored) {
         o.std = {0.2f, 0.25f, 0.3f};
         size_t plane = static_cast<size_t>(kH) * kW, n = plane * c * DTypeSize(dt);
         std::vector<uint8_t> flipped(n), want(n), unflipped(n);
-        RenderSample(px, box, kH, kW, o, flipped.data(), &scratch);
+        ASSERT_TRUE(RenderSample(px, box, kH, kW, o, flipped.data(), &scratch).ok());
         // The mirrored image rendered without a flip is what the flip must give.
         PixelsView mp{mirrored.data, kH, kW, c};
-        RenderSample(mp, {0, 0, kH, kW, false}, kH, kW, o, want.data(), &scratch);
+        ASSERT_TRUE(RenderSample(mp, {0, 0, kH, kW, false}, kH, kW, o, want.data(), &scratch).ok());
         std::string what = "c " + std::to_string(c) + " dtype " + std::to_string(int(dt)) +
                            " layout " + std::to_string(int(lay));
         EXPECT_EQ(flipped, want) << what;
-        RenderSample(px, plain, kH, kW, o, unflipped.data(), &scratch);
+        ASSERT_TRUE(RenderSample(px, plain, kH, kW, o, unflipped.data(), &scratch).ok());
         EXPECT_NE(unflipped, want) << what;  // the flip did something
         // And both against conversions written out here, pixel by pixel.
         for (bool flip : {false, true}) {
@@ -453,6 +453,19 @@ TEST(Augment, AFlippedRenderIsTheResizedCropMirrored) {
 // The conversion after the resize is compiled twice (baseline x86-64 and
 // AVX2, chosen at run time): a batch must not depend on which machine
 // rendered it, so both give the same bytes for every output kind.
+// What OpenCV throws (here: a crop outside the image) comes back as a
+// Status naming the crop; it escaped as an exception before.
+TEST(Augment, AnOpenCvFailureIsAStatusNotAnException) {
+  cv::Mat img(20, 30, CV_8UC3, cv::Scalar::all(9));
+  PixelsView px{img.data, img.rows, img.cols, 3};
+  std::vector<uint8_t> dst(8 * 8 * 3), scratch;
+  OutputSpec o;
+  Status s = RenderSample(px, {5, 5, 40, 10, false}, 8, 8, o, dst.data(), &scratch);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("OpenCV"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("crop 40x10 of a 20x30 image"), std::string::npos) << s.ToString();
+}
+
 TEST(Augment, TheAvx2AndBaselineConversionsGiveTheSameBytes) {
   for (int c : {3, 1}) {
     cv::Mat img(200, 260, CV_8UC(c));
@@ -472,9 +485,9 @@ TEST(Augment, TheAvx2AndBaselineConversionsGiveTheSameBytes) {
           CropBox box{11, 7, 150, 170, flip};
           size_t n = 97 * 101 * c * DTypeSize(dt);
           std::vector<uint8_t> best(n), base(n);
-          RenderSample(px, box, 97, 101, o, best.data(), &scratch);
+          ASSERT_TRUE(RenderSample(px, box, 97, 101, o, best.data(), &scratch).ok());
           SetRenderBaselineOnly(true);
-          RenderSample(px, box, 97, 101, o, base.data(), &scratch);
+          ASSERT_TRUE(RenderSample(px, box, 97, 101, o, base.data(), &scratch).ok());
           SetRenderBaselineOnly(false);
           EXPECT_EQ(best, base) << "c " << c << " dtype " << int(dt) << " layout " << int(lay)
                                 << " flip " << flip;

@@ -78,7 +78,7 @@ TEST_P(AllFormats, SampleOrderAndLabelsMatchTheGenerator) {
     }
     Image img;
     int label = -1;
-    GenerateImage(7, gen, 4, 40, 80, &img, &label);
+    ASSERT_TRUE(GenerateImage(7, gen, 4, 40, 80, &img, &label).ok());
     EncodedSample s;
     ASSERT_TRUE((*src)->Read(i, &s).ok());
     EXPECT_EQ(s.label, label) << i;
@@ -289,6 +289,34 @@ TEST(MakeDataset, DeterministicAndCorruptFractionHolds) {
     bad += !st.ok();
   }
   EXPECT_EQ(bad, ra.corrupt);
+}
+
+// The smallest sides make-dataset accepts drew ellipse axes from an empty
+// range: a negative axis, and OpenCV threw out of the CLI (an abort).
+TEST(MakeDataset, TheSmallestSidesMakeImages) {
+  for (uint64_t i = 0; i < 300; ++i) {
+    Image img;
+    int label = -1;
+    Status s = GenerateImage(7, i, 4, 16, 29, &img, &label);
+    ASSERT_TRUE(s.ok()) << i << ": " << s.ToString();
+    EXPECT_GE(img.height, 16);
+    EXPECT_LE(img.width, 29);
+  }
+  test::TempDir dir;
+  MakeDatasetOptions o;
+  o.dir = dir.path();
+  o.format = "folder";
+  o.count = 64;
+  o.min_side = 16;
+  o.max_side = 20;
+  MakeDatasetReport r;
+  Status s = MakeDataset(o, &r);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(r.samples, 64u);
+  Image img;
+  int label;
+  EXPECT_TRUE(GenerateImage(7, 0, 0, 16, 20, &img, &label).IsInvalidArgument());
+  EXPECT_TRUE(GenerateImage(7, 0, 4, 0, 20, &img, &label).IsInvalidArgument());
 }
 
 // --- Source identity: labels, same-size rewrites, symlinks -------------------

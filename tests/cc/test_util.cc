@@ -34,4 +34,20 @@ int RunCommand(const std::string& cmd, std::string* out) {
 
 std::string CliPath() { return SSDFEED_CLI_PATH; }
 
+std::string CannotActAs(int uid, int gid) {
+  std::string out;
+  std::string cmd = "setpriv --reuid=" + std::to_string(uid) + " --regid=" + std::to_string(uid) +
+                    " --groups=" + std::to_string(gid) + " true";
+  if (RunCommand(cmd, &out) == 0) return "";
+  return "cannot run as uid " + std::to_string(uid) + " (" + cmd + ": " +
+         (out.empty() ? "failed" : out.substr(0, out.find('\n'))) + ")";
+}
+
+std::string CannotUnsharePid() {
+  std::string out;
+  if (RunCommand("unshare --pid --fork --mount-proc true", &out) == 0) return "";
+  return "unshare --pid --fork --mount-proc fails here: " +
+         (out.empty() ? std::string("failed") : out.substr(0, out.find('\n')));
+}
+
 }  // namespace ssdfeed::test
