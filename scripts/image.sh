@@ -3,8 +3,9 @@
 # uids of one group warm the same dataset into one host cache directory at
 # the same time; each sample must be prepared about once and `cache verify`
 # must be clean.
-#   scripts/image.sh build [TAG]     (make image)
-#   scripts/image.sh test  [TAG]     (make image-test; builds first)
+#   scripts/image.sh build [TAG]     (make image: the wheel built on the host)
+#   scripts/image.sh test  [TAG]     (make image-test: builds first, the way
+#                                     docs/deploy.md shows, then tests)
 # Needs podman and buildah (root, or rootless with subuids). Runs containers
 # with `buildah run --isolation chroot`, which works where `podman run` is not
 # permitted (CI). The host's pip configuration (config files, the local
@@ -57,27 +58,52 @@ pip_mounts() {
   done | sort -u
 }
 
+# podman arguments that let pip inside the build reach the host's index.
+pip_args() {
+  local m k v cert=${PIP_CERT:-}
+  while read -r m; do echo "-v"; echo "$m"; done < <(pip_mounts)
+  while IFS='=' read -r k v; do
+    [[ $k == PIP_CERT ]] || { echo "--build-arg"; echo "$k=$v"; }
+  done < <(env | grep -E '^PIP_(INDEX_URL|EXTRA_INDEX_URL|FIND_LINKS|TRUSTED_HOST|DEFAULT_TIMEOUT)=' || true)
+  [[ -n $cert ]] || cert=$(cat /etc/pip.conf "$HOME/.config/pip/pip.conf" 2>/dev/null |
+                           sed -nE 's/^ *cert *= *//p' | tail -1)
+  if [[ -n $cert && -f $cert ]]; then
+    printf '%s\n' -v "$cert:/run/ssdfeed-build-ca.crt:ro" --build-arg PIP_CERT=/run/ssdfeed-build-ca.crt
+  fi
+}
+
+run_build() {
+  log "podman build $* ."
+  local t0=$SECONDS
+  podman build "$@" . >/tmp/ssdfeed-image-build.log 2>&1 ||
+    { tail -40 /tmp/ssdfeed-image-build.log; exit 1; }
+  log "built $tag in $((SECONDS - t0)) s ($(podman image inspect --format '{{.Size}}' "$tag") bytes)"
+}
+
 build() {
   make_base
   host_wheel
   local args=(--isolation chroot --build-arg "BASE=$base" --build-arg "WHEELS=$wheels" -t "$tag")
   if [[ $wheels == source ]]; then
-    local m k v cert=${PIP_CERT:-}
-    while read -r m; do args+=(-v "$m"); done < <(pip_mounts)
-    while IFS='=' read -r k v; do
-      [[ $k == PIP_CERT ]] || args+=(--build-arg "$k=$v")
-    done < <(env | grep -E '^PIP_(INDEX_URL|EXTRA_INDEX_URL|FIND_LINKS|TRUSTED_HOST|DEFAULT_TIMEOUT)=' || true)
-    [[ -n $cert ]] || cert=$(cat /etc/pip.conf "$HOME/.config/pip/pip.conf" 2>/dev/null |
-                             sed -nE 's/^ *cert *= *//p' | tail -1)
-    if [[ -n $cert && -f $cert ]]; then
-      args+=(-v "$cert:/run/ssdfeed-build-ca.crt:ro" --build-arg PIP_CERT=/run/ssdfeed-build-ca.crt)
-    fi
+    mapfile -t -O "${#args[@]}" args < <(pip_args)
   fi
-  log "podman build ${args[*]} ."
-  local t0=$SECONDS
-  podman build "${args[@]}" . >/tmp/ssdfeed-image-build.log 2>&1 ||
-    { tail -40 /tmp/ssdfeed-image-build.log; exit 1; }
-  log "built $tag in $((SECONDS - t0)) s ($(podman image inspect --format '{{.Size}}' "$tag") bytes)"
+  run_build "${args[@]}"
+}
+
+# `podman build -t TAG .` as docs/deploy.md shows it: no WHEELS, so the
+# Dockerfile's defaults choose the stages (podman 4.3 once failed right there,
+# on `FROM wheels-${WHEELS}`) and the wheel is compiled inside. What is added
+# is the machine's, not the build's: BASE, as no registry may be at hand here
+# (the default is a registry image pinned by digest); chroot isolation
+# through the environment (BUILDAH_ISOLATION, so the command line stays as
+# documented), for where the OCI runtime is not permitted (CI); and the pip
+# configuration, for pip inside the build to reach the host's index.
+plain_build() {
+  make_base
+  local args=(-t "$tag")
+  [[ $base == docker.io/library/debian:bookworm-slim* ]] || args+=(--build-arg "BASE=$base")
+  mapfile -t -O "${#args[@]}" args < <(pip_args)
+  BUILDAH_ISOLATION=${BUILDAH_ISOLATION:-chroot} run_build "${args[@]}"
 }
 
 # Two containers, uids 20001 and 20002 of group 20000, warm one dataset into
@@ -123,6 +149,11 @@ print("prepared %d + %d = %d for %d samples (%.2fx)" % (runs[0]["prepared"], run
 assert prepared <= 1.3 * n, "samples prepared more than about once"
 assert min(r["prepared"] for r in runs) > 0, "the two warms did not overlap: no sharing tested"
 PY
+  # The runtime stage has no pip (the Dockerfile checks it too).
+  if "${run[@]}" --user 0:0 "${ctrs[0]}" -- python3 -c 'import pip' >/dev/null 2>&1; then
+    echo "image-test: pip is in the image" >&2
+    exit 1
+  fi
   log "cache verify as uid 20002"
   "${run[@]}" --user 20002:20000 "${ctrs[1]}" -- ssdfeed cache verify --group-shared
   "${run[@]}" --user 20001:20000 "${ctrs[0]}" -- ssdfeed cache ls
@@ -134,6 +165,6 @@ PY
 
 case $cmd in
   build) build ;;
-  test) build; image_test ;;
+  test) plain_build; image_test ;;
   *) echo "usage: $0 build|test [TAG]" >&2; exit 2 ;;
 esac
