@@ -1,7 +1,7 @@
 """Keeps a Kubernetes node's ssdfeed labels equal to what its cache holds.
 
 ``ssdfeed node-labels --apply NODE`` runs this module; the DaemonSet in
-deploy/kubernetes/ runs it with ``--every SECONDS``. It asks the ``ssdfeed``
+deploy/kubernetes/node-api/ runs it with ``--every SECONDS``. It asks the ``ssdfeed``
 command for the labels (``node-labels --json``), reads the node, and sends one
 JSON merge patch that sets the current labels and deletes (``null``) every
 ``ssdfeed.io/e-*`` label the cache no longer backs: a label left behind after

@@ -310,3 +310,45 @@ def test_admission_policy_refuses_spec_annotation_and_delete(policy):
     assert policy.decide(admission(old, annotated)) == "deny"
     assert policy.decide(admission(old, None, operation="DELETE")) == "deny"
     assert policy.decide(admission(old, node("node-a", dict(BASE_LABELS), annotations={"a": "1"}))) == "allow"
+
+
+# --- systemd units (deploy/systemd) for nodes without Kubernetes ----------------
+
+SYSTEMD = KUBE.parent / "systemd"
+
+
+def unit(name):
+    out = {}
+    for line in (SYSTEMD / name).read_text().splitlines():
+        if "=" in line and not line.startswith("#"):
+            k, _, v = line.partition("=")
+            out.setdefault(k.strip(), v.strip())
+    return out
+
+
+@pytest.mark.parametrize("name", ["ssdfeed-gc.service", "ssdfeed-metrics.service"])
+def test_units_run_as_the_caches_owner_not_root(name):
+    """A timer's service runs as root unless it names a User=."""
+    u = unit(name)
+    assert u.get("User") not in (None, "", "root", "0"), name
+    assert u.get("Group") not in (None, "", "root", "0"), name
+    assert u["ProtectSystem"] == "strict" and u["ReadWritePaths"] in u["ExecStart"], name
+    assert u["NoNewPrivileges"] == "yes", name
+
+
+def test_gc_timer_starts_the_gc_service():
+    assert (SYSTEMD / "ssdfeed-gc.timer").exists() and "cache gc" in unit("ssdfeed-gc.service")["ExecStart"]
+
+
+def test_units_verify(tmp_path):
+    import shutil
+    import subprocess
+
+    if not shutil.which("systemd-analyze"):
+        pytest.skip("systemd-analyze is not installed")
+    for f in SYSTEMD.iterdir():
+        # verify wants ExecStart's program to exist here.
+        (tmp_path / f.name).write_text(f.read_text().replace("/opt/ssdfeed/bin/ssdfeed", "/bin/true"))
+    r = subprocess.run(["systemd-analyze", "verify", "--man=no", *sorted(str(p) for p in tmp_path.iterdir())],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and not r.stderr.strip(), r.stderr
