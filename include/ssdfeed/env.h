@@ -242,14 +242,14 @@ class Env {
   virtual Status RemoveDirAndFiles(const std::string& dir) = 0;
 
   // Confines root: from now on every path at or below it is reached from a
-  // descriptor of root opened once (O_DIRECTORY | O_NOFOLLOW), one component
-  // at a time without following a symlink anywhere below it, and each call
-  // runs relative to its directory's descriptor (openat, unlinkat,
-  // renameat, fstatat without following), never on a path string. A symlink
-  // on the way is an InvalidArgument naming it; Stat does not follow one
-  // there either. A root that is itself a symlink is refused. Called again
-  // for a root that was deleted and made anew, it takes the new directory.
-  // The cache confines its root before it touches anything in it.
+  // descriptor of root (opened O_DIRECTORY | O_NOFOLLOW for each call, so no
+  // descriptor is held between calls), one component at a time without
+  // following a symlink anywhere below it, and each call runs relative to
+  // its directory's descriptor (openat, unlinkat, renameat, fstatat without
+  // following), never on a path string. A symlink on the way is an
+  // InvalidArgument naming it; Stat does not follow one there either. A root
+  // that is itself a symlink is refused. The cache confines its root before
+  // it touches anything in it.
   virtual Status ConfineRoot(const std::string& root) = 0;
 
   // Reads a whole file (convenience over NewRandomAccessFile).

@@ -3,7 +3,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <vector>
 
 namespace ssdfeed {
 
@@ -24,12 +26,6 @@ namespace {
 std::string WithoutTrailingSlash(std::string p) {
   while (p.size() > 1 && p.back() == '/') p.pop_back();
   return p;
-}
-
-bool SameFile(int a, int b) {
-  struct stat sa, sb;
-  return ::fstat(a, &sa) == 0 && ::fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
-         sa.st_ino == sb.st_ino;
 }
 
 // Why component `name` of `shown` (under dirfd) could not be walked into.
@@ -65,7 +61,7 @@ Result<std::vector<std::string>> Components(const std::string& path, const std::
 Status ConfinedRoots::Add(const std::string& root_in) {
   std::string root = WithoutTrailingSlash(root_in);
   if (root.empty() || root == "/") return Status::InvalidArgument("'/' cannot be a cache root");
-  int fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int fd = ::open(root.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
     int err = errno;
     struct stat st;
@@ -75,44 +71,47 @@ Status ConfinedRoots::Add(const std::string& root_in) {
                                      "points to instead (nothing in a cache root is followed)");
     return Status::FromErrno(err, "open cache root " + root);
   }
-  auto handle = std::make_shared<const ScopedFd>(fd);
+  ::close(fd);
   WriterLock l(&mu_);
-  for (Root& r : roots_) {
-    if (r.path != root) continue;
-    if (!SameFile(r.fd->get(), fd)) r.fd = std::move(handle);
-    return Status::OK();
-  }
-  roots_.push_back({root, std::move(handle)});
+  roots_.insert(root);
   return Status::OK();
+}
+
+std::string ConfinedRoots::RootOf(const std::string& path) const {
+  ReaderLock l(&mu_);
+  if (roots_.empty()) return {};
+  // The path itself, then each prefix ending before a '/', longest first.
+  std::string p = WithoutTrailingSlash(path);
+  for (;;) {
+    if (roots_.count(p) != 0) return p;
+    size_t slash = p.find_last_of('/');
+    if (slash == std::string::npos || slash == 0) return {};
+    p.resize(slash);
+    p = WithoutTrailingSlash(p);
+  }
 }
 
 Result<AtPath> ConfinedRoots::Resolve(const std::string& path) const {
   AtPath at;
-  const Root* best = nullptr;
-  ReaderLock l(&mu_);
-  for (const Root& r : roots_) {
-    bool below = path.size() > r.path.size() && path.compare(0, r.path.size(), r.path) == 0 &&
-                 path[r.path.size()] == '/';
-    if ((below || path == r.path) && (best == nullptr || r.path.size() > best->path.size()))
-      best = &r;
-  }
-  if (best == nullptr) {
+  std::string root = RootOf(path);
+  if (root.empty()) {
     at.name = path;
     return at;
   }
   at.confined = true;
-  at.root = best->fd;
   SSDFEED_ASSIGN_OR_RETURN(std::vector<std::string> parts,
-                           Components(path, path.substr(best->path.size())));
+                           Components(path, path.substr(std::min(root.size(), path.size()))));
   if (parts.empty()) {
     // The root itself, by its path (never following a link in its last
-    // component): what the user named, which may since have been deleted
-    // and made anew; the next ConfineRoot then takes the new directory.
-    at.name = best->path;
+    // component).
+    at.name = root;
     return at;
   }
-  at.dirfd = at.root->get();
-  std::string shown = best->path;
+  int rfd = ::open(root.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (rfd < 0) return WalkError(AT_FDCWD, root, root, errno);
+  at.root = ScopedFd(rfd);
+  at.dirfd = rfd;
+  std::string shown = root;
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
     shown.append(1, '/').append(parts[i]);
     // O_PATH needs only search permission; with O_NOFOLLOW it would open a

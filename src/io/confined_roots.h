@@ -1,7 +1,8 @@
 // ConfinedRoots: the directory handles through which the POSIX Env reaches
-// every path inside a cache root. A root is opened once (O_DIRECTORY |
-// O_NOFOLLOW); a path below it is then walked from that descriptor one
-// component at a time with openat(O_NOFOLLOW), so a symlink planted at any
+// every path inside a cache root. For each call the root is opened
+// (O_DIRECTORY | O_NOFOLLOW) and the path below it walked from that
+// descriptor one component at a time with openat(O_NOFOLLOW), so a symlink
+// planted at any
 // component (a swapped `trash/`, an `entries/<fp>` replaced between a check
 // and a create) is refused instead of followed out of the root. The
 // operation itself then runs relative to the last directory's descriptor
@@ -11,10 +12,9 @@
 
 #include <fcntl.h>
 
-#include <memory>
+#include <set>
 #include <string>
 #include <utility>
-#include <vector>
 
 #include "ssdfeed/status.h"
 #include "util/mutex.h"
@@ -44,18 +44,19 @@ struct AtPath {
   int dirfd = AT_FDCWD;
   std::string name;
   bool confined = false;
-  // Keep dirfd open while the call runs (an intermediate directory's
-  // descriptor, or the root's, which a later ConfineRoot may replace).
+  // Keep dirfd open while the call runs: the root's descriptor and the
+  // last directory's.
+  ScopedFd root;
   ScopedFd hold;
-  std::shared_ptr<const ScopedFd> root;
 };
 
 class ConfinedRoots {
  public:
-  // Opens root (O_DIRECTORY | O_NOFOLLOW) and confines every path at or
-  // below it from now on. Called again for the same root, it keeps the
-  // handle it has unless the path now names another directory (the root was
-  // deleted and made again): the new one is used from then on.
+  // Confines every path at or below root from now on, once it has checked
+  // that root is a directory and not a symlink. No descriptor is kept
+  // between calls (a process may use many roots, a test thousands): each
+  // Resolve opens the root afresh, so a root deleted and made anew is the
+  // new directory.
   Status Add(const std::string& root);
   // Resolves path to the directory that holds its last component. Inside a
   // root, a symlink or a non-directory on the way is an InvalidArgument
@@ -64,12 +65,11 @@ class ConfinedRoots {
   Result<AtPath> Resolve(const std::string& path) const;
 
  private:
-  struct Root {
-    std::string path;  // without a trailing '/'
-    std::shared_ptr<const ScopedFd> fd;
-  };
+  // The longest confined root that path is at or below; empty if none.
+  std::string RootOf(const std::string& path) const;
+
   mutable SharedMutex mu_;
-  std::vector<Root> roots_ GUARDED_BY(mu_);  // few: one per cache root a process uses
+  std::set<std::string> roots_ GUARDED_BY(mu_);  // without a trailing '/'
 };
 
 }  // namespace ssdfeed
