@@ -25,9 +25,13 @@ mkdir -p "$corpus_root/import"
 "$build"/ssdfeed cache export "$("$build"/ssdfeed cache ls --json --cache "$corpus_root/c" |
   sed -n 's/.*"entry": "\([0-9a-f]*\)".*/\1/p')" --cache "$corpus_root/c" \
   --to "$corpus_root/import/seed.tar" 2>/dev/null
+# The warm above left the entry's ended stats totals: seeds for the stats parser.
+mkdir -p "$corpus_root/stats"
+cp "$corpus_root"/c/stats/ended-*.stats "$corpus_root/stats/" 2>/dev/null || true
 for f in "$here"/seeds/*; do [ -e "$f" ] && cp "$f" "$corpus_root/decode/"; done
 declare -A corpus=([decode_fuzzer]=decode [tfrecord_fuzzer]=tfrecord [tar_fuzzer]=tarc
-                   [cache_record_fuzzer]=cache [import_stream_fuzzer]=import)
+                   [cache_record_fuzzer]=cache [import_stream_fuzzer]=import
+                   [stats_block_fuzzer]=stats)
 for bin in "$build"/fuzz/*_fuzzer; do
   name=$(basename "$bin")
   dir="$corpus_root/${corpus[$name]:-$name}"

@@ -6,8 +6,12 @@
 // a process that claims it then looks in the index once more). Whether a claimant is alive is asked
 // of its writer-slot lock, never of a pid, so claims work across PID namespaces. The file is fully
 // allocated when created: a sparse shared mapping on a full disk raises SIGBUS.
+// A file cut short while mapped (a group member may truncate it) does too:
+// that SIGBUS is caught and the mapping replaced by zeros (claims.cc), and
+// the process goes on without coordination.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -16,6 +20,8 @@
 #include "ssdfeed/env.h"
 
 namespace ssdfeed {
+
+struct ClaimsGuard;
 
 class Claims {
  public:
@@ -44,7 +50,14 @@ class Claims {
   // A slot that died holding claims is reused by its next writer: that
   // writer drops the stale claims first, so nobody waits on them.
   void DropStaleClaims();
+  // Whether the file was cut while mapped (see the SIGBUS guard in
+  // claims.cc); warns once.
+  bool Lost();
 
+  Env* env_ = nullptr;
+  std::string path_;
+  ClaimsGuard* guard_ = nullptr;
+  std::atomic<bool> warned_{false};
   std::unique_ptr<MappedFile> file_;
   uint8_t* base_ = nullptr;
   uint32_t* slots_ = nullptr;

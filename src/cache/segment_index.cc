@@ -115,23 +115,42 @@ Status SegmentIndex::ReadNewEntries(const std::string& base) {
   // The .dat size is read after the .idx size: every entry read below was
   // appended after its record, so a live writer's entries are all in bounds.
   SSDFEED_ASSIGN_OR_RETURN(uint64_t dat_size, (*dat)->Size());
-  std::string buf(whole - seg->idx_consumed, '\0');
-  size_t got = 0;
-  SSDFEED_RETURN_IF_ERROR((*idx)->Read(seg->idx_consumed, buf.size(), buf.data(), &got));
-  got = got / cf::kIndexEntrySize * cf::kIndexEntrySize;
-  WriterLock l(&mu_);
-  uint64_t consumed = 0;
-  for (size_t off = 0; off < got; off += cf::kIndexEntrySize) {
+  // Each entry follows its own record (at least a header) in the .dat: an
+  // .idx longer than that (a sparse one any member of a group-shared root
+  // may plant) is read only that far, and in bounded chunks, so its size
+  // never becomes an allocation.
+  whole = std::min(whole, (dat_size / cf::kRecordHeaderSize + 1) * cf::kIndexEntrySize);
+  uint64_t consumed = seg->idx_consumed;
+  std::string buf;
+  for (uint64_t pos = seg->idx_consumed; pos < whole;) {
+    buf.resize(std::min<uint64_t>(whole - pos, kIndexReadChunk));
+    size_t got = 0;
+    SSDFEED_RETURN_IF_ERROR((*idx)->Read(pos, buf.size(), buf.data(), &got));
+    got = got / cf::kIndexEntrySize * cf::kIndexEntrySize;
+    bool more;
+    {
+      WriterLock l(&mu_);
+      more = ApplyEntries(slot, buf.data(), got, pos, dat_size, &consumed) && got == buf.size();
+    }
+    if (!more) break;
+    pos += got;
+  }
+  seg->idx_consumed = consumed;
+  return Status::OK();
+}
+
+bool SegmentIndex::ApplyEntries(uint32_t slot, const char* buf, size_t n, uint64_t pos,
+                                uint64_t dat_size, uint64_t* consumed) {
+  for (size_t off = 0; off < n; off += cf::kIndexEntrySize) {
     cf::IndexEntry e;
-    if (!cf::DecodeIndexEntry(buf.data() + off, &e)) continue;  // flipped: skip it
+    if (!cf::DecodeIndexEntry(buf + off, &e)) continue;  // flipped: skip it
     // Past the data (lost in a power cut): not consumed, so that when the
     // slot's next writer cuts this tail and appends, we read what it writes.
-    if (e.offset + e.record_len > dat_size) break;
+    if (e.offset > dat_size || e.record_len > dat_size - e.offset) return false;
     ApplyLocked(slot, e);
-    consumed = off + cf::kIndexEntrySize;
+    *consumed = pos + off + cf::kIndexEntrySize;
   }
-  seg->idx_consumed += consumed;
-  return Status::OK();
+  return true;
 }
 
 uint32_t SegmentIndex::AttachOwn(const std::string& base,

@@ -110,6 +110,12 @@ class SegmentIndex {
   Status ReadNewEntries(const std::string& base) REQUIRES(refresh_mu_) EXCLUDES(mu_);
   uint32_t SlotFor(const std::string& base) REQUIRES(refresh_mu_) EXCLUDES(mu_);
   void ApplyLocked(uint32_t seg, const cache_format::IndexEntry& e) REQUIRES(mu_);
+  // Applies n bytes of index entries read at .idx offset pos; *consumed:
+  // the end of the last one applied. False at one past the data's end.
+  bool ApplyEntries(uint32_t slot, const char* buf, size_t n, uint64_t pos, uint64_t dat_size,
+                    uint64_t* consumed) REQUIRES(mu_);
+  // Most .idx bytes read at once (a whole number of entries).
+  static constexpr size_t kIndexReadChunk = 21846 * cache_format::kIndexEntrySize;  // ~1 MiB
   void Drop(uint64_t id, const Loc& seen) EXCLUDES(mu_);
 
   Env* const env_;

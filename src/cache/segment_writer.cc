@@ -1,5 +1,6 @@
 #include "cache/segment_writer.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -236,21 +237,42 @@ Status SegmentWriter::FirstSegmentLocked(uint64_t rec_len) {
 Status SegmentWriter::CutTornTail(const std::string& base) {
   Env* env = opts_.env;
   std::string idx_path = JoinPath(dir_, base + ".idx"), dat_path = JoinPath(dir_, base + ".dat");
-  std::string text;
-  Status s = env->ReadFileToString(idx_path, &text);
-  if (!s.ok() && !s.IsNotFound()) return s;
   SSDFEED_ASSIGN_OR_RETURN(FileInfo dat, env->Lstat(dat_path));
-  // Keep everything up to the last intact entry whose record is all there.
-  uint64_t keep_idx = 0, keep_dat = 0;
-  for (size_t off = 0; off + cf::kIndexEntrySize <= text.size(); off += cf::kIndexEntrySize) {
-    cf::IndexEntry e;
-    if (!cf::DecodeIndexEntry(text.data() + off, &e) || e.offset + e.record_len > dat.size)
-      continue;
-    keep_idx = off + cf::kIndexEntrySize;
-    keep_dat = std::max(keep_dat, e.offset + e.record_len);
+  uint64_t keep_idx = 0, keep_dat = 0, idx_size = 0;
+  auto idx = env->NewRandomAccessFile(idx_path);
+  if (!idx.ok() && !idx.status().IsNotFound()) return idx.status();
+  if (idx.ok()) {
+    SSDFEED_ASSIGN_OR_RETURN(idx_size, (*idx)->Size());
+    SSDFEED_RETURN_IF_ERROR(LastIntactEntry(**idx, idx_size, dat.size, &keep_idx, &keep_dat));
   }
-  if (text.size() > keep_idx) SSDFEED_RETURN_IF_ERROR(env->TruncateFile(idx_path, keep_idx));
+  if (idx_size > keep_idx) SSDFEED_RETURN_IF_ERROR(env->TruncateFile(idx_path, keep_idx));
   if (dat.size > keep_dat) SSDFEED_RETURN_IF_ERROR(env->TruncateFile(dat_path, keep_dat));
+  return Status::OK();
+}
+
+// Everything up to the last intact entry whose record is all there is kept.
+// Read in bounded chunks, and only as far as the .dat could have entries
+// (each follows its own record): an .idx of any size (a sparse one planted
+// in a group-shared root) is never one allocation.
+Status SegmentWriter::LastIntactEntry(const RandomAccessFile& idx, uint64_t idx_size,
+                                      uint64_t dat_size, uint64_t* keep_idx, uint64_t* keep_dat) {
+  uint64_t end = std::min(idx_size, (dat_size / cf::kRecordHeaderSize + 1) * cf::kIndexEntrySize);
+  std::string buf;
+  for (uint64_t pos = 0; pos + cf::kIndexEntrySize <= end;) {
+    buf.resize(std::min<uint64_t>(end - pos, 21846 * cf::kIndexEntrySize));  // ~1 MiB
+    size_t got = 0;
+    SSDFEED_RETURN_IF_ERROR(idx.Read(pos, buf.size(), buf.data(), &got));
+    for (size_t off = 0; off + cf::kIndexEntrySize <= got; off += cf::kIndexEntrySize) {
+      cf::IndexEntry e;
+      if (!cf::DecodeIndexEntry(buf.data() + off, &e) || e.offset > dat_size ||
+          e.record_len > dat_size - e.offset)
+        continue;
+      *keep_idx = pos + off + cf::kIndexEntrySize;
+      *keep_dat = std::max(*keep_dat, e.offset + e.record_len);
+    }
+    if (got < buf.size()) break;
+    pos += got;
+  }
   return Status::OK();
 }
 

@@ -115,6 +115,8 @@ class SegmentWriter {
   Status ProbeDirect(WritableFile* f, DirectTail* tail);
   Status OpenSegmentLocked(int n, bool takeover) REQUIRES(mu_);
   Status CutTornTail(const std::string& base);
+  static Status LastIntactEntry(const RandomAccessFile& idx, uint64_t idx_size, uint64_t dat_size,
+                                uint64_t* keep_idx, uint64_t* keep_dat);
   Status SyncLocked() REQUIRES(mu_);
   Status SyncFiles() REQUIRES(files_mu_) NO_THREAD_SAFETY_ANALYSIS;
   void RequestSyncLocked() REQUIRES(mu_);

@@ -1,6 +1,7 @@
 // Reading a root's stats files: folding ended processes into per-entry totals
 // and summing everything per entry, for the exporter.
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -17,33 +18,54 @@ bool EndsWith(const std::string& s, const std::string& x) {
   return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
 }
 
-bool IsHexId(const std::string& s) {
-  if (s.empty() || s.size() > 16) return false;
+// The entry label: the first 12 hex digits of a fingerprint, nothing else
+// (a file name or header that any user of the root can write must not put
+// arbitrary text into a label).
+bool IsEntryId(const std::string& s) {
+  if (s.size() != 12) return false;
   for (char c : s)
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
   return true;
 }
 
-// One process's stats file, mapped read-only (or read, when too short to map).
+// One process's stats file. Read with pread, never mapped: in a group-shared
+// root the file may be another user's, and a mapped file that its owner
+// truncates raises SIGBUS in the reader. Exactly one block is read, so a
+// file of any size costs the same. The owner stores its counters with
+// aligned 8-byte stores, which Linux's copy to user space keeps whole.
 class StatsFileView {
  public:
   Status Open(Env* env, const std::string& path) {
+    path_ = path;
+    // A read-only mapping of 0 bytes maps nothing: it is only the
+    // descriptor that flock needs (Live). Opened first, so a file deleted
+    // meanwhile fails the read below instead of being read unlocked.
     MappedFileOptions o;
     o.writable = false;
-    SSDFEED_ASSIGN_OR_RETURN(file_, env->NewMappedFile(path, kBlockBytes, o));
-    size_t got = static_cast<size_t>(file_->size());
-    Status s = ValidateBlock(file_->data(), got, got < kBlockBytes ? nullptr : &header_);
-    if (s.ok() && got < kBlockBytes) return Status::Corruption(path + ": truncated");
-    return s.ok() ? s : Status::Corruption(path + ": " + s.message());
+    SSDFEED_ASSIGN_OR_RETURN(lock_, env->NewMappedFile(path, 0, o));
+    SSDFEED_ASSIGN_OR_RETURN(file_, env->NewRandomAccessFile(path));
+    return Load();
+  }
+  // Reads the block again (a dead owner's last counts, once Live said so).
+  Status Load() {
+    size_t got = 0;
+    auto* b = reinterpret_cast<uint8_t*>(block_.data());
+    SSDFEED_RETURN_IF_ERROR(file_->Read(0, kBlockBytes, reinterpret_cast<char*>(b), &got));
+    Status s = ValidateBlock(b, got, got < kBlockBytes ? nullptr : &header_);
+    if (s.ok() && got < kBlockBytes) return Status::Corruption(path_ + ": truncated");
+    return s.ok() ? s : Status::Corruption(path_ + ": " + s.message());
   }
   // True while the owner holds its shared lock. A dead file stays locked
   // exclusively by us until this view is destroyed.
-  bool Live() { return file_->Lock(/*exclusive=*/true, /*blocking=*/false).IsBusy(); }
+  bool Live() { return lock_->Lock(/*exclusive=*/true, /*blocking=*/false).IsBusy(); }
   const BlockHeader& header() const { return header_; }
-  StatsSnapshot Read() const { return ReadBlock(file_->data()); }
+  StatsSnapshot Read() const { return ReadBlock(reinterpret_cast<const uint8_t*>(block_.data())); }
 
  private:
-  std::unique_ptr<MappedFile> file_;
+  std::string path_;
+  std::unique_ptr<MappedFile> lock_;
+  std::unique_ptr<RandomAccessFile> file_;
+  std::array<uint64_t, kBlockBytes / 8> block_{};  // ReadBlock loads 8-byte words
   BlockHeader header_;
 };
 
@@ -56,23 +78,28 @@ std::string EndedPath(const std::string& root, const std::string& entry) {
   return StatsDir(root) + "/ended-" + entry + ".stats";
 }
 
+// Reads the block and the folded ids: exactly the bytes they take, the
+// count checked first (CheckEnded), so a sparse or garbage file (any user of
+// a group-shared root can write one) costs one block's read and a warning,
+// never a huge allocation.
 Status ReadEnded(Env* env, const std::string& path, Ended* out) {
-  if (!env->FileExists(path)) return Status::OK();
-  std::string data;
-  SSDFEED_RETURN_IF_ERROR(env->ReadFileToString(path, &data));
-  const auto* b = reinterpret_cast<const uint8_t*>(data.data());
-  if (Status s = ValidateBlock(b, data.size(), nullptr); !s.ok())
-    return Status::Corruption(path + ": " + s.message());
-  std::vector<uint64_t> aligned(kBlockBytes / 8);  // ReadBlock loads 8-byte words
-  std::memcpy(aligned.data(), data.data(), kBlockBytes);
-  out->totals = ReadBlock(reinterpret_cast<const uint8_t*>(aligned.data()));
-  out->totals.admission = Admission::kAdmitting;
+  auto file = env->NewRandomAccessFile(path);
+  if (!file.ok()) return file.status().IsNotFound() ? Status::OK() : file.status();
+  const RandomAccessFile& f = **file;
+  SSDFEED_ASSIGN_OR_RETURN(uint64_t size, f.Size());
+  std::array<uint64_t, kBlockBytes / 8 + 1> aligned{};  // ReadBlock loads 8-byte words
+  auto* b = reinterpret_cast<uint8_t*>(aligned.data());
+  size_t got = 0;
+  SSDFEED_RETURN_IF_ERROR(f.Read(0, kBlockBytes + 4, reinterpret_cast<char*>(b), &got));
   uint32_t n = 0;
-  if (data.size() >= kBlockBytes + 4) std::memcpy(&n, data.data() + kBlockBytes, 4);
-  if (data.size() < kBlockBytes + 4 + size_t{n} * 16)
-    return Status::Corruption(path + ": truncated list of folded ids");
-  for (uint32_t i = 0; i < n; ++i)
-    out->last_folded.insert(HexId(std::string(data.data() + kBlockBytes + 4 + i * 16, 16)));
+  if (Status s = CheckEnded(b, got, size, &n); !s.ok())
+    return Status::Corruption(path + ": " + s.message());
+  std::string ids(size_t{n} * 16, '\0');
+  SSDFEED_RETURN_IF_ERROR(f.Read(kBlockBytes + 4, ids.size(), ids.data(), &got));
+  if (got != ids.size()) return Status::Corruption(path + ": truncated list of folded ids");
+  out->totals = ReadBlock(b);
+  out->totals.admission = Admission::kAdmitting;
+  for (uint32_t i = 0; i < n; ++i) out->last_folded.insert(HexId(ids.substr(i * 16, 16)));
   return Status::OK();
 }
 
@@ -134,11 +161,18 @@ Status FoldEnded(Env* env, const CacheOptions& c, bool blocking,
       continue;
     }
     if (v->Live()) continue;
-    if (!IsHexId(v->header().entry)) {
+    if (!IsEntryId(v->header().entry)) {
       warnings->push_back(dir + "/" + n + ": bad entry id (skipped)");
       continue;
     }
-    by_entry[v->header().entry].push_back({n, std::move(v)});
+    if (Status s = v->Load(); !s.ok()) {  // its owner's last counts
+      warnings->push_back(s.message() + " (skipped)");
+      continue;
+    }
+    auto& dead = by_entry[v->header().entry];
+    // The ended file lists at most kMaxFoldedIds; the rest wait for the
+    // next fold (and are summed as they are meanwhile).
+    if (dead.size() < kMaxFoldedIds) dead.push_back({n, std::move(v)});
   }
   for (auto& [entry, dead] : by_entry) {
     if (Status s = FoldEntry(env, c, entry, dead); !s.ok())
@@ -166,7 +200,7 @@ Result<RootStats> CollectRootStats(Env* env, const CacheOptions& c) {
         out.warnings.push_back(s.message() + " (skipped)");
         continue;
       }
-      if (!metrics::IsHexId(v.header().entry)) {
+      if (!metrics::IsEntryId(v.header().entry)) {
         out.warnings.push_back(dir + "/" + n + ": bad entry id (skipped)");
         continue;
       }
@@ -174,12 +208,16 @@ Result<RootStats> CollectRootStats(Env* env, const CacheOptions& c) {
       e.stats.Add(v.Read());
       if (v.Live()) e.live_processes++;
     } else if (metrics::StartsWith(n, "ended-") && metrics::EndsWith(n, ".stats")) {
+      std::string entry = n.substr(6, n.size() - 6 - 6);
+      if (!metrics::IsEntryId(entry)) {
+        out.warnings.push_back(dir + "/" + n + ": not ended-<12 hex digits>.stats (skipped)");
+        continue;
+      }
       metrics::Ended ended;
       if (Status s = metrics::ReadEnded(env, dir + "/" + n, &ended); !s.ok()) {
         out.warnings.push_back(s.message() + " (skipped)");
         continue;
       }
-      std::string entry = n.substr(6, n.size() - 6 - 6);
       sums[entry].stats.Add(ended.totals);
     }
   }

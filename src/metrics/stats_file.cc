@@ -242,6 +242,20 @@ Status ValidateBlock(const uint8_t* b, size_t size, BlockHeader* h) {
   return Status::OK();
 }
 
+Status CheckEnded(const uint8_t* b, size_t got, uint64_t file_size, uint32_t* n) {
+  SSDFEED_RETURN_IF_ERROR(ValidateBlock(b, got, nullptr));
+  if (got < kBlockBytes + 4) return Status::Corruption("truncated list of folded ids");
+  *n = LoadAt<uint32_t>(b, kBlockBytes);
+  if (*n > kMaxFoldedIds)
+    return Status::Corruption(std::to_string(*n) + " folded ids (at most " +
+                              std::to_string(kMaxFoldedIds) + ")");
+  uint64_t want = uint64_t{kBlockBytes} + 4 + uint64_t{*n} * 16;
+  if (file_size != want)
+    return Status::Corruption(std::to_string(file_size) + " bytes, expected " +
+                              std::to_string(want) + " for " + std::to_string(*n) + " folded ids");
+  return Status::OK();
+}
+
 StatsSnapshot ReadBlock(const uint8_t* b) {
   StatsSnapshot s;
   for (size_t i = 0; i < s.counters.size(); ++i)

@@ -29,6 +29,10 @@ inline constexpr uint32_t kCounterSlots = 32;
 inline constexpr uint32_t kHistSlots = 8;
 inline constexpr uint32_t kHistWords = kHistBounds + 3;
 inline constexpr size_t kAdmissionOffset = 56;
+// Most ids one fold lists in an ended file (a fold takes at most this many
+// ended files of an entry; the rest wait for the next): bounds what a
+// reader of an ended file allocates.
+inline constexpr uint32_t kMaxFoldedIds = 1 << 16;
 inline constexpr size_t kCountersOffset = 128;
 inline constexpr size_t kHistsOffset = kCountersOffset + kCounterSlots * 8;
 // Words are stored in native byte order; the layout above is little endian.
@@ -49,6 +53,10 @@ void InitBlock(uint8_t* block, const std::string& id_raw16, const std::string& e
                int64_t start_us);
 // Checks magic, version and size; a message naming what is wrong otherwise.
 Status ValidateBlock(const uint8_t* block, size_t size, BlockHeader* header);
+// Checks an ended file's first `got` bytes (its block and u32 count of
+// folded ids, read together) and that the file is `file_size` bytes: the
+// block, the count and exactly that many ids, at most kMaxFoldedIds.
+Status CheckEnded(const uint8_t* b, size_t got, uint64_t file_size, uint32_t* n);
 // Reads counters with atomic loads (the owner may be writing).
 StatsSnapshot ReadBlock(const uint8_t* block);
 // Writes a snapshot's totals into a block (for ended-<entry>.stats).

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <thread>
 
@@ -221,6 +222,60 @@ TEST(SharedNode, ClaimsOfADeadSlotAreTakenOverAndALiveSlotsAreNot) {
   EXPECT_FALSE((*b)->TryClaim(3)) << "slot 0 is alive";
   a->reset();  // its slot lock is dropped, as when a process dies
   EXPECT_TRUE((*b)->TryClaim(3)) << "a dead slot's claim blocks";
+}
+
+// A member of a group-shared root truncates the claims file while jobs have
+// it mapped: their next claim must not die of SIGBUS; they go on filling
+// (and serving) without coordination.
+TEST(SharedNode, ClaimsFileCutWhileMappedFillsWithoutCoordination) {
+  test::TempDir root;
+  CacheOptions o = Opts(root.Sub("c"));
+  EXPECT_EXIT(
+      {
+        auto a = CacheEntry::Open(o, FakeKey(4000));
+        auto b = CacheEntry::Open(o, FakeKey(4000));  // slot 1: shares the claims file
+        if (!a.ok() || !b.ok() || !(*a)->TryClaim(3)) std::exit(2);
+        if (::truncate(JoinPath((*a)->dir(), "claims").c_str(), 0) != 0) std::exit(3);
+        // Slot 0 is alive and held 3; with the file gone nobody coordinates.
+        if (!(*b)->TryClaim(3) || !(*b)->TryClaim(3999)) std::exit(4);
+        for (uint64_t id : {3, 3999})
+          if (!PutFake(b->get(), id).ok() || !ReadsBackFake(b->get(), id)) std::exit(5);
+        if (!(*a)->TryClaim(7) || !PutFake(a->get(), 7).ok()) std::exit(6);
+        a->reset();
+        b->reset();
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+// A sparse 1 TiB .idx (any member of a group-shared root can make one) is
+// read only as far as its .dat could have entries, in bounded chunks: by a
+// reader's refresh and by the slot's next writer cutting its torn tail.
+TEST(SharedNode, ASparseHugeIndexNeverBecomesOneAllocation) {
+  test::TempDir root;
+  CacheOptions o = Opts(root.Sub("c"));
+  o.capacity_bytes = 1ull << 42;  // the 1 TiB is charged at its apparent size
+  std::string dir;
+  {
+    auto a = CacheEntry::Open(o, FakeKey(10));
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    for (uint64_t id : {1, 2}) ASSERT_TRUE(PutFake(a->get(), id).ok());
+    dir = (*a)->dir();
+  }
+  int cut = 0;
+  for (const auto& f : std::filesystem::directory_iterator(dir))
+    if (f.path().extension() == ".idx") cut += ::truncate(f.path().c_str(), off_t{1} << 40) == 0;
+  ASSERT_EQ(cut, 1);
+  auto b = CacheEntry::Open(o, FakeKey(10));  // reads the index, then takes over slot 0
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_TRUE(ReadsBackFake(b->get(), 1));
+  EXPECT_TRUE(ReadsBackFake(b->get(), 2));
+  ASSERT_TRUE(PutFake(b->get(), 3).ok());
+  EXPECT_TRUE(ReadsBackFake(b->get(), 3));
+  b->reset();
+  auto c = CacheEntry::Open(o, FakeKey(10));
+  ASSERT_TRUE(c.ok());
+  for (uint64_t id : {1, 2, 3}) EXPECT_TRUE(ReadsBackFake(c->get(), id)) << id;
 }
 
 // Trash left by a killed gc or evictor counts against the capacity until it

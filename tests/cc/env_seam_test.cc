@@ -129,6 +129,32 @@ TEST(Claims, MappingFailureIsCleanAndLeavesNoCoordination) {
   EXPECT_EQ(c.NextSeq(41), 42u);
 }
 
+// A claims file cut while mapped: no SIGBUS; the claims stop coordinating
+// (every claim succeeds) and the logger hears it once.
+TEST(Claims, FileCutWhileMappedWarnsOnceAndStopsCoordinating) {
+  test::TempDir dir;
+  FakeClockEnv logged(Env::Default());
+  EXPECT_EXIT(
+      {
+        Claims c;
+        std::string path = dir.Sub("claims");
+        auto alive = [](uint32_t) { return true; };
+        if (!c.Open(&logged, path, 100000, 0600, 0, alive).ok() || !c.TryClaim(5)) std::exit(2);
+        Claims other;  // slot 1, alive: it holds 6 until the file is cut
+        if (!other.Open(&logged, path, 100000, 0600, 1, alive).ok() || !other.TryClaim(6))
+          std::exit(3);
+        if (c.TryClaim(6) || !logged.TruncateFile(path, 0).ok()) std::exit(4);
+        // The first access after the cut faults and finds zeros; the next one warns.
+        if (!c.TryClaim(6) || !c.TryClaim(99999) || !other.TryClaim(5) || !other.TryClaim(7))
+          std::exit(5);
+        int warned = 0;
+        for (const auto& l : logged.log().lines())
+          warned += l.find(path + " shrank while in use") != std::string::npos;
+        std::exit(warned == 2 ? 0 : 6);  // once per Claims
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 TEST(Claims, EntryWithoutClaimsWarnsThroughTheLoggerAndStillFills) {
   test::TempDir dir;
   FakeClockEnv logged(Env::Default());

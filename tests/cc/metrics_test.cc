@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "metrics/stats_file.h"
 #include "ssdfeed/dataset.h"
 #include "ssdfeed/loader.h"
 #include "test_util.h"
@@ -173,6 +174,127 @@ TEST(Metrics, TruncatedAndForeignFilesAreSkippedWithAWarning) {
   auto text = RenderRootMetrics(c);
   ASSERT_TRUE(text.ok()) << text.status().ToString();
   EXPECT_NE(text->find("ssdfeed_stats_files_skipped"), std::string::npos);
+}
+
+std::string HttpGet(int port, const std::string& path);
+
+// A dead process's stats file (nobody holds its lock) with `hits` cache hits.
+void WriteDeadFile(const CacheOptions& c, const std::string& name, uint64_t hits) {
+  std::vector<uint64_t> block(metrics::kBlockBytes / 8, 0);
+  auto* b = reinterpret_cast<uint8_t*>(block.data());
+  metrics::InitBlock(b, std::string(16, '\x11'), "0123456789ab", 0);
+  StatsSnapshot s;
+  s.counters[static_cast<size_t>(Ctr::kCacheHits)] = hits;
+  metrics::WriteBlock(s, b);
+  fs::create_directories(c.root + "/stats");
+  std::ofstream(c.root + "/stats/" + name, std::ios::binary)
+      .write(reinterpret_cast<const char*>(b), metrics::kBlockBytes);
+}
+
+std::string AllWarnings(const RootStats& s) {
+  std::string all;
+  for (const auto& w : s.warnings) all += w + "\n";
+  return all;
+}
+
+// Any user of a group-shared root can write its stats directory: a sparse
+// 1 TiB ended file costs the exporter one block's read and a warning.
+TEST(Metrics, ASparseHugeEndedFileIsSkippedNotRead) {
+  test::TempDir d;
+  CacheOptions c = Root(d);
+  WriteDeadFile(c, "p-dead.stats", 5);
+  std::string huge = c.root + "/stats/ended-0123456789ab.stats";
+  std::ofstream(huge).close();
+  ASSERT_EQ(::truncate(huge.c_str(), off_t{1} << 40), 0) << std::strerror(errno);
+  auto s = CollectRootStats(nullptr, c);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_NE(AllWarnings(*s).find("ended-0123456789ab.stats: not a stats file"), std::string::npos)
+      << AllWarnings(*s);
+  // The dead file could not be folded into the bad totals: still counted as it is.
+  ASSERT_NE(Find(*s, "0123456789ab"), nullptr);
+  EXPECT_EQ(Find(*s, "0123456789ab")->stats[Ctr::kCacheHits], 5u);
+  // What serve-metrics answers a scrape with.
+  auto server = MetricsServer::ServeRoot(c, "127.0.0.1:0");
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  std::string body = HttpGet((*server)->port(), "/metrics");
+  EXPECT_NE(body.find("ssdfeed_cache_hits_total{entry=\"0123456789ab\"} 5"), std::string::npos)
+      << body;
+  EXPECT_NE(body.find("ssdfeed_stats_files_skipped"), std::string::npos) << body;
+}
+
+// An ended file whose count of folded ids promises more than the file
+// holds, or more than a fold ever writes, is refused before any allocation.
+TEST(Metrics, AnEndedFileWithAHugeIdCountIsSkipped) {
+  test::TempDir d;
+  CacheOptions c = Root(d);
+  std::vector<uint64_t> block(metrics::kBlockBytes / 8, 0);
+  auto* b = reinterpret_cast<uint8_t*>(block.data());
+  metrics::InitBlock(b, std::string(16, '\0'), "0123456789ab", 0);
+  std::string data(reinterpret_cast<const char*>(b), metrics::kBlockBytes);
+  uint32_t n = 0xffffffffu;
+  data.append(reinterpret_cast<const char*>(&n), 4);
+  fs::create_directories(c.root + "/stats");
+  std::ofstream(c.root + "/stats/ended-0123456789ab.stats", std::ios::binary) << data;
+  auto s = CollectRootStats(nullptr, c);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_NE(AllWarnings(*s).find("4294967295 folded ids (at most 65536)"), std::string::npos)
+      << AllWarnings(*s);
+}
+
+// The entry label comes from ended-<entry>.stats: a name that is not the 12
+// hex digits of an entry id never becomes a label value.
+TEST(Metrics, AnEndedFileNameThatIsNotAnEntryIdNeverBecomesALabel) {
+  test::TempDir d;
+  CacheOptions c = Root(d);
+  WriteDeadFile(c, "p-dead.stats", 9);
+  auto s = CollectRootStats(nullptr, c);  // folds it into ended-0123456789ab.stats
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  std::string dir = c.root + "/stats/";
+  for (std::string bad : {"x\"} 1\nevil{a=\"", "0123456789abcdef", "0123456789AB", ""})
+    fs::copy_file(dir + "ended-0123456789ab.stats", dir + "ended-" + bad + ".stats");
+  s = CollectRootStats(nullptr, c);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_EQ(s->entries.size(), 1u);
+  EXPECT_EQ(s->entries[0].first, "0123456789ab");
+  EXPECT_EQ(s->entries[0].second.stats[Ctr::kCacheHits], 9u);
+  EXPECT_NE(AllWarnings(*s).find("ended-0123456789abcdef.stats: not ended-<12 hex digits>.stats"),
+            std::string::npos)
+      << AllWarnings(*s);
+  auto text = RenderRootMetrics(c);
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_EQ(text->find("evil"), std::string::npos) << *text;
+  EXPECT_EQ(text->find("0123456789abcdef"), std::string::npos) << *text;
+}
+
+// Another user truncates their stats file right after the exporter opened
+// it: reading it must give a warning, never SIGBUS (as reading a mapping of
+// it would).
+class TruncateAfterOpenEnv final : public EnvWrapper {
+ public:
+  TruncateAfterOpenEnv() : EnvWrapper(Env::Default()) {}
+  Result<std::unique_ptr<MappedFile>> NewMappedFile(const std::string& path, uint64_t size,
+                                                    const MappedFileOptions& o) override {
+    auto f = target()->NewMappedFile(path, size, o);
+    if (!o.writable && path.find("/p-") != std::string::npos) {
+      EXPECT_TRUE(target()->TruncateFile(path, 0).ok());
+    }
+    return f;
+  }
+};
+
+TEST(Metrics, AStatsFileTruncatedWhileReadIsSkippedWithoutSigbus) {
+  test::TempDir d;
+  CacheOptions c = Root(d);
+  WriteDeadFile(c, "p-dead.stats", 3);
+  EXPECT_EXIT(
+      {
+        TruncateAfterOpenEnv env;
+        auto s = CollectRootStats(&env, c);
+        bool warned =
+            s.ok() && AllWarnings(*s).find("p-dead.stats: not a stats file") != std::string::npos;
+        std::exit(warned ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 std::string HttpGet(int port, const std::string& path) {
