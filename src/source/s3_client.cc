@@ -88,8 +88,10 @@ bool NextTag(const std::string& xml, const std::string& tag, size_t* pos, std::s
       out->push_back(xml[i]);
       continue;
     }
-    size_t semi = xml.find(';', i);
-    if (semi == std::string::npos || semi > b) {
+    // An entity is short ("&#x10FFFF;"): looking further would make a page
+    // of bare '&' quadratic.
+    size_t semi = std::string_view(xml).substr(0, std::min(b, i + 12)).find(';', i);
+    if (semi == std::string::npos) {
       out->push_back('&');
       continue;
     }
