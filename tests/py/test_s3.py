@@ -2,8 +2,9 @@
 boto3 uploads: the three layouts read as their local copies, warm and the
 loader, identity per key/size/ETag, keys with special characters, injected
 5xx / throttling / dropped connections / stalls, 403 and 404 named, a wrong
-secret rejected by a signature-checking server, and our SigV4 signer
-compared with botocore's."""
+secret rejected by a signature-checking server, our SigV4 signer
+compared with botocore's, and AWS_CA_BUNDLE trusted for https. (Hostile
+endpoints: HostileS3Test in tests/cc/s3_source_test.cc.)"""
 
 import os
 import subprocess
@@ -283,12 +284,13 @@ def test_wrong_secret_is_rejected_by_a_checking_server(monkeypatch, small_datase
 def self_signed_cert(tmp_path):
     """A certificate for 127.0.0.1 that no system store trusts: (cert, key) paths."""
     import datetime
+    import ipaddress
 
+    pytest.importorskip("cryptography", reason="cryptography not installed (moto brings it)")
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
-    import ipaddress
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "ssdfeed test CA")])
