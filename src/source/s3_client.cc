@@ -542,8 +542,10 @@ Status Client::Execute(const Request& req, uint64_t want_bytes, Response* resp) 
              std::to_string(want_bytes);
       continue;
     }
-    std::string detail = Tag(resp->body, "Code");
-    std::string msg = Tag(resp->body, "Message");
+    // The server's words, without the control characters that could
+    // rewrite a terminal or a log line.
+    std::string detail = Printable(Tag(resp->body, "Code"));
+    std::string msg = Printable(Tag(resp->body, "Message"));
     if (!msg.empty()) detail += (detail.empty() ? "" : ": ") + msg;
     std::string what =
         req.what + ": HTTP " + std::to_string(code) + (detail.empty() ? "" : " (" + detail + ")");

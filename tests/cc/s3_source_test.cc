@@ -200,6 +200,7 @@ class FakeS3 {
     thread_.join();
   }
   int port() const { return listener_.port(); }
+  std::atomic<int> code{200};  // of every answer
   std::string url(const std::string& host = "127.0.0.1") const {
     return "http://" + host + ":" + std::to_string(port());
   }
@@ -232,8 +233,10 @@ class FakeS3 {
         n = static_cast<int>(seen_.size()) - 1;
       }
       std::string body = respond_(line, n);
-      std::string out = "HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\nContent-Length: " +
-                        std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+      std::string out =
+          "HTTP/1.1 " + std::to_string(code.load()) +
+          " X\r\nContent-Type: application/xml\r\nContent-Length: " + std::to_string(body.size()) +
+          "\r\nConnection: close\r\n\r\n" + body;
       for (size_t off = 0; off < out.size();) {
         ssize_t w = ::send(c, out.data() + off, out.size() - off, MSG_NOSIGNAL);
         if (w <= 0) break;  // the client gave up on the answer
@@ -367,6 +370,17 @@ TEST_F(HostileS3Test, ControlCharactersInKeysAndEtagsAreCorruption) {
   s = OpenFails(etag, "tar:s3://bkt/*.tar");
   EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.message();
   EXPECT_NE(s.message().find("key 'a.tar': malformed ETag"), std::string::npos) << s.message();
+}
+
+TEST_F(HostileS3Test, ControlCharactersInAnErrorDocumentAreEscaped) {
+  FakeS3 server([](const std::string&, int) {
+    return std::string(
+        "<Error><Code>Denied&#27;[2J</Code><Message>no&#13;&#10;pe</Message></Error>");
+  });
+  server.code = 403;
+  Status s = OpenFails(server, "tar:s3://bkt/*.tar");
+  EXPECT_NE(s.message().find("HTTP 403 (Denied\\x1b[2J: no\\x0d\\x0ape)"), std::string::npos)
+      << s.message();
 }
 
 TEST_F(HostileS3Test, OversizedPageIsAnErrorNotRetried) {
