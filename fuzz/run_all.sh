@@ -29,6 +29,10 @@ mkdir -p "$corpus_root/import"
 mkdir -p "$corpus_root/stats"
 cp "$corpus_root"/c/stats/ended-*.stats "$corpus_root/stats/" 2>/dev/null || true
 for f in "$here"/seeds/*; do [ -e "$f" ] && cp "$f" "$corpus_root/decode/"; done
+# A ListObjectsV2 page with the entities, quotes and paging a real one has.
+mkdir -p "$corpus_root/s3_list_fuzzer"
+printf '%s' '<?xml version="1.0" encoding="UTF-8"?><ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>bkt</Name><Prefix>a/</Prefix><KeyCount>2</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated><Contents><Key>a/x&amp;y &#233;.tar</Key><LastModified>2025-01-01T00:00:00.000Z</LastModified><ETag>&quot;9b2cf535f27731c974343645a3985328&quot;</ETag><Size>10240</Size><StorageClass>STANDARD</StorageClass></Contents><Contents><Key>a/b/c.jpg</Key><ETag>"d41d8cd98f00b204e9800998ecf8427e-2"</ETag><Size>0</Size></Contents><NextContinuationToken>1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=</NextContinuationToken></ListBucketResult>' \
+  >"$corpus_root/s3_list_fuzzer/page.xml"
 declare -A corpus=([decode_fuzzer]=decode [tfrecord_fuzzer]=tfrecord [tar_fuzzer]=tarc
                    [cache_record_fuzzer]=cache [import_stream_fuzzer]=import
                    [stats_block_fuzzer]=stats)

@@ -45,6 +45,15 @@ struct Config {
   // SSDFEED_S3_LIST_PAGE_SIZE: keys per ListObjectsV2 page. Default 0: the
   // server's (1000 on AWS).
   int list_page_size = 0;
+  // SSDFEED_S3_MAX_KEYS: a listing with more keys is an error, so a server
+  // that never ends its listing cannot exhaust memory. Default 10 million.
+  int64_t max_keys = 10'000'000;
+  // SSDFEED_S3_MAX_OBJECT_MB: the largest image object of a folder layout
+  // (each is read whole into memory). Default 256.
+  int64_t max_object_mb = 256;
+  // AWS_CA_BUNDLE: PEM file of the certificate authorities to trust for
+  // https, as the AWS SDKs read it. Default empty: the system's.
+  std::string ca_bundle;
 
   static Result<Config> FromEnv();
 };
@@ -84,10 +93,12 @@ class Client {
   void Release(void* handle);
   Status Perform(const Request& req, uint64_t limit, Response* resp);
   Status Execute(const Request& req, uint64_t want_bytes, Response* resp);
-  Request MakeRequest(const std::string& bucket, const std::string& key) const;
+  Result<Request> MakeRequest(const std::string& bucket, const std::string& key) const;
 
   Config config_;
-  std::string scheme_, host_;  // from the endpoint
+  Status endpoint_status_;     // a bad endpoint fails every request
+  std::string scheme_, host_;  // from the endpoint; host_ with :port unless the default
+  bool endpoint_is_ip_ = false;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<void*> free_;  // idle CURL handles (keep their connections)
@@ -95,7 +106,31 @@ class Client {
   uint64_t requests_ = 0, retries_ = 0;
 };
 
-// "s3://bucket/key..." -> bucket and the rest; InvalidArgument otherwise.
+// "s3://bucket/key..." -> bucket and the rest; InvalidArgument otherwise,
+// and for a bucket name ValidateBucket refuses.
 Status ParseUri(const std::string& uri, std::string* bucket, std::string* key);
+
+// The bucket names botocore accepts: 1-255 of [a-zA-Z0-9._-]. Anything else
+// (':', '#', '@', '/', '?', control characters) could move the request, its
+// credentials and its signature, to another host.
+Status ValidateBucket(const std::string& bucket);
+
+// Whether bucket may be addressed as bucket.endpoint (botocore's rule):
+// 3-63 characters, dot-separated labels of lowercase letters, digits and
+// hyphens that begin and end with a letter or digit, not an IPv4 address,
+// and without dots when allow_dots is false (https: a dotted name fails the
+// wildcard certificate). Other names go path style.
+bool VirtualHostable(const std::string& bucket, bool allow_dots);
+
+// The largest ListObjectsV2 page accepted (a page of 1000 keys of 1 KiB is
+// about 1.5 MiB).
+constexpr uint64_t kMaxListPage = 16 << 20;
+
+// Parses one ListObjectsV2 page (what names it in errors), appending its
+// objects to out; *next is the continuation token ("" on the last page).
+// Every malformed entry is a Corruption naming its key. Exposed for tests
+// and the fuzzer.
+Status ParseListPage(const std::string& xml, const std::string& what, std::vector<ObjectInfo>* out,
+                     std::string* next);
 
 }  // namespace ssdfeed::s3

@@ -186,7 +186,16 @@ Result<std::unique_ptr<Source>> OpenFolder(const std::string& uri, const Bucket&
     size_t slash = rel.find('/');
     if (slash == std::string::npos || slash == 0) continue;  // no class component
     auto& files = classes[rel.substr(0, slash)];
-    if (IsImageKey(o.key)) files.push_back(std::move(o));
+    if (!IsImageKey(o.key)) continue;
+    // Each image is read whole into memory: a listed size beyond the cap
+    // is refused here, before any read allocates for it.
+    uint64_t cap = static_cast<uint64_t>(b.client->config().max_object_mb) << 20;
+    if (o.size > cap)
+      return Status::Corruption(b.Path(o) + ": " + std::to_string(o.size) +
+                                " bytes is more than the largest image read (" +
+                                std::to_string(cap >> 20) +
+                                " MiB; raise SSDFEED_S3_MAX_OBJECT_MB if it is one)");
+    files.push_back(std::move(o));
   }
   if (classes.empty())
     return Status::NotFound(where + ": no class folder found (expected " + where +

@@ -3,10 +3,13 @@
 // missing), shards uploaded with boto3, every sample read from many threads
 // at once and compared with the local copy. $SSDFEED_TEST_PYTHON picks the
 // interpreter (default python3). tests/py/test_s3.py covers the rest.
+// HostileS3Test: a fake endpoint on loopback (FakeS3) that answers with
+// what a hostile or broken server may send.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -14,8 +17,11 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <functional>
+#include <mutex>
 #include <thread>
 
+#include "source/s3_client.h"
 #include "ssdfeed/dataset.h"
 #include "ssdfeed/source.h"
 #include "test_util.h"
@@ -149,6 +155,350 @@ TEST_F(S3SourceTest, ShardsReadFromManyThreadsMatchTheLocalCopy) {
     for (auto& t : ts) t.join();
     EXPECT_EQ(bad.load(), 0) << format;
   }
+}
+
+// A listening socket on loopback; a connection to it is counted, never served.
+class Listener {
+ public:
+  Listener() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(::listen(fd_, 16), 0);
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+  }
+  ~Listener() { ::close(fd_); }
+  int fd() const { return fd_; }
+  int port() const { return port_; }
+  // Whether a client has connected (the kernel completes the handshake
+  // before connect() returns, so one made earlier is pending by now).
+  bool Connected() const {
+    pollfd p{fd_, POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;
+  }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+// A one-request-per-connection HTTP server whose answer to each request
+// (its request line and Host) is the 200 body respond() makes.
+class FakeS3 {
+ public:
+  using Respond = std::function<std::string(const std::string& line, int n)>;
+  explicit FakeS3(Respond respond) : respond_(std::move(respond)) {
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~FakeS3() {
+    stop_ = true;
+    ::shutdown(listener_.fd(), SHUT_RDWR);  // wakes accept()
+    thread_.join();
+  }
+  int port() const { return listener_.port(); }
+  std::atomic<int> code{200};  // of every answer
+  std::string url(const std::string& host = "127.0.0.1") const {
+    return "http://" + host + ":" + std::to_string(port());
+  }
+  // "GET /path?query host" per request so far.
+  std::vector<std::string> seen() {
+    std::lock_guard<std::mutex> l(mu_);
+    return seen_;
+  }
+
+ private:
+  void Serve() {
+    while (!stop_) {
+      int c = ::accept(listener_.fd(), nullptr, nullptr);
+      if (c < 0) continue;
+      std::string head;
+      char buf[4096];
+      while (head.find("\r\n\r\n") == std::string::npos) {
+        ssize_t n = ::recv(c, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        head.append(buf, static_cast<size_t>(n));
+      }
+      std::string line = head.substr(0, head.find(" HTTP/"));
+      size_t h = head.find("\r\nHost: ");
+      if (h != std::string::npos)
+        line.append(" ").append(head.substr(h + 8, head.find("\r\n", h + 2) - h - 8));
+      int n;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        seen_.push_back(line);
+        n = static_cast<int>(seen_.size()) - 1;
+      }
+      std::string body = respond_(line, n);
+      std::string out =
+          "HTTP/1.1 " + std::to_string(code.load()) +
+          " X\r\nContent-Type: application/xml\r\nContent-Length: " + std::to_string(body.size()) +
+          "\r\nConnection: close\r\n\r\n" + body;
+      for (size_t off = 0; off < out.size();) {
+        ssize_t w = ::send(c, out.data() + off, out.size() - off, MSG_NOSIGNAL);
+        if (w <= 0) break;  // the client gave up on the answer
+        off += static_cast<size_t>(w);
+      }
+      ::close(c);
+    }
+  }
+  Listener listener_;
+  Respond respond_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::mutex mu_;
+  std::vector<std::string> seen_;
+};
+
+std::string Page(const std::string& contents, const std::string& next = "") {
+  return "<?xml version=\"1.0\"?><ListBucketResult>" + contents + "<IsTruncated>" +
+         (next.empty() ? "false" : "true") + "</IsTruncated>" +
+         (next.empty() ? "" : "<NextContinuationToken>" + next + "</NextContinuationToken>") +
+         "</ListBucketResult>";
+}
+
+std::string Entry(const std::string& key, const std::string& size,
+                  const std::string& etag = "&quot;abc&quot;") {
+  return "<Contents><Key>" + key + "</Key><Size>" + size + "</Size><ETag>" + etag +
+         "</ETag></Contents>";
+}
+
+class HostileS3Test : public ::testing::Test {
+ protected:
+  static constexpr const char* kVars[] = {"AWS_ENDPOINT_URL",
+                                          "AWS_ENDPOINT_URL_S3",
+                                          "AWS_ACCESS_KEY_ID",
+                                          "AWS_SECRET_ACCESS_KEY",
+                                          "AWS_SESSION_TOKEN",
+                                          "AWS_REGION",
+                                          "AWS_DEFAULT_REGION",
+                                          "AWS_CA_BUNDLE",
+                                          "SSDFEED_S3_ADDRESSING_STYLE",
+                                          "SSDFEED_S3_MAX_KEYS",
+                                          "SSDFEED_S3_MAX_OBJECT_MB",
+                                          "SSDFEED_S3_MAX_ATTEMPTS",
+                                          "SSDFEED_S3_TIMEOUT_S",
+                                          "SSDFEED_S3_BACKOFF_MS"};
+  void SetUp() override {
+    for (const char* v : kVars) ::unsetenv(v);
+    ::setenv("AWS_ACCESS_KEY_ID", "AKIDSECRETID", 1);
+    ::setenv("AWS_SECRET_ACCESS_KEY", "secret", 1);
+    ::setenv("AWS_SESSION_TOKEN", "SESSIONTOKEN", 1);
+    ::setenv("SSDFEED_S3_MAX_ATTEMPTS", "1", 1);
+    ::setenv("SSDFEED_S3_TIMEOUT_S", "2", 1);
+  }
+  void TearDown() override {
+    for (const char* v : kVars) ::unsetenv(v);
+  }
+  // Opens uri against server; the error it must fail with.
+  Status OpenFails(const FakeS3& server, const std::string& uri) {
+    ::setenv("AWS_ENDPOINT_URL", server.url().c_str(), 1);
+    auto src = OpenSource(uri);
+    EXPECT_FALSE(src.ok()) << uri << " opened";
+    return src.ok() ? Status::OK() : src.status();
+  }
+};
+
+TEST_F(HostileS3Test, BucketNamingAnotherHostIsRefusedBeforeAnyRequest) {
+  // No endpoint: AWS, virtual-hosted, where the bucket becomes part of the
+  // host name ("127.0.0.1:PORT#.s3.us-east-1.amazonaws.com" is 127.0.0.1).
+  Listener victim;
+  std::string port = std::to_string(victim.port());
+  for (const std::string& bucket :
+       std::vector<std::string>{"127.0.0.1:" + port + "#", "127.0.0.1:" + port + "?",
+                                "x@127.0.0.1:" + port + "#", "a\nb"}) {
+    auto src = OpenSource("tar:s3://" + bucket + "/x.tar");
+    ASSERT_FALSE(src.ok()) << bucket;
+    EXPECT_EQ(src.status().code(), Status::Code::kInvalidArgument) << src.status().message();
+    EXPECT_NE(src.status().message().find("bucket name"), std::string::npos)
+        << src.status().message();
+  }
+  EXPECT_FALSE(victim.Connected()) << "a request (with the credentials) reached 127.0.0.1:" << port;
+}
+
+TEST_F(HostileS3Test, NamesThatAreNoDnsLabelGoPathStyle) {
+  FakeS3 server([](const std::string&, int) { return Page(""); });
+  ::setenv("AWS_ENDPOINT_URL", server.url("localhost").c_str(), 1);
+  ::setenv("SSDFEED_S3_ADDRESSING_STYLE", "virtual", 1);
+  std::string host = "localhost:" + std::to_string(server.port());
+  for (std::string bucket : {"Upper_case", "1.2.3.4", "ab", "-lead", "a..b", "bkt"}) {
+    auto src = OpenSource("tar:s3://" + bucket + "/x.tar");
+    EXPECT_FALSE(src.ok());
+  }
+  auto seen = server.seen();
+  ASSERT_EQ(seen.size(), 6u);
+  EXPECT_EQ(seen[0], "GET /Upper_case?list-type=2&prefix=x.tar " + host);
+  EXPECT_EQ(seen[1], "GET /1.2.3.4?list-type=2&prefix=x.tar " + host);
+  EXPECT_EQ(seen[2], "GET /ab?list-type=2&prefix=x.tar " + host);
+  EXPECT_EQ(seen[3], "GET /-lead?list-type=2&prefix=x.tar " + host);
+  EXPECT_EQ(seen[4], "GET /a..b?list-type=2&prefix=x.tar " + host);
+  // The control: a DNS-compatible name is virtual-hosted.
+  EXPECT_EQ(seen[5], "GET /?list-type=2&prefix=x.tar bkt." + host);
+}
+
+TEST_F(HostileS3Test, AnIpEndpointIsAddressedPathStyle) {
+  FakeS3 server([](const std::string&, int) { return Page(""); });
+  ::setenv("SSDFEED_S3_ADDRESSING_STYLE", "virtual", 1);
+  Status s = OpenFails(server, "tar:s3://bkt/x.tar");
+  EXPECT_EQ(s.code(), Status::Code::kNotFound) << s.message();
+  ASSERT_EQ(server.seen().size(), 1u);
+  EXPECT_EQ(server.seen()[0],
+            "GET /bkt?list-type=2&prefix=x.tar 127.0.0.1:" + std::to_string(server.port()));
+}
+
+TEST_F(HostileS3Test, SizeOfManyDigitsIsCorruptionNamingTheKey) {
+  for (std::string size : {"1234567890123456789012345", "18446744073709551616", "-1", "1e3", ""}) {
+    FakeS3 server([&](const std::string&, int) { return Page(Entry("big.tar", size)); });
+    Status s = OpenFails(server, "tar:s3://bkt/*.tar");
+    EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.message();
+    EXPECT_NE(s.message().find("key 'big.tar'"), std::string::npos) << s.message();
+  }
+}
+
+TEST_F(HostileS3Test, ControlCharactersInKeysAndEtagsAreCorruption) {
+  FakeS3 key([](const std::string&, int) { return Page(Entry("a&#10;b.tar", "10")); });
+  Status s = OpenFails(key, "tar:s3://bkt/*.tar");
+  EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.message();
+  EXPECT_NE(s.message().find("key 'a\\x0ab.tar' holds a control character"), std::string::npos)
+      << s.message();
+  FakeS3 etag([](const std::string&, int) {
+    return Page(Entry("a.tar", "10", "&quot;x&#13;&#10;X-Evil: 1&quot;"));
+  });
+  s = OpenFails(etag, "tar:s3://bkt/*.tar");
+  EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.message();
+  EXPECT_NE(s.message().find("key 'a.tar': malformed ETag"), std::string::npos) << s.message();
+}
+
+TEST_F(HostileS3Test, ControlCharactersInAnErrorDocumentAreEscaped) {
+  FakeS3 server([](const std::string&, int) {
+    return std::string(
+        "<Error><Code>Denied&#27;[2J</Code><Message>no&#13;&#10;pe</Message></Error>");
+  });
+  server.code = 403;
+  Status s = OpenFails(server, "tar:s3://bkt/*.tar");
+  EXPECT_NE(s.message().find("HTTP 403 (Denied\\x1b[2J: no\\x0d\\x0ape)"), std::string::npos)
+      << s.message();
+}
+
+TEST_F(HostileS3Test, OversizedPageIsAnErrorNotRetried) {
+  // 40 MiB of one page (a server may claim up to any length): cut at 16 MiB.
+  FakeS3 server([](const std::string&, int) {
+    return Page(Entry("a.tar", "1") + std::string(40 << 20, ' '));
+  });
+  ::setenv("SSDFEED_S3_MAX_ATTEMPTS", "3", 1);
+  Status s = OpenFails(server, "tar:s3://bkt/*.tar");
+  EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.message();
+  EXPECT_NE(s.message().find("longer than 16777216 bytes"), std::string::npos) << s.message();
+  EXPECT_EQ(server.seen().size(), 1u);
+}
+
+TEST_F(HostileS3Test, EndlessListingStopsAtTheKeyCap) {
+  // A new key and token on every page, for 2000 pages (endless, in effect).
+  FakeS3 server([](const std::string&, int n) {
+    std::string k = std::to_string(n);
+    return Page(Entry("k" + k + ".tar", "1"), n < 2000 ? std::string("t").append(k) : "");
+  });
+  ::setenv("SSDFEED_S3_MAX_KEYS", "50", 1);
+  Status s = OpenFails(server, "tar:s3://bkt/*.tar");
+  EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.message();
+  EXPECT_NE(s.message().find("more than 50 keys"), std::string::npos) << s.message();
+  EXPECT_EQ(server.seen().size(), 51u);
+}
+
+TEST_F(HostileS3Test, EndlessEmptyPagesAreAnError) {
+  FakeS3 server([](const std::string&, int n) {
+    return Page("", n < 2000 ? std::string("t").append(std::to_string(n)) : "");
+  });
+  Status s = OpenFails(server, "tar:s3://bkt/*.tar");
+  EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.message();
+  EXPECT_NE(s.message().find("page after page without a key"), std::string::npos) << s.message();
+  EXPECT_LT(server.seen().size(), 200u);
+}
+
+TEST_F(HostileS3Test, TruncatedPageWithoutTokenAndRepeatedKeysAreErrors) {
+  FakeS3 notoken([](const std::string&, int) {
+    return "<ListBucketResult>" + Entry("a.tar", "1") +
+           "<IsTruncated>true</IsTruncated></ListBucketResult>";
+  });
+  Status s = OpenFails(notoken, "tar:s3://bkt/*.tar");
+  EXPECT_NE(s.message().find("truncated page without a NextContinuationToken"), std::string::npos)
+      << s.message();
+  FakeS3 cycle(
+      [](const std::string&, int n) { return Page(Entry("a.tar", "1"), n == 0 ? "t1" : ""); });
+  s = OpenFails(cycle, "tar:s3://bkt/*.tar");
+  EXPECT_NE(s.message().find("key 'a.tar' is listed twice"), std::string::npos) << s.message();
+}
+
+TEST_F(HostileS3Test, HugeFolderObjectIsRefusedAtOpen) {
+  FakeS3 server([](const std::string&, int) {
+    return Page(Entry("f/cls/a.jpg", "1099511627776") + Entry("f/cls/b.jpg", "100"));
+  });
+  Status s = OpenFails(server, "folder:s3://bkt/f");
+  EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.message();
+  EXPECT_NE(s.message().find("s3://bkt/f/cls/a.jpg: 1099511627776 bytes"), std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("SSDFEED_S3_MAX_OBJECT_MB"), std::string::npos);
+  ::setenv("SSDFEED_S3_MAX_OBJECT_MB", "1048576", 1);
+  EXPECT_TRUE(OpenSource("folder:s3://bkt/f").ok());  // the cap is the user's to raise
+}
+
+TEST_F(HostileS3Test, EndpointMustBePlainHttpOrHttps) {
+  for (const char* ep : {"ftp://127.0.0.1:1", "file:///etc/passwd", "http://u:p@127.0.0.1:1",
+                         "http://127.0.0.1:1/?x=1", "http://127.0.0.1:1#f", "http://a\rb:1"}) {
+    ::setenv("AWS_ENDPOINT_URL", ep, 1);
+    auto src = OpenSource("tar:s3://bkt/x.tar");
+    ASSERT_FALSE(src.ok()) << ep;
+    EXPECT_EQ(src.status().code(), Status::Code::kInvalidArgument) << ep;
+    EXPECT_NE(src.status().message().find("AWS_ENDPOINT_URL"), std::string::npos)
+        << src.status().message();
+  }
+  ::unsetenv("AWS_ENDPOINT_URL");
+  ::setenv("AWS_REGION", "evil.example#", 1);
+  auto src = OpenSource("tar:s3://bkt/x.tar");
+  ASSERT_FALSE(src.ok());
+  EXPECT_NE(src.status().message().find("is not a region name"), std::string::npos)
+      << src.status().message();
+}
+
+TEST(S3ListPageTest, KeyOfBareAmpersandsIsRefusedWithoutQuadraticWork) {
+  // Each '&' used to look for its ';' to the end of the page: 8 MiB of them
+  // took hours. Entities are short, so the look is bounded.
+  std::string xml = Page(Entry(std::string(8 << 20, '&'), "1"));
+  std::vector<s3::ObjectInfo> out;
+  std::string next;
+  Status s = s3::ParseListPage(xml, "s3://bkt/ (listing)", &out, &next);
+  EXPECT_EQ(s.code(), Status::Code::kCorruption);
+  EXPECT_NE(s.message().find("is longer than 1024 bytes"), std::string::npos) << s.message();
+  // The control: entities still decode.
+  out.clear();
+  ASSERT_TRUE(
+      s3::ParseListPage(Page(Entry("a&amp;b&#233;&#x41;&bogus;&.tar", "7")), "x", &out, &next)
+          .ok());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].key,
+            "a&b\xc3\xa9"
+            "A&bogus;&.tar");
+  EXPECT_EQ(out[0].size, 7u);
+  EXPECT_EQ(out[0].etag, "abc");
+}
+
+TEST(S3BucketNameTest, VirtualHostableFollowsBotocore) {
+  for (const std::string& ok :
+       std::vector<std::string>{"abc", "my-bucket", "a1b", std::string(63, 'a')})
+    EXPECT_TRUE(s3::VirtualHostable(ok, false)) << ok;
+  EXPECT_TRUE(s3::VirtualHostable("my.bucket", true));
+  for (const std::string& bad :
+       std::vector<std::string>{"ab", std::string(64, 'a'), "Abc", "a_b", "-ab", "ab-", "a..b",
+                                ".ab", "192.168.1.1", "my.bucket"})
+    EXPECT_FALSE(s3::VirtualHostable(bad, false)) << bad;
+  EXPECT_FALSE(s3::VirtualHostable("10.0.0.1", true));
+  EXPECT_TRUE(s3::ValidateBucket("Legacy_Bucket.1").ok());
+  for (const std::string& bad : std::vector<std::string>{"", "a:1", "a#", "a?b", "a@b", "a b",
+                                                         "a%2f", std::string(256, 'a')})
+    EXPECT_FALSE(s3::ValidateBucket(bad).ok()) << bad;
 }
 
 }  // namespace

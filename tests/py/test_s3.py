@@ -2,8 +2,9 @@
 boto3 uploads: the three layouts read as their local copies, warm and the
 loader, identity per key/size/ETag, keys with special characters, injected
 5xx / throttling / dropped connections / stalls, 403 and 404 named, a wrong
-secret rejected by a signature-checking server, and our SigV4 signer
-compared with botocore's."""
+secret rejected by a signature-checking server, our SigV4 signer
+compared with botocore's, and AWS_CA_BUNDLE trusted for https. (Hostile
+endpoints: HostileS3Test in tests/cc/s3_source_test.cc.)"""
 
 import os
 import subprocess
@@ -278,3 +279,80 @@ def test_wrong_secret_is_rejected_by_a_checking_server(monkeypatch, small_datase
             ssdfeed.open_source("tar:s3://locked/shards/*.tar")
     finally:
         server.close()
+
+
+def self_signed_cert(tmp_path):
+    """A certificate for 127.0.0.1 that no system store trusts: (cert, key) paths."""
+    import datetime
+    import ipaddress
+
+    pytest.importorskip("cryptography", reason="cryptography not installed (moto brings it)")
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "ssdfeed test CA")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = tmp_path / "ca.pem", tmp_path / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return str(cert_path), str(key_path)
+
+
+def test_aws_ca_bundle_is_trusted_as_the_sdks_do(monkeypatch, tmp_path):
+    """An https endpoint whose certificate only AWS_CA_BUNDLE vouches for:
+    refused without it, listed with it, and a bundle that is not there is
+    named."""
+    import http.server
+    import ssl
+    import threading
+
+    cert, key = self_signed_cert(tmp_path)
+
+    class Listing(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b"<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Listing)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        for k, v in CREDS.items():
+            monkeypatch.setenv(k, v)
+        for k in ("AWS_SESSION_TOKEN", "AWS_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR"):
+            monkeypatch.delenv(k, raising=False)
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"https://127.0.0.1:{server.server_address[1]}")
+        monkeypatch.setenv("SSDFEED_S3_MAX_ATTEMPTS", "1")
+        uri = "tar:s3://bkt/x/*.tar"
+        with pytest.raises(Exception, match=r"(?i)certificate"):
+            ssdfeed.open_source(uri)
+        monkeypatch.setenv("AWS_CA_BUNDLE", cert)
+        with pytest.raises(Exception, match=r"no objects match s3://bkt/x/\*\.tar"):
+            ssdfeed.open_source(uri)
+        monkeypatch.setenv("AWS_CA_BUNDLE", str(tmp_path / "missing.pem"))
+        with pytest.raises(Exception, match=r"AWS_CA_BUNDLE .*missing\.pem.*no readable file"):
+            ssdfeed.open_source(uri)
+    finally:
+        server.shutdown()
+        server.server_close()
