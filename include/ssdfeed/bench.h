@@ -1,4 +1,6 @@
-// Benchmarks that answer "is my storage / my loader fast enough for my GPU?"
+// Benchmarks that answer "is my storage / my loader fast enough for my GPU?":
+// the storage bench (random and sequential reads at queue depths), then the
+// loader bench (cold, warm and bounds, with model presets for the GPU side).
 #pragma once
 
 #include <string>
@@ -35,10 +37,6 @@ struct StorageResult {
 
 // Creates a test file under dir, measures, removes it.
 Result<StorageResult> BenchStorage(const std::string& dir, const StorageBenchOptions& o);
-
-}  // namespace ssdfeed
-
-namespace ssdfeed {
 
 // Accelerator compute time per batch, from MLPerf Storage's workload configs.
 struct ModelPreset {

@@ -33,9 +33,8 @@ class SegmentIndex {
   Status Get(uint64_t id, std::string* buf, CachedSample* out) EXCLUDES(mu_);
   // Reads and checks n records, as Get does; with direct reads on, the
   // 4 KiB-aligned window around each record is read with O_DIRECT, all of
-  // them in flight together (Env::ReadMany). Returns how many went direct.
-  // The reads start here and are checked by the batch's Finish; *direct
-  // gets how many went direct.
+  // them in flight together (Env::ReadMany). The reads start here and are
+  // checked by the batch's Finish; *direct gets how many went direct.
   std::unique_ptr<CacheReadBatch> StartGetMany(CacheRead* reads, size_t n, ReadBuffers* bufs,
                                                uint64_t* direct) EXCLUDES(mu_);
   // Read records with O_DIRECT from now on (where the filesystem allows).
@@ -63,8 +62,9 @@ class SegmentIndex {
   void SetMaxOpenFiles(size_t n) EXCLUDES(files_mu_);
   size_t open_files() EXCLUDES(files_mu_);
 
-  // Our own writer's segment: `reader` reads its .dat; the first
-  // `idx_consumed` bytes of its .idx were already applied (by Refresh).
+  // Marks segment `base` as our own writer's (its records come through
+  // Apply, not Refresh) and reads its .dat through `reader` unless one is
+  // open already. Returns the segment's slot.
   uint32_t AttachOwn(const std::string& base, std::unique_ptr<RandomAccessFile> reader)
       EXCLUDES(mu_, refresh_mu_);
   // Records a Put of ours (segment slot from AttachOwn).

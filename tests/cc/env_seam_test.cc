@@ -1,5 +1,5 @@
 // Env as the one seam: what a wrapping Env (fake clock, captured log, fault
-// injection, counted listings) can now observe or control in the core.
+// injection, counted listings) observes or controls in the core.
 #include <gtest/gtest.h>
 
 #include <atomic>

@@ -19,11 +19,11 @@ class TempDir {
   std::string path_;
 };
 
-// Runs a shell command, returns its exit status; output into *out if given.
 // A memory filesystem (fsync costs nothing) when the machine has one: for
 // tests of logic over thousands of opens, not of durability.
 inline const char* FastTmp() { return ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : nullptr; }
 
+// Runs a shell command, returns its exit status; output into *out if given.
 int RunCommand(const std::string& cmd, std::string* out = nullptr);
 
 std::string CliPath();
