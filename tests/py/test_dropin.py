@@ -371,3 +371,46 @@ def test_first_cold_epoch_says_where_the_cache_is_and_how_big(folder45, tmp_path
     _compat._logged_roots.clear()  # as a new process would start
     list(ssdfeed.Loader(folder45, cache=root, batch_size=9, **SMALL))  # warm: nothing to say
     assert not [r for r in caplog.records if r.name == "ssdfeed"]
+
+
+# -- 7: the tf path's cold epoch ------------------------------------------------------
+
+COLD = textwrap.dedent('''
+    import json, resource, sys
+    import ssdfeed
+    adapter, source, cache = sys.argv[1:4]
+    kw = dict(cache=cache, prepare=ssdfeed.Prepare(resize_short=160),
+              augment=ssdfeed.RandomResizedCrop(128), batch_size=16, shuffle=True, workers=2)
+    if adapter == "tf":
+        import ssdfeed.tf
+        it = ssdfeed.tf.dataset(source, **kw)
+    else:
+        it = ssdfeed.Loader(source, **kw)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    n = sum(int(y.shape[0]) for _, y in it)
+    print(json.dumps((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / n))
+''')
+
+
+def test_tf_cold_epoch_does_no_more_page_faulting_than_numpy(tmp_path):
+    """tf's generator dataset sets mallopt(M_TRIM_THRESHOLD, 128 KiB), which
+    froze glibc's mmap threshold: every decoded image (> 128 KiB) was mapped
+    and unmapped per sample, page faults and the mmap lock serialising the
+    workers (the cold epoch ran on one core). Faults per sample show it
+    without timing anything: about 60 then against 9 for the numpy path."""
+    pytest.importorskip("tensorflow")
+    import platform
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("the malloc parameters are glibc's")
+    uri = ssdfeed.make_dataset(str(tmp_path / "d"), format="folder", count=64, classes=4,
+                               seed=2, min_side=300, max_side=420)["uri"]
+    script = tmp_path / "cold.py"
+    script.write_text(COLD)
+    faults = {}
+    for adapter in ("numpy", "tf"):
+        r = subprocess.run([sys.executable, str(script), adapter, uri, str(tmp_path / adapter)],
+                           capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+        assert r.returncode == 0, r.stderr[-3000:]
+        faults[adapter] = float(r.stdout.strip().splitlines()[-1])
+    assert faults["tf"] < 2 * faults["numpy"] + 5, faults
