@@ -168,7 +168,7 @@ std::vector<uint64_t> EpochOrder(uint64_t n, bool shuffle, uint64_t seed, uint64
 
 // The ids of one part of a seeded random split of [begin, end) (see
 // LoaderOptions::validation_split), ascending.
-std::vector<uint64_t> SplitIds(uint64_t begin, uint64_t end, double validation_split,
-                               uint64_t seed, bool validation);
+std::vector<uint64_t> SplitIds(uint64_t begin, uint64_t end, double validation_split, uint64_t seed,
+                               bool validation);
 
 }  // namespace ssdfeed

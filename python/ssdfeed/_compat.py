@@ -10,6 +10,7 @@ import numbers
 import os
 import shutil
 import sys
+import warnings
 from typing import List, Optional, Sequence, Tuple
 
 from ssdfeed import _ssdfeed
@@ -57,6 +58,21 @@ def native_mean_std(scale: float, mean, std) -> Tuple[Optional[list], Optional[l
     m = [float(v) / scale for v in mean] if mean is not None else None
     s = [float(v) / scale for v in std] if std is not None else [1.0 / scale]
     return m, s
+
+
+def default_world_size(world_size):
+    """world_size, or 1 when None: with a warning when torchrun says there
+    are several ranks, since this loader would then serve each of them the
+    whole dataset."""
+    if world_size is not None:
+        return world_size
+    ws = os.environ.get("WORLD_SIZE", "")
+    if ws.isdigit() and int(ws) > 1 and "RANK" in os.environ:
+        warnings.warn(f"WORLD_SIZE={ws} (torchrun), but this loader was given no rank/"
+                      f"world_size: it serves this rank the whole dataset. Pass rank= and "
+                      f"world_size= (or use ssdfeed.torch.Loader, which reads them)",
+                      stacklevel=4)
+    return 1
 
 
 def split_options(validation_split, subset) -> Tuple[float, bool]:

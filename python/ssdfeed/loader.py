@@ -133,7 +133,9 @@ class Loader:
         workers: worker threads, int >= 1, or None/0 (default): one per core.
         prefetch: batches prepared ahead of the consumer, int >= 1. Default 2.
         rank, world_size: this process's share, with PyTorch
-            DistributedSampler semantics (0 <= rank < world_size). Default 0, 1.
+            DistributedSampler semantics (0 <= rank < world_size). Default 0, 1
+            (with a warning when torchrun's WORLD_SIZE says there are more
+            ranks: ssdfeed.torch.Loader reads them).
         drop_last: DataLoader's ``drop_last``: drop the epoch's last batch
             when it is short. Default False.
         sampler_drop_last: DistributedSampler's ``drop_last``: drop the
@@ -205,7 +207,7 @@ class Loader:
                  prepare: Prepare = Prepare(), augment: Optional[RandomResizedCrop] = None,
                  batch_size: int = 1, shuffle: bool = False, seed: int = 0,
                  workers: Optional[int] = None, prefetch: int = 2, rank: int = 0,
-                 world_size: int = 1, drop_last: bool = False, sampler_drop_last: bool = False,
+                 world_size: Optional[int] = None, drop_last: bool = False, sampler_drop_last: bool = False,
                  shard: str = "global", rotate_every: int = 1, ids: Optional[range] = None,
                  validation_split: Optional[float] = None, subset: Optional[str] = None,
                  on_error: str = "raise", dtype: str = "uint8", layout: str = "NHWC",
@@ -247,7 +249,7 @@ class Loader:
         o.workers = 0 if workers is None else _int("workers", workers, 0,
                                                    " (0 or None: one per core)")
         o.prefetch = _int("prefetch", prefetch, 1)
-        o.world_size = _int("world_size", world_size, 1)
+        o.world_size = _int("world_size", _compat.default_world_size(world_size), 1)
         o.rank = _int("rank", rank, 0)
         if o.rank >= o.world_size:
             raise ValueError(f"rank must be in [0, world_size={o.world_size}), not {rank!r}")

@@ -68,8 +68,8 @@ std::vector<uint64_t> EpochOrder(uint64_t n, bool shuffle, uint64_t seed, uint64
   return out;
 }
 
-std::vector<uint64_t> SplitIds(uint64_t begin, uint64_t end, double validation_split,
-                               uint64_t seed, bool validation) {
+std::vector<uint64_t> SplitIds(uint64_t begin, uint64_t end, double validation_split, uint64_t seed,
+                               bool validation) {
   std::vector<uint64_t> ids(end - begin);
   std::iota(ids.begin(), ids.end(), begin);
   // Folder ids are sorted by class: a random split keeps every class in

@@ -606,10 +606,10 @@ Result<std::unique_ptr<Loader>> Loader::Open(const LoaderOptions& o) {
     uint64_t m = (o.id_end ? o.id_end : n) - o.id_begin;
     auto nval = static_cast<uint64_t>(o.validation_split * static_cast<double>(m));
     if (nval == 0 || nval == m)
-      return Status::InvalidArgument(
-          "validation_split=" + std::to_string(o.validation_split) + " of the " +
-          std::to_string(m) + " samples of " + o.source + " leaves the " +
-          (nval == 0 ? "validation" : "training") + " subset empty");
+      return Status::InvalidArgument("validation_split=" + std::to_string(o.validation_split) +
+                                     " of the " + std::to_string(m) + " samples of " + o.source +
+                                     " leaves the " + (nval == 0 ? "validation" : "training") +
+                                     " subset empty");
   }
   std::unique_ptr<CacheEntry> cache;
   uint64_t cache_open_errors = 0;

@@ -165,6 +165,16 @@ def test_torchrun_without_a_process_group_splits_and_shares_cpus(folder45, tmp_p
     del torch, sft
 
 
+def test_numpy_loader_under_torchrun_env_warns_it_serves_everything(folder45, monkeypatch):
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.warns(UserWarning, match="serves this rank the whole dataset"):
+        ssdfeed.Loader(folder45, **SMALL)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ssdfeed.Loader(folder45, rank=0, world_size=1, **SMALL)  # the aux loader's choice
+
+
 # -- 5: the two drop_last ------------------------------------------------------
 
 def test_drop_last_and_sampler_drop_last_are_separate(folder45):

@@ -189,6 +189,7 @@ def test_torch_loader_unregisters_the_memory_it_pinned(small_datasets, monkeypat
     import ssdfeed.torch as sft
     fake = _CountingCudart()
     monkeypatch.setattr(torch.cuda, "cudart", lambda: fake)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # else: a warning, unpinned
     loader = sft.Loader(_uri(small_datasets), pin_memory=True, **KW)
     batches = list(loader)
     assert fake.registered and not fake.unregistered
