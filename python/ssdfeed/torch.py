@@ -86,6 +86,7 @@ class Loader(_Loader):
                 raise ValueError(f"num_workers must be an int >= 0 (0: one thread per core), "
                                  f"not {num_workers!r}")
             kwargs["workers"] = num_workers
+        self._seed_drawn = kwargs.get("seed") is None
         kwargs = self._torch_defaults(kwargs)
         if not isinstance(persistent_workers, bool):
             raise ValueError(f"persistent_workers must be True or False, "
@@ -135,6 +136,18 @@ class Loader(_Loader):
                 # As RandomSampler: torch.manual_seed (or nothing) decides.
                 kwargs["seed"] = int(torch.empty((), dtype=torch.int64).random_().item())
         return kwargs
+
+    def load_state_dict(self, state: dict) -> None:
+        """As ``ssdfeed.Loader.load_state_dict``; a seed drawn from torch's
+        RNG (none given) becomes the saved run's, so a resumed job without
+        ``torch.manual_seed`` continues the same order."""
+        seed = state.get("seed")
+        if self._seed_drawn and isinstance(seed, int) and seed != self._options.seed:
+            self._unpin_buffers()
+            self._impl.stop()
+            self._options.seed = seed
+            self._impl = _ssdfeed.NativeLoader.open(self._options)
+        super().load_state_dict(state)
 
     @property
     def pin_memory(self) -> bool:

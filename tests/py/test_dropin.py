@@ -352,6 +352,23 @@ def test_torch_loader_follows_torch_manual_seed(folder45):
     assert sft.Loader(folder45, rank=0, world_size=2, **SMALL).sampler.seed == 0
 
 
+def test_torch_resume_without_a_seed_continues_the_saved_order(folder45):
+    torch = pytest.importorskip("torch")
+    import ssdfeed.torch as sft
+    kw = dict(batch_size=8, shuffle=True, **SMALL)
+    torch.manual_seed(11)
+    first = sft.Loader(folder45, **kw)
+    it = iter(first)
+    seen = [next(it)[1].tolist() for _ in range(2)]
+    state = first.state_dict()
+    rest = [y.tolist() for _, y in it]
+    torch.manual_seed(12)  # a new job: another draw
+    resumed = sft.Loader(folder45, **kw)
+    resumed.load_state_dict(state)
+    assert [y.tolist() for _, y in resumed] == rest
+    assert seen
+
+
 # -- 8: the default worker count ---------------------------------------------------
 
 def test_default_workers_follow_cpu_affinity(tmp_path):
