@@ -19,7 +19,9 @@ ds = ssdfeed.tf.dataset(
     prepare=ssdfeed.Prepare(resize_short=144),
     augment=ssdfeed.RandomResizedCrop(128, flip=True),
     batch_size=64, shuffle=True, seed=0,
-    dtype="float32", mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
+    # scale=1.0: pixels in [0, 1], as the ImageNet mean/std below assume
+    # (the tf default is Keras' [0, 255]).
+    dtype="float32", scale=1.0, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
 
 model = tf.keras.Sequential([
     tf.keras.Input((128, 128, 3)),

@@ -21,7 +21,8 @@ std::string DefaultCacheRoot();
 PrepareSpec DefaultPrepareSpec();
 bool IsDefaultPrepareSpec(const PrepareSpec& spec);
 
-// Worker threads when 0 is given: one per core (at least 1).
+// Worker threads when 0 is given: one per CPU the process may use (its
+// affinity mask, capped by the cgroup CPU quota), at least 1.
 int DefaultWorkers();
 
 // A short human form of a PrepareSpec::Canonical() text, for listings:

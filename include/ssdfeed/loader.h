@@ -48,14 +48,25 @@ struct LoaderOptions {
   int workers = 0;               // Threads, >= 0; 0: DefaultWorkers(). Default 0.
   int prefetch = 2;              // Batches prepared ahead of the consumer, >= 1. Default 2.
   int rank = 0, world_size = 1;  // DistributedSampler semantics. Default 0 / 1.
-  // Drop the tail that does not split evenly over ranks (else pad by
-  // repeating from the start) and the last incomplete batch. Default false.
+  // DataLoader's drop_last: drop the epoch's last batch when it is short.
+  // Default false.
   bool drop_last = false;
+  // DistributedSampler's drop_last: drop the tail that does not split
+  // evenly over ranks (else pad by repeating from the start). Default false.
+  bool sampler_drop_last = false;
   ShardMode shard = ShardMode::kGlobal;  // Default kGlobal (DistributedSampler).
   int rotate_every = 1;                  // kRotate: epochs per shard move, >= 1. Default 1.
   // Serve only source ids [id_begin, id_end) (a read task of a distributed
   // engine takes one range). id_end 0: to the end of the source. Default all.
   uint64_t id_begin = 0, id_end = 0;
+  // Keras' validation_split: > 0 serves one part of a seeded random split
+  // of those ids: the validation part (validation_subset) holds
+  // floor(validation_split * n) of them, the training part the rest. The
+  // parts depend on split_seed only, so two loaders with the same seed
+  // never overlap. Default 0 (no split).
+  double validation_split = 0;
+  bool validation_subset = false;
+  uint64_t split_seed = 0;
   // With source_options.on_error = kSkip, a bad sample is replaced by the
   // next sample of the epoch's plan, so every batch but the epoch's last is
   // full; which samples form a batch depends only on which are bad.
@@ -154,5 +165,10 @@ std::vector<uint64_t> EpochOrder(uint64_t n, bool shuffle, uint64_t seed, uint64
 std::vector<uint64_t> EpochOrder(uint64_t n, bool shuffle, uint64_t seed, uint64_t epoch, int rank,
                                  int world_size, bool drop_last, ShardMode shard,
                                  int rotate_every = 1);
+
+// The ids of one part of a seeded random split of [begin, end) (see
+// LoaderOptions::validation_split), ascending.
+std::vector<uint64_t> SplitIds(uint64_t begin, uint64_t end, double validation_split, uint64_t seed,
+                               bool validation);
 
 }  // namespace ssdfeed

@@ -10,6 +10,7 @@
 #include "python/src/bindings.h"
 #include "ssdfeed/loader.h"
 #include "ssdfeed/metrics.h"
+#include "ssdfeed/plan.h"
 
 namespace nb = nanobind;
 
@@ -157,6 +158,10 @@ void BindOptions(nb::module_& m) {
       .def_rw("rank", &LoaderOptions::rank)
       .def_rw("world_size", &LoaderOptions::world_size)
       .def_rw("drop_last", &LoaderOptions::drop_last)
+      .def_rw("sampler_drop_last", &LoaderOptions::sampler_drop_last)
+      .def_rw("validation_split", &LoaderOptions::validation_split)
+      .def_rw("validation_subset", &LoaderOptions::validation_subset)
+      .def_rw("split_seed", &LoaderOptions::split_seed)
       .def_rw("shard", &LoaderOptions::shard)
       .def_rw("rotate_every", &LoaderOptions::rotate_every)
       .def_rw("id_begin", &LoaderOptions::id_begin)
@@ -213,6 +218,18 @@ void BindLoader(nb::module_& m) {
       nb::arg("options"),
       "[(begin, end), ...] id runs the cache root of options holds for its source and "
       "preparation; creates nothing.");
+
+  m.def("split_ids", &SplitIds, nb::arg("begin"), nb::arg("end"), nb::arg("validation_split"),
+        nb::arg("seed"), nb::arg("validation"),
+        "The ids of one part of a seeded random split of [begin, end), as the loader draws it.");
+  m.def(
+      "estimate_entry_bytes",
+      [](const Source& s, const PrepareSpec& spec) {
+        nb::gil_scoped_release nogil;
+        return EstimateEntry(s, spec).entry_bytes();
+      },
+      nb::arg("source"), nb::arg("prepare"),
+      "Bytes a full cache entry of source under prepare will take (from a few probed samples).");
 
   nb::class_<Loader>(m, "NativeLoader", "The native loader; use ssdfeed.Loader.")
       .def_static(

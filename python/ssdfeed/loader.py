@@ -9,7 +9,7 @@ from typing import Iterator, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ssdfeed import _ssdfeed
+from ssdfeed import _compat, _ssdfeed
 from ssdfeed.prepare import Prepare, _pair, _positive_pair
 
 
@@ -126,14 +126,21 @@ class Loader:
         batch_size: samples per batch, int >= 1. Default 1.
         shuffle: a fresh permutation per epoch from (seed, epoch). Default
             False (canonical order).
-        seed: int >= 0. Default 0.
+        seed: int >= 0. Default 0: the same order on every run, as
+            DistributedSampler (``ssdfeed.torch.Loader`` follows torch's
+            RNG instead when no seed is given). Also picks the
+            validation split.
         workers: worker threads, int >= 1, or None/0 (default): one per core.
         prefetch: batches prepared ahead of the consumer, int >= 1. Default 2.
         rank, world_size: this process's share, with PyTorch
-            DistributedSampler semantics (0 <= rank < world_size). Default 0, 1.
-        drop_last: drop the tail that does not split evenly over ranks
-            (else pad by repeating from the start) and a short last batch.
-            Default False.
+            DistributedSampler semantics (0 <= rank < world_size). Default 0, 1
+            (with a warning when torchrun's WORLD_SIZE says there are more
+            ranks: ssdfeed.torch.Loader reads them).
+        drop_last: DataLoader's ``drop_last``: drop the epoch's last batch
+            when it is short. Default False.
+        sampler_drop_last: DistributedSampler's ``drop_last``: drop the
+            tail of the epoch that does not split evenly over ranks, else
+            pad it by repeating samples from the start. Default False.
         shard: how samples are split over ranks from epoch to epoch.
             ``"global"`` (default): a fresh global permutation every epoch,
             dealt over ranks (DistributedSampler), so every node ends up
@@ -147,15 +154,26 @@ class Loader:
             int >= 1. Default 1.
         ids: serve only these source ids, a non-empty ``range`` with step 1
             (one read task of a distributed engine), or None (default): all.
+        validation_split, subset: Keras' names: serve one part of a seeded
+            random split of the samples (after ``ids``): ``subset=
+            "validation"`` holds ``floor(validation_split * n)`` of them,
+            ``"training"`` the rest; the parts depend on ``seed`` only, so
+            two loaders with the same seed never overlap. Default None (no
+            split).
         on_error: ``"raise"`` (default): a bad sample raises, naming its
             file; ``"skip"``: it is counted in ``stats()["skipped"]`` and
             replaced by the next sample of the epoch, so only an epoch's last
             batch can be short.
         dtype: ``"uint8"`` (default, pixels as stored), ``"float32"`` or
-            ``"float16"`` (``(pixel / 255 - mean) / std``).
+            ``"float16"`` (``(pixel * scale / 255 - mean) / std``).
         layout: ``"NHWC"`` (default) or ``"NCHW"``.
-        mean, std: per-channel normalisation for float dtypes (1 value or one
-            per channel; std non-zero). Default 0 and 1. An error with uint8.
+        scale: float pixels span [0, scale] before mean/std: 1.0 (default,
+            torchvision's ToTensor) or 255.0 (Keras). Only for float dtypes.
+        mean, std: per-channel normalisation for float dtypes, in the units
+            of ``scale`` (1 value or one per channel; std non-zero): output
+            is ``(pixel * scale / 255 - mean) / std``. Default 0 and 1. An
+            error with uint8, and with values that look like the other
+            scale's (mean 123 with scale 1).
         image_key, label_key: tfrecord feature / tar member extension of the
             image and label; None: the defaults tried in order
             (``image/encoded`` + ``image/class/label``; ``jpg``/``png`` +
@@ -189,9 +207,11 @@ class Loader:
                  prepare: Prepare = Prepare(), augment: Optional[RandomResizedCrop] = None,
                  batch_size: int = 1, shuffle: bool = False, seed: int = 0,
                  workers: Optional[int] = None, prefetch: int = 2, rank: int = 0,
-                 world_size: int = 1, drop_last: bool = False, shard: str = "global",
-                 rotate_every: int = 1, ids: Optional[range] = None, on_error: str = "raise",
-                 dtype: str = "uint8", layout: str = "NHWC",
+                 world_size: Optional[int] = None, drop_last: bool = False, sampler_drop_last: bool = False,
+                 shard: str = "global", rotate_every: int = 1, ids: Optional[range] = None,
+                 validation_split: Optional[float] = None, subset: Optional[str] = None,
+                 on_error: str = "raise", dtype: str = "uint8", layout: str = "NHWC",
+                 scale: float = 1.0,
                  mean: Optional[Sequence[float]] = None, std: Optional[Sequence[float]] = None,
                  image_key: Optional[str] = None, label_key: Optional[str] = None,
                  cache_capacity: Optional[int] = None, warm_read: str = "auto",
@@ -229,11 +249,12 @@ class Loader:
         o.workers = 0 if workers is None else _int("workers", workers, 0,
                                                    " (0 or None: one per core)")
         o.prefetch = _int("prefetch", prefetch, 1)
-        o.world_size = _int("world_size", world_size, 1)
+        o.world_size = _int("world_size", _compat.default_world_size(world_size), 1)
         o.rank = _int("rank", rank, 0)
         if o.rank >= o.world_size:
             raise ValueError(f"rank must be in [0, world_size={o.world_size}), not {rank!r}")
         o.drop_last = bool(drop_last)
+        o.sampler_drop_last = bool(sampler_drop_last)
         if shard not in ("global", "sticky", "rotate"):
             raise ValueError(f"shard must be 'global', 'sticky' or 'rotate', not {shard!r}")
         o.shard = _ssdfeed.ShardMode[shard.upper()]
@@ -243,23 +264,29 @@ class Loader:
                 raise ValueError(f"ids must be a non-empty range(begin, end), 0 <= begin, "
                                  f"step 1, or None, not {ids!r}")
             o.id_begin, o.id_end = ids.start, ids.stop
+        o.validation_split, o.validation_subset = _compat.split_options(validation_split, subset)
+        o.split_seed = o.seed
         if dtype not in ("uint8", "float32", "float16"):
             raise ValueError(f"dtype must be 'uint8', 'float32' or 'float16', not {dtype!r}")
         if layout not in ("NHWC", "NCHW"):
             raise ValueError(f"layout must be 'NHWC' or 'NCHW', not {layout!r}")
         o.output.dtype, o.output.layout = _ssdfeed.DType[dtype.upper()], _ssdfeed.Layout[layout]
         for name, values in (("mean", mean), ("std", std)):
-            if values is None:
-                continue
-            if dtype == "uint8":
-                raise ValueError(f"{name} applies only to float output: pass "
-                                 f"dtype='float32' or 'float16' (dtype is 'uint8')")
-            setattr(o.output, name, _channel_values(name, values, o.prepare.channels))
+            if values is not None:
+                if dtype == "uint8":
+                    raise ValueError(f"{name} applies only to float output: pass "
+                                     f"dtype='float32' or 'float16' (dtype is 'uint8')")
+                _channel_values(name, values, o.prepare.channels)
+        self._scale = _compat.check_scale(scale, dtype, mean, std)
+        for name, values in zip(("mean", "std"), _compat.native_mean_std(self._scale, mean, std)):
+            if values is not None:
+                setattr(o.output, name, _channel_values(name, values, o.prepare.channels))
         self._options = o
         self._dtype, self._layout = dtype, layout
         self._impl = _ssdfeed.NativeLoader.open(o)
         self._epoch_chosen = False  # set_epoch / load_state_dict since the last pass began
         self._unfinished = False    # a pass was left before its end
+        self._cache_logged = False
 
     # -- iteration --------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
@@ -270,12 +297,23 @@ class Loader:
 
     def __iter__(self) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
         """One pass: the chosen epoch, else the one after the last pass."""
+        self._start_pass()
+        yield from self._rest_of_pass()
+
+    def _start_pass(self) -> None:
         impl = self._impl
         if self._unfinished and not self._epoch_chosen:
             # The last pass was left early: a new pass is the next epoch.
             impl.set_epoch(impl.state()["epoch"] + 1)
         self._epoch_chosen = False
         self._unfinished = True
+        if not self._cache_logged:
+            self._cache_logged = True
+            _compat.log_cold_cache(self._options,
+                                   _compat.served_count(self._options, impl.source_size()))
+
+    def _rest_of_pass(self) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
+        impl = self._impl
         while True:
             batch = impl.next()
             if batch is None:
@@ -301,6 +339,15 @@ class Loader:
     @property
     def drop_last(self) -> bool:
         return self._options.drop_last
+
+    @property
+    def sampler_drop_last(self) -> bool:
+        return self._options.sampler_drop_last
+
+    @property
+    def scale(self) -> float:
+        """Float pixels span [0, scale] before mean/std."""
+        return self._scale
 
     @property
     def source(self) -> str:

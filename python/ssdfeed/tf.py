@@ -2,46 +2,128 @@
 
 Each pass over the dataset is one epoch; the epoch advances by itself, so
 `model.fit(ds, epochs=E)` sees a fresh shuffle and augmentation each epoch.
+Float output spans [0, 255] by default, as image_dataset_from_directory's.
 """
 
 from __future__ import annotations
 
+import ctypes
+import platform
+import threading
+
 import tensorflow as tf
 
+from ssdfeed import _compat, _ssdfeed
 from ssdfeed.loader import Loader
 
 _DTYPES = {"uint8": tf.uint8, "float32": tf.float32, "float16": tf.float16}
 
 
-def dataset(source=None, *, loader: Loader = None, **kwargs) -> tf.data.Dataset:
+def dataset(source=None, *, loader: Loader = None, **kwargs):
     """A tf.data.Dataset of (images, labels) batches over an ssdfeed.Loader.
 
     Args:
         source: as ssdfeed.Loader (with any of its keyword arguments, which
             are checked the same way), or None when ``loader`` is given.
         loader: an existing ssdfeed.Loader to wrap instead.
+        scale: float pixels span [0, scale]. Default 255.0, as Keras'
+            ``image_dataset_from_directory`` (so a script's
+            ``Rescaling(1/255)`` stays right); mean/std are in those units.
+            ``scale=1.0`` gives torchvision's [0, 1].
+        validation_split, subset, seed: Keras' seeded split.
+            ``subset="both"`` returns ``(training, validation)`` datasets.
 
     Each pass over the dataset is the next epoch (0, 1, 2, ...), so
-    ``model.fit(ds, epochs=E)`` reshuffles and re-augments every epoch. The
-    element spec has a fixed H, W when the loader's samples have one shape
-    (resize, center_crop or an augment). ``ds.ssdfeed_loader`` is the loader,
-    for ``stats()`` and state: after ``ds.ssdfeed_loader.load_state_dict(s)``
-    the next pass continues right after the batch ``s`` was saved at.
+    ``model.fit(ds, epochs=E)`` reshuffles and re-augments every epoch. A
+    pass left early (``ds.take(1)`` to preview a batch, a ``break``) leaves
+    the loader where that pass began, so a preview uses up no epoch.
+
+    The dataset's length (``ds.cardinality()``) is the epoch's batch count,
+    so Keras knows the steps from the first epoch, when the loader starts at
+    an epoch's beginning and ``on_error="raise"``. To resume mid-epoch, load
+    the state into the loader first and then make the dataset
+    (``loader.load_state_dict(s); ds = dataset(loader=loader)``): its first
+    pass continues right after the batch ``s`` was saved at, and its length
+    is left unknown. ``ds.ssdfeed_loader`` is the loader, for ``stats()`` and
+    ``state_dict()``; ``ds.class_names`` the class names of a folder source
+    (None for others).
     """
+    if loader is None and kwargs.get("subset") == "both":
+        if kwargs.get("seed") is None:
+            raise ValueError("subset='both' needs seed=, as Keras: it picks the split")
+        return tuple(dataset(source, **{**kwargs, "subset": part})
+                     for part in ("training", "validation"))
     if loader is None:
+        if kwargs.get("dtype", "uint8") != "uint8":
+            kwargs.setdefault("scale", 255.0)
         loader = Loader(source, **kwargs)
+    elif kwargs:
+        raise ValueError(f"give loader or Loader arguments, not both ({sorted(kwargs)})")
     h, w, c = loader.sample_shape
     shape = (None, h, w, c) if loader.layout == "NHWC" else (None, c, h, w)
     spec = (tf.TensorSpec(shape=shape, dtype=_DTYPES[loader.dtype]),
             tf.TensorSpec(shape=(None,), dtype=tf.int64))
-
-    def generate():
-        # The Loader picks each pass's epoch itself (the next one, or what
-        # set_epoch / load_state_dict chose), so a restored state resumes.
-        yield from loader
-
-    # No assert_cardinality(len(loader)): a pass resumed from a saved state,
-    # or one with skipped samples, is shorter, and the assertion would fail it.
-    ds = tf.data.Dataset.from_generator(generate, output_signature=spec)
+    passes = _Passes(loader)
+    ds = tf.data.Dataset.from_generator(passes.generate, output_signature=spec)
+    if passes.sized:
+        # A sized pass must give exactly this many batches: true from an
+        # epoch's start under on_error="raise" (skips can shorten it).
+        ds = ds.apply(tf.data.experimental.assert_cardinality(len(loader)))
     ds.ssdfeed_loader = loader  # for stats() and state
+    ds.class_names = _compat.folder_classes(loader.source)
     return ds
+
+
+# glibc's mallopt parameters.
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+
+
+def _undo_tf_malloc_patch() -> None:
+    """tf's generator dataset calls mallopt(M_TRIM_THRESHOLD, 128 KiB) when
+    its iterator starts ("Memory patch applied" in its log). That also
+    freezes glibc's mmap threshold, so the workers' per-sample buffers
+    (decoded images of 100 KiB to MiBs) are mmapped and unmapped, or trimmed
+    and refaulted, at every sample: page faults and the process-wide mmap
+    lock serialise the workers, and the cold epoch ran on one core, at one
+    of two speeds depending on where the threshold froze. These are the
+    values glibc's own dynamic threshold grows to."""
+    if platform.libc_ver()[0] != "glibc":
+        return
+    libc = ctypes.CDLL(None)
+    libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20)
+    libc.mallopt(_M_TRIM_THRESHOLD, 64 << 20)
+
+
+class _Passes:
+    """Starts each pass of the dataset on the loader."""
+
+    def __init__(self, loader: Loader):
+        self.loader = loader
+        state = loader.state_dict()
+        self.sized = (loader._options.source_options.on_error == _ssdfeed.OnError.RAISE
+                      and not _resumed(state))
+        self.start = None  # the loader's state when the last pass began
+        self.lock = threading.Lock()
+
+    def generate(self):
+        loader = self.loader
+        _undo_tf_malloc_patch()  # applied again by tf as this pass's iterator started
+        with self.lock:
+            if self.start is not None and loader._unfinished and not loader._epoch_chosen \
+                    and loader.state_dict()["batches_consumed"] < len(loader):
+                # The last pass was left with batches to go (ds.take(1)): start
+                # where it began instead of using up its epoch.
+                loader.load_state_dict(self.start)
+            loader._start_pass()
+            self.start = loader.state_dict()
+            if self.sized and _resumed(self.start):
+                raise ValueError(
+                    "this dataset promised tf a full epoch of batches, but the loader was "
+                    "set to resume mid-epoch: load the state into the loader before making "
+                    "the dataset (loader.load_state_dict(s); ds = ssdfeed.tf.dataset("
+                    "loader=loader))")
+        yield from loader._rest_of_pass()
+
+
+def _resumed(state: dict) -> bool:
+    return state["batches_consumed"] > 0 or state.get("position", 0) > 0

@@ -9,20 +9,25 @@ the memory.
 
 from __future__ import annotations
 
+import os
+import warnings
+
 import torch
 
-from ssdfeed import _ssdfeed
+from ssdfeed import _compat, _ssdfeed
 from ssdfeed.loader import Loader as _Loader
 
 # torch.utils.data.DataLoader arguments that have no meaning here, and why.
 _NOT_SUPPORTED = {
     "sampler": "the order comes from shuffle/seed/set_epoch, and rank/world_size "
-               "(DistributedSampler semantics)",
+               "(DistributedSampler semantics; its drop_last is sampler_drop_last); "
+               "loader.sampler has DistributedSampler's len() and set_epoch()",
     "batch_sampler": "batches are cut from the epoch plan; use batch_size and drop_last",
     "collate_fn": "batches are already (images, labels) tensors; transform them in your loop",
     "worker_init_fn": "workers are C++ threads, not Python processes",
     "multiprocessing_context": "workers are C++ threads, not Python processes",
-    "generator": "randomness comes from seed (and the epoch)",
+    "generator": "randomness comes from seed (and the epoch); without seed=, from "
+                 "torch's RNG as with DataLoader",
     "prefetch_factor": "use prefetch=N (batches prepared ahead, in total)",
     "timeout": "there is no worker timeout; a stuck read shows in stats()['wait_seconds']",
     "pin_memory_device": "pinned memory is registered for the current CUDA device",
@@ -41,9 +46,16 @@ class Loader(_Loader):
             since no loading happens in the calling thread either way. Give
             ``workers`` or ``num_workers``, not both.
         pin_memory: page-lock batch buffers for asynchronous ``.cuda()``
-            copies. Default: True when CUDA is available.
-        drop_last: as ``ssdfeed.Loader`` (and DataLoader): drop a short last
-            batch.
+            copies. Default: True when CUDA is available. True without CUDA
+            warns and serves unpinned, as DataLoader does.
+        drop_last: DataLoader's: drop a short last batch. DistributedSampler's
+            ``drop_last`` (drop the tail that does not split evenly over
+            ranks) is ``sampler_drop_last``.
+        seed: as ``ssdfeed.Loader``; when not given, drawn from torch's RNG
+            (``torch.manual_seed`` decides, as for DataLoader's
+            RandomSampler), or 0 with several ranks (DistributedSampler's
+            default: every rank must use the same order). Needed with
+            ``validation_split``.
         persistent_workers: accepted for compatibility, either value: the
             cache, buffers and open files persist across epochs anyway, and
             worker threads start in microseconds.
@@ -52,8 +64,12 @@ class Loader(_Loader):
     ``generator``, ``prefetch_factor``, ``timeout`` and
     ``multiprocessing_context`` raise a ValueError saying what to use
     instead. rank/world_size default to ``torch.distributed``'s when it is
-    initialised. ``.batch_size``, ``.drop_last`` and ``.dataset`` (the source,
-    with ``len()``) are there as on a DataLoader.
+    initialised, else to torchrun's ``RANK``/``WORLD_SIZE`` environment. The
+    default worker count is this process's CPUs (affinity, cgroup quota)
+    divided by torchrun's ``LOCAL_WORLD_SIZE``. ``.batch_size``,
+    ``.drop_last``, ``.dataset`` (with ImageFolder's ``classes``,
+    ``class_to_idx``, ``samples``) and ``.sampler`` (``len()``,
+    ``set_epoch``) are there as on a DataLoader.
     """
 
     def __init__(self, source, *, pin_memory=None, num_workers=None,
@@ -70,16 +86,68 @@ class Loader(_Loader):
                 raise ValueError(f"num_workers must be an int >= 0 (0: one thread per core), "
                                  f"not {num_workers!r}")
             kwargs["workers"] = num_workers
+        self._seed_drawn = kwargs.get("seed") is None
+        kwargs = self._torch_defaults(kwargs)
         if not isinstance(persistent_workers, bool):
             raise ValueError(f"persistent_workers must be True or False, "
                              f"not {persistent_workers!r}")
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            kwargs.setdefault("rank", torch.distributed.get_rank())
-            kwargs.setdefault("world_size", torch.distributed.get_world_size())
         super().__init__(source, **kwargs)
         self._pin = torch.cuda.is_available() if pin_memory is None else bool(pin_memory)
+        if self._pin and not torch.cuda.is_available():
+            # DataLoader warns and goes on unpinned; every example script passes it.
+            warnings.warn("pin_memory=True, but torch has no CUDA device here: batches are "
+                          "served unpinned", stacklevel=2)
+            self._pin = False
         self._pinned = set()  # addresses this loader registered with cudaHostRegister
         self._dataset = None
+
+    @staticmethod
+    def _torch_defaults(kwargs: dict) -> dict:
+        """rank, world_size, workers and seed as DataLoader and torchrun
+        would have them, unless given."""
+        kwargs = dict(kwargs)
+        dist = torch.distributed
+        if dist.is_available() and dist.is_initialized():
+            kwargs.setdefault("rank", dist.get_rank())
+            kwargs.setdefault("world_size", dist.get_world_size())
+        elif "RANK" in os.environ and "WORLD_SIZE" in os.environ and \
+                "rank" not in kwargs and "world_size" not in kwargs:
+            # torchrun set them; init_process_group may come later. Serving
+            # every rank the whole dataset would multiply the epoch in silence.
+            try:
+                kwargs["rank"], kwargs["world_size"] = (int(os.environ["RANK"]),
+                                                        int(os.environ["WORLD_SIZE"]))
+            except ValueError:
+                raise ValueError(f"RANK={os.environ['RANK']!r} and WORLD_SIZE="
+                                 f"{os.environ['WORLD_SIZE']!r} (from torchrun) must be ints; "
+                                 f"or pass rank= and world_size=") from None
+        local = os.environ.get("LOCAL_WORLD_SIZE", "")
+        if not kwargs.get("workers") and local.isdigit() and int(local) > 1:
+            # Ranks of one node share its CPUs.
+            kwargs["workers"] = max(1, _ssdfeed.default_workers() // int(local))
+        if kwargs.get("seed") is None:
+            if kwargs.get("validation_split"):
+                raise ValueError("validation_split needs seed=: the training and validation "
+                                 "loaders must draw the same split")
+            ws = kwargs.get("world_size", 1)
+            if isinstance(ws, int) and ws > 1:
+                kwargs["seed"] = 0  # DistributedSampler's default: ranks must agree
+            else:
+                # As RandomSampler: torch.manual_seed (or nothing) decides.
+                kwargs["seed"] = int(torch.empty((), dtype=torch.int64).random_().item())
+        return kwargs
+
+    def load_state_dict(self, state: dict) -> None:
+        """As ``ssdfeed.Loader.load_state_dict``; a seed drawn from torch's
+        RNG (none given) becomes the saved run's, so a resumed job without
+        ``torch.manual_seed`` continues the same order."""
+        seed = state.get("seed")
+        if self._seed_drawn and isinstance(seed, int) and seed != self._options.seed:
+            self._unpin_buffers()
+            self._impl.stop()
+            self._options.seed = seed
+            self._impl = _ssdfeed.NativeLoader.open(self._options)
+        super().load_state_dict(state)
 
     @property
     def pin_memory(self) -> bool:
@@ -91,13 +159,20 @@ class Loader(_Loader):
         return self._options.workers or _ssdfeed.default_workers()
 
     @property
-    def dataset(self):
-        """The source (an ``ssdfeed.Source``: ``len()`` is its sample count,
-        ``read(i)`` gives sample i's encoded bytes and label)."""
+    def dataset(self) -> _compat.DatasetView:
+        """The samples served (every rank's): ``len()`` as
+        ``len(DataLoader.dataset)``, ``read(i)``, and for folder sources
+        ImageFolder's ``classes``, ``class_to_idx``, ``samples``,
+        ``targets``."""
         if self._dataset is None:
-            o = self._options
-            self._dataset = _ssdfeed.open_source_with(o.source, o.source_options)
+            self._dataset = _compat.DatasetView(self._options)
         return self._dataset
+
+    @property
+    def sampler(self) -> _compat.SamplerView:
+        """DistributedSampler's view of the order: ``len()`` is this rank's
+        samples per epoch, ``set_epoch(e)`` chooses the next pass's epoch."""
+        return _compat.SamplerView(self)
 
     def _pin_buffer(self, array) -> None:
         ptr = array.__array_interface__["data"][0]

@@ -1,7 +1,12 @@
 #include "ssdfeed/defaults.h"
 
+#include <sched.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -20,7 +25,43 @@ bool IsDefaultPrepareSpec(const PrepareSpec& spec) {
   return spec.Canonical() == DefaultPrepareSpec().Canonical();
 }
 
-int DefaultWorkers() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
+namespace {
+
+// CPUs the process may run on: the main thread's affinity mask (a worker
+// thread started from a framework's pinned thread would see its own mask).
+int AffinityCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(getpid(), sizeof(set), &set) != 0) return 0;
+  return CPU_COUNT(&set);
+}
+
+// The container's CPU quota, rounded up (0: none): cgroup v2 cpu.max
+// ("max 100000" or "200000 100000"), else cgroup v1's cfs files.
+int CgroupCpus() {
+  double quota = -1, period = 0;
+  std::ifstream v2("/sys/fs/cgroup/cpu.max");
+  std::string q;
+  if (v2 >> q >> period) {
+    if (q == "max") return 0;
+    quota = std::atof(q.c_str());
+  } else {
+    std::ifstream qf("/sys/fs/cgroup/cpu/cpu.cfs_quota_us");
+    std::ifstream pf("/sys/fs/cgroup/cpu/cpu.cfs_period_us");
+    if (!(qf >> quota) || !(pf >> period)) return 0;
+  }
+  if (quota <= 0 || period <= 0) return 0;
+  return std::max(1, static_cast<int>(std::ceil(quota / period)));
+}
+
+}  // namespace
+
+int DefaultWorkers() {
+  int n = static_cast<int>(std::thread::hardware_concurrency());
+  if (int a = AffinityCpus(); a > 0) n = a;  // taskset, numactl, Slurm's binding
+  if (int c = CgroupCpus(); c > 0) n = std::min(n, c);
+  return std::max(1, n);
+}
 
 std::string DescribeSpec(const std::string& canonical) {
   // Fields that are off ("=0", "=0x0") and the fixed codec fields are left out.

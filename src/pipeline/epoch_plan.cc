@@ -1,5 +1,6 @@
 // Which ids a rank reads in an epoch.
 #include <algorithm>
+#include <cstddef>
 #include <numeric>
 #include <random>
 
@@ -65,6 +66,23 @@ std::vector<uint64_t> EpochOrder(uint64_t n, bool shuffle, uint64_t seed, uint64
   std::vector<uint64_t> out = Deal(std::move(perm), ws, s, drop_last);
   if (shuffle) Permute(&out, EpochKey(seed, epoch) ^ Mix64(s + 1));
   return out;
+}
+
+std::vector<uint64_t> SplitIds(uint64_t begin, uint64_t end, double validation_split, uint64_t seed,
+                               bool validation) {
+  std::vector<uint64_t> ids(end - begin);
+  std::iota(ids.begin(), ids.end(), begin);
+  // Folder ids are sorted by class: a random split keeps every class in
+  // both parts, where a range split would not.
+  Permute(&ids, Mix64(seed ^ 0x5b117a11dull));
+  auto nval = static_cast<uint64_t>(validation_split * static_cast<double>(ids.size()));
+  nval = std::min<uint64_t>(nval, ids.size());
+  if (validation)
+    ids.erase(ids.begin(), ids.end() - static_cast<std::ptrdiff_t>(nval));
+  else
+    ids.resize(ids.size() - nval);
+  std::sort(ids.begin(), ids.end());
+  return ids;
 }
 
 }  // namespace ssdfeed

@@ -49,6 +49,9 @@ class LoaderImpl final : public Loader {
         pool_(BatchPool::Create()) {
     workers_ = opts_.workers > 0 ? opts_.workers : DefaultWorkers();
     nslots_ = static_cast<size_t>(std::max(1, opts_.prefetch)) + 1;
+    if (opts_.validation_split > 0)
+      ids_ = SplitIds(opts_.id_begin, id_end(), opts_.validation_split, opts_.split_seed,
+                      opts_.validation_subset);
     order_ = Plan(0);
     FixShape();
   }
@@ -215,13 +218,17 @@ class LoaderImpl final : public Loader {
   }
   size_t sample_bytes() const { return sample_bytes(out_h_, out_w_); }
 
-  // The epoch's source ids for this rank: a plan over the id range, shifted.
+  uint64_t id_end() const { return opts_.id_end ? opts_.id_end : source_->size(); }
+
+  // The epoch's source ids for this rank: a plan over the id range (or the
+  // split's ids), mapped to source ids.
   std::vector<uint64_t> Plan(uint64_t epoch) const {
-    uint64_t end = opts_.id_end ? opts_.id_end : source_->size();
+    bool split = opts_.validation_split > 0;
+    uint64_t n = split ? ids_.size() : id_end() - opts_.id_begin;
     std::vector<uint64_t> plan =
-        EpochOrder(end - opts_.id_begin, opts_.shuffle, opts_.seed, epoch, opts_.rank,
-                   opts_.world_size, opts_.drop_last, opts_.shard, opts_.rotate_every);
-    for (uint64_t& id : plan) id += opts_.id_begin;
+        EpochOrder(n, opts_.shuffle, opts_.seed, epoch, opts_.rank, opts_.world_size,
+                   opts_.sampler_drop_last, opts_.shard, opts_.rotate_every);
+    for (uint64_t& id : plan) id = split ? ids_[id] : id + opts_.id_begin;
     return plan;
   }
 
@@ -544,6 +551,7 @@ class LoaderImpl final : public Loader {
   int out_h_ = 0, out_w_ = 0, channels_ = 3;
   bool fixed_ = false;
 
+  std::vector<uint64_t> ids_;  // validation_split: the ids of this part
   uint64_t epoch_ = 0;
   uint64_t start_pos_ = 0, start_batch_ = 0;  // where the next StartEpoch begins
   std::vector<uint64_t> order_;
@@ -591,6 +599,18 @@ Result<std::unique_ptr<Loader>> Loader::Open(const LoaderOptions& o) {
     return Status::InvalidArgument("id range [" + std::to_string(o.id_begin) + ", " +
                                    std::to_string(o.id_end) + ") is not within the " +
                                    std::to_string(n) + " samples of " + o.source);
+  if (!(o.validation_split >= 0 && o.validation_split < 1))
+    return Status::InvalidArgument("validation_split must be in [0, 1), not " +
+                                   std::to_string(o.validation_split));
+  if (o.validation_split > 0) {
+    uint64_t m = (o.id_end ? o.id_end : n) - o.id_begin;
+    auto nval = static_cast<uint64_t>(o.validation_split * static_cast<double>(m));
+    if (nval == 0 || nval == m)
+      return Status::InvalidArgument("validation_split=" + std::to_string(o.validation_split) +
+                                     " of the " + std::to_string(m) + " samples of " + o.source +
+                                     " leaves the " + (nval == 0 ? "validation" : "training") +
+                                     " subset empty");
+  }
   std::unique_ptr<CacheEntry> cache;
   uint64_t cache_open_errors = 0;
   if (!o.cache.root.empty()) {

@@ -129,7 +129,7 @@ def test_tensorflow_dataset_element_spec_and_epochs(small_datasets):
 def test_keras_fit_runs_on_the_dataset(small_datasets):
     tf = pytest.importorskip("tensorflow")
     import ssdfeed.tf as sftf
-    ds = sftf.dataset(_uri(small_datasets), dtype="float32", mean=(0.5,) * 3, std=(0.25,) * 3,
+    ds = sftf.dataset(_uri(small_datasets), dtype="float32", mean=(127.5,) * 3, std=(64,) * 3,
                       **KW)
     model = tf.keras.Sequential([tf.keras.Input((24, 24, 3)), tf.keras.layers.Conv2D(4, 3),
                                  tf.keras.layers.GlobalAveragePooling2D(),
@@ -152,8 +152,9 @@ def test_tensorflow_dataset_resumes_from_a_restored_state(small_datasets):
     state = ds.ssdfeed_loader.state_dict()
     consumed = state["batches_consumed"]
     assert state["epoch"] == 0 and 2 <= consumed < len(epoch0)
-    fresh = sftf.dataset(uri, **KW)
-    fresh.ssdfeed_loader.load_state_dict(state)
+    restored = ssdfeed.Loader(uri, **KW)
+    restored.load_state_dict(state)  # before making the dataset: its first pass is short
+    fresh = sftf.dataset(loader=restored)
     rest = [(x.numpy(), y.numpy()) for x, y in fresh]
     assert len(rest) == len(epoch0) - consumed, "the restored position was ignored"
     for (x, y), (rx, ry) in zip(rest, epoch0[consumed:]):
@@ -188,6 +189,7 @@ def test_torch_loader_unregisters_the_memory_it_pinned(small_datasets, monkeypat
     import ssdfeed.torch as sft
     fake = _CountingCudart()
     monkeypatch.setattr(torch.cuda, "cudart", lambda: fake)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # else: a warning, unpinned
     loader = sft.Loader(_uri(small_datasets), pin_memory=True, **KW)
     batches = list(loader)
     assert fake.registered and not fake.unregistered

@@ -51,7 +51,8 @@ def test_every_sample_once_per_rank_set(id_dataset):
         seen = []
         lens = set()
         for rank in range(3):
-            loader = make_loader(uri, rank=rank, world_size=3, drop_last=drop_last)
+            loader = make_loader(uri, rank=rank, world_size=3, drop_last=drop_last,
+                                 sampler_drop_last=drop_last)
             loader.set_epoch(5)
             ids = [int(i) for _, labels in loader for i in labels]
             lens.add(len(ids))
