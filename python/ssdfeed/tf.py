@@ -40,8 +40,8 @@ def dataset(source=None, *, loader: Loader = None, **kwargs) -> tf.data.Dataset:
         # set_epoch / load_state_dict chose), so a restored state resumes.
         yield from loader
 
-    # No assert_cardinality(len(loader)): a pass resumed from a saved state,
-    # or one with skipped samples, is shorter, and the assertion would fail it.
+    # No assert_cardinality(len(loader)): a pass resumed from a saved state
+    # is shorter, and the assertion would fail it.
     ds = tf.data.Dataset.from_generator(generate, output_signature=spec)
     ds.ssdfeed_loader = loader  # for stats() and state
     return ds
