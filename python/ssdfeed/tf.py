@@ -13,6 +13,16 @@ from ssdfeed.loader import Loader
 _DTYPES = {"uint8": tf.uint8, "float32": tf.float32, "float16": tf.float16}
 
 
+def _no_injected_prefetch(ds: tf.data.Dataset) -> tf.data.Dataset:
+    # tf.data adds a prefetch by default: the loader would then run a batch
+    # ahead of the model, and a state_dict() taken mid-pass would skip that
+    # batch on resume. The loader prefetches on its own workers anyway.
+    opts = tf.data.Options()
+    if hasattr(opts.experimental_optimization, "inject_prefetch"):
+        opts.experimental_optimization.inject_prefetch = False
+    return ds.with_options(opts)
+
+
 def dataset(source=None, *, loader: Loader = None, **kwargs) -> tf.data.Dataset:
     """A tf.data.Dataset of (images, labels) batches over an ssdfeed.Loader.
 
@@ -43,5 +53,6 @@ def dataset(source=None, *, loader: Loader = None, **kwargs) -> tf.data.Dataset:
     # No assert_cardinality(len(loader)): a pass resumed from a saved state
     # is shorter, and the assertion would fail it.
     ds = tf.data.Dataset.from_generator(generate, output_signature=spec)
+    ds = _no_injected_prefetch(ds)
     ds.ssdfeed_loader = loader  # for stats() and state
     return ds
