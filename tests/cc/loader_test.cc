@@ -310,7 +310,7 @@ TEST(Loader, ASkippedSampleIsReplacedByTheNextGoodOneOfThePlan) {
     bad += id != k;
     Image im;
     int label = 0;
-    GenerateImage(0, id, 5, 60, 100, &im, &label);
+    ASSERT_TRUE(GenerateImage(0, id, 5, 60, 100, &im, &label).ok());
     EXPECT_EQ(got[k], label) << "position " << k << " (substitute " << id << ")";
   }
   EXPECT_GT(bad, 0u);
