@@ -67,9 +67,11 @@ struct LoaderOptions {
   double validation_split = 0;
   bool validation_subset = false;
   uint64_t split_seed = 0;
-  // With source_options.on_error = kSkip, a bad sample is replaced by the
-  // next sample of the epoch's plan, so every batch but the epoch's last is
-  // full; which samples form a batch depends only on which are bad.
+  // With source_options.on_error = kSkip, a bad sample is replaced in place
+  // by the next good sample after it in this rank's plan of the epoch
+  // (cyclically), so every rank serves exactly num_batches() full batches
+  // whatever is bad (DDP ranks stay in step); which samples form a batch
+  // depends only on which are bad, never on workers or timing.
 
   // Publish counters and stage-time histograms in a stats file under the
   // cache root (read by `ssdfeed serve-metrics`). false: counters stay in
@@ -117,6 +119,12 @@ struct LoaderStats {
   std::string stats_file;  // this process's stats file under the root; empty: in memory
 };
 
+// Plan positions consumed in an interrupted epoch by each rank of the worlds
+// that ran it: layers[0][r] by rank r of the world that started the epoch,
+// layers[1][r] by rank r of the world that resumed it from merged states
+// (reading the rest ResumedEpochOrder dealt it), and so on.
+using ResumeLayers = std::vector<std::vector<uint64_t>>;
+
 struct LoaderState {
   uint64_t epoch = 0;
   uint64_t batches_consumed = 0;  // within epoch
@@ -129,7 +137,20 @@ struct LoaderState {
   size_t batch_size = 1;
   ShardMode shard = ShardMode::kGlobal;  // states saved before shard modes: global
   int rotate_every = 1;
+  // The epoch was resumed from merged states (elastic resume): what the
+  // earlier worlds consumed of it. Empty otherwise.
+  ResumeLayers resumed_from;
+  // Made by MergeStates: no rank's position of its own; it loads into a
+  // loader of any rank and world_size, which reads the rest of the epoch.
+  bool merged = false;
 };
+
+// Merges the states of all ranks of one world (saved at batch boundaries,
+// not necessarily the same batch) into one that loads into a loader of any
+// world size: the rest of the interrupted epoch is dealt over the new ranks
+// (ResumedEpochOrder), so no sample is read twice or missed. A rank that
+// finished the epoch may have a state at the next epoch's start.
+Result<LoaderState> MergeStates(const std::vector<LoaderState>& states);
 
 class Loader {
  public:
@@ -165,6 +186,15 @@ std::vector<uint64_t> EpochOrder(uint64_t n, bool shuffle, uint64_t seed, uint64
 std::vector<uint64_t> EpochOrder(uint64_t n, bool shuffle, uint64_t seed, uint64_t epoch, int rank,
                                  int world_size, bool drop_last, ShardMode shard,
                                  int rotate_every = 1);
+// The ids rank `rank` of a world of world_size reads in the rest of an epoch
+// whose earlier worlds consumed what `layers` records: the unconsumed ids in
+// the epoch's global order, dealt in equal counts (padding repeats at most
+// world_size - 1 ids; drop_last drops the uneven tail instead). Under sticky
+// and rotate a rank first takes the rest of its own shard for this epoch.
+// With no layers, EpochOrder.
+std::vector<uint64_t> ResumedEpochOrder(uint64_t n, bool shuffle, uint64_t seed, uint64_t epoch,
+                                        int rank, int world_size, bool drop_last, ShardMode shard,
+                                        int rotate_every, const ResumeLayers& layers);
 
 // The ids of one part of a seeded random split of [begin, end) (see
 // LoaderOptions::validation_split), ascending.

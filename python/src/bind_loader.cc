@@ -30,6 +30,50 @@ ShardMode ParseShard(const std::string& name) {
                             : ShardMode::kGlobal;
 }
 
+// A state as the dict state_dict() returns; the elastic-resume keys only
+// when they say something, so other states keep their old shape.
+nb::dict StateToDict(const LoaderState& s) {
+  nb::dict d;
+  d["epoch"] = s.epoch;
+  d["batches_consumed"] = s.batches_consumed;
+  d["position"] = s.position;
+  d["seed"] = s.seed;
+  d["rank"] = s.rank;
+  d["world_size"] = s.world_size;
+  d["num_samples"] = s.num_samples;
+  d["batch_size"] = s.batch_size;
+  d["shard"] = ShardName(s.shard);
+  d["rotate_every"] = s.rotate_every;
+  if (!s.resumed_from.empty()) {
+    nb::list layers;
+    for (const auto& layer : s.resumed_from) {
+      nb::list l;
+      for (uint64_t p : layer) l.append(p);
+      layers.append(l);
+    }
+    d["resumed_from"] = layers;
+  }
+  if (s.merged) d["merged"] = true;
+  return d;
+}
+
+LoaderState DictToState(const nb::dict& d) {
+  LoaderState s;
+  s.epoch = nb::cast<uint64_t>(d["epoch"]);
+  s.batches_consumed = nb::cast<uint64_t>(d["batches_consumed"]);
+  if (d.contains("position")) s.position = nb::cast<uint64_t>(d["position"]);
+  s.seed = nb::cast<uint64_t>(d["seed"]);
+  s.rank = nb::cast<int>(d["rank"]);
+  s.world_size = nb::cast<int>(d["world_size"]);
+  s.num_samples = nb::cast<uint64_t>(d["num_samples"]);
+  s.batch_size = nb::cast<size_t>(d["batch_size"]);
+  if (d.contains("shard")) s.shard = ParseShard(nb::cast<std::string>(d["shard"]));
+  if (d.contains("rotate_every")) s.rotate_every = nb::cast<int>(d["rotate_every"]);
+  if (d.contains("resumed_from")) s.resumed_from = nb::cast<ResumeLayers>(d["resumed_from"]);
+  if (d.contains("merged")) s.merged = nb::cast<bool>(d["merged"]);
+  return s;
+}
+
 // numpy arrays that view the batch buffer; the capsule keeps it alive.
 nb::tuple BatchToArrays(const Batch& b) {
   auto* keep = new std::shared_ptr<BatchBuffer>(b.buffer);
@@ -278,31 +322,10 @@ void BindLoader(nb::module_& m) {
                nb::gil_scoped_release nogil;  // waits for a Next on another thread
                s = l.state();
              }
-             nb::dict d;
-             d["epoch"] = s.epoch;
-             d["batches_consumed"] = s.batches_consumed;
-             d["position"] = s.position;
-             d["seed"] = s.seed;
-             d["rank"] = s.rank;
-             d["world_size"] = s.world_size;
-             d["num_samples"] = s.num_samples;
-             d["batch_size"] = s.batch_size;
-             d["shard"] = ShardName(s.shard);
-             d["rotate_every"] = s.rotate_every;
-             return d;
+             return StateToDict(s);
            })
       .def("load_state", [](Loader& l, nb::dict d) {
-        LoaderState s;
-        s.epoch = nb::cast<uint64_t>(d["epoch"]);
-        s.batches_consumed = nb::cast<uint64_t>(d["batches_consumed"]);
-        if (d.contains("position")) s.position = nb::cast<uint64_t>(d["position"]);
-        s.seed = nb::cast<uint64_t>(d["seed"]);
-        s.rank = nb::cast<int>(d["rank"]);
-        s.world_size = nb::cast<int>(d["world_size"]);
-        s.num_samples = nb::cast<uint64_t>(d["num_samples"]);
-        s.batch_size = nb::cast<size_t>(d["batch_size"]);
-        if (d.contains("shard")) s.shard = ParseShard(nb::cast<std::string>(d["shard"]));
-        if (d.contains("rotate_every")) s.rotate_every = nb::cast<int>(d["rotate_every"]);
+        LoaderState s = DictToState(d);
         Status st;
         {
           nb::gil_scoped_release nogil;
@@ -310,6 +333,17 @@ void BindLoader(nb::module_& m) {
         }
         ThrowIfError(st);
       });
+  m.def(
+      "merge_states",
+      [](nb::list states) {
+        std::vector<LoaderState> v;
+        for (nb::handle h : states) v.push_back(DictToState(nb::cast<nb::dict>(h)));
+        Result<LoaderState> r = MergeStates(v);
+        ThrowIfError(r.status());
+        return StateToDict(*r);
+      },
+      "The states of all ranks of one world merged into one that loads into a loader of any "
+      "world size.");
 }
 
 }  // namespace ssdfeed::py

@@ -8,7 +8,7 @@ from ssdfeed._ssdfeed import (
     make_dataset,
     open_source,
 )
-from ssdfeed.loader import Loader, RandomResizedCrop, default_cache_dir
+from ssdfeed.loader import Loader, RandomResizedCrop, default_cache_dir, merge_states
 from ssdfeed.prepare import Prepare
 
 __all__ = [
@@ -21,5 +21,6 @@ __all__ = [
     "__version__",
     "decode",
     "make_dataset",
+    "merge_states",
     "open_source",
 ]

@@ -162,8 +162,9 @@ class Loader:
             split).
         on_error: ``"raise"`` (default): a bad sample raises, naming its
             file; ``"skip"``: it is counted in ``stats()["skipped"]`` and
-            replaced by the next sample of the epoch, so only an epoch's last
-            batch can be short.
+            replaced in place by the next good sample after it in this
+            rank's plan of the epoch, so every rank serves exactly
+            ``len(loader)`` batches (DDP ranks stay in step).
         dtype: ``"uint8"`` (default, pixels as stored), ``"float32"`` or
             ``"float16"`` (``(pixel * scale / 255 - mean) / std``).
         layout: ``"NHWC"`` (default) or ``"NCHW"``.
@@ -323,8 +324,9 @@ class Loader:
             yield batch
 
     def __len__(self) -> int:
-        """Batches per epoch for this rank (with on_error="skip", an upper
-        bound: skipped samples can make the epoch shorter)."""
+        """Batches per epoch for this rank (also with on_error="skip": a
+        skipped sample is replaced, never dropped). After loading a merged
+        state, the batches left of the resumed epoch until it ends."""
         return self._impl.num_batches()
 
     @property
@@ -399,6 +401,25 @@ class Loader:
     def load_state_dict(self, state: dict) -> None:
         """The next pass continues exactly after the saved batch. The loader
         must have the same seed, rank, world_size, batch_size, shard (and
-        rotate_every) and dataset."""
+        rotate_every) and dataset; a state from ``merge_states()`` loads
+        into any rank and world_size and serves this rank's part of the
+        rest of the interrupted epoch."""
         self._impl.load_state(dict(state))
         self._epoch_chosen = True
+
+
+def merge_states(states: Sequence[dict]) -> dict:
+    """Merges the ``state_dict()`` of every rank of one job into one state
+    that ``load_state_dict()`` takes on a loader of any world size (elastic
+    resume). The ranks may have stopped at different batches (a rank that
+    finished the epoch may be at the next one's start); the rest of the
+    interrupted epoch is dealt over the new ranks in equal counts, so every
+    sample is read once over the old ranks' batches and the new ones' (only
+    padding for equal counts repeats, at most new world_size - 1 samples).
+    The epochs after it are split over the new world as usual."""
+    states = list(states)
+    for i, s in enumerate(states):
+        if not isinstance(s, dict):
+            raise TypeError(f"merge_states: state {i} is a {type(s).__name__}, not the dict "
+                            f"state_dict() returns")
+    return _ssdfeed.merge_states(states)

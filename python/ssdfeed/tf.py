@@ -19,7 +19,17 @@ from ssdfeed.loader import Loader
 _DTYPES = {"uint8": tf.uint8, "float32": tf.float32, "float16": tf.float16}
 
 
-def dataset(source=None, *, loader: Loader = None, **kwargs):
+def _no_injected_prefetch(ds: tf.data.Dataset) -> tf.data.Dataset:
+    # tf.data adds a prefetch by default: the loader would then run a batch
+    # ahead of the model, and a state_dict() taken mid-pass would skip that
+    # batch on resume. The loader prefetches on its own workers anyway.
+    opts = tf.data.Options()
+    if hasattr(opts.experimental_optimization, "inject_prefetch"):
+        opts.experimental_optimization.inject_prefetch = False
+    return ds.with_options(opts)
+
+
+def dataset(source=None, *, loader: Loader = None, **kwargs) -> tf.data.Dataset:
     """A tf.data.Dataset of (images, labels) batches over an ssdfeed.Loader.
 
     Args:
@@ -65,9 +75,10 @@ def dataset(source=None, *, loader: Loader = None, **kwargs):
             tf.TensorSpec(shape=(None,), dtype=tf.int64))
     passes = _Passes(loader)
     ds = tf.data.Dataset.from_generator(passes.generate, output_signature=spec)
+    ds = _no_injected_prefetch(ds)
     if passes.sized:
         # A sized pass must give exactly this many batches: true from an
-        # epoch's start under on_error="raise" (skips can shorten it).
+        # epoch's start, skips included (a skipped sample is replaced).
         ds = ds.apply(tf.data.experimental.assert_cardinality(len(loader)))
     ds.ssdfeed_loader = loader  # for stats() and state
     ds.class_names = _compat.folder_classes(loader.source)
@@ -100,8 +111,7 @@ class _Passes:
     def __init__(self, loader: Loader):
         self.loader = loader
         state = loader.state_dict()
-        self.sized = (loader._options.source_options.on_error == _ssdfeed.OnError.RAISE
-                      and not _resumed(state))
+        self.sized = not _resumed(state)
         self.start = None  # the loader's state when the last pass began
         self.lock = threading.Lock()
 

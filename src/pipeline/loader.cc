@@ -1,8 +1,10 @@
 // The Loader: a ring of chunk slots (batch_size plan positions each) filled
 // by a worker pool, consumed in order. Workers take sample positions from one
 // counter; a worker that gets ahead of the ring waits (backpressure). The
-// consumer hands out a clean chunk as a batch without copying, and gathers
-// across chunks when samples were skipped. Errors travel with their chunk.
+// consumer hands out a chunk as a batch without copying (it gathers across
+// chunks only after resuming a state saved mid-chunk by older versions).
+// A skipped sample is replaced in its slot, so batches never shrink.
+// Errors travel with their chunk.
 #include "ssdfeed/loader.h"
 
 #include <algorithm>
@@ -30,7 +32,6 @@ struct Slot {
   size_t count = 0;    // samples it will hold
   size_t done = 0;
   std::shared_ptr<BatchBuffer> buffer;
-  std::vector<bool> bad;       // on_error=skip: positions skipped (replaced by later ones)
   std::vector<Image> staging;  // shape known only per sample
   Status error;                // first error (on_error=raise)
 };
@@ -65,6 +66,7 @@ class LoaderImpl final : public Loader {
     StopLocked();
     epoch_ = epoch;
     start_pos_ = start_batch_ = 0;
+    resumed_from_.clear();  // the epoch starts at its first batch, whole
   }
 
   Result<bool> Next(Batch* out) override {
@@ -86,6 +88,7 @@ class LoaderImpl final : public Loader {
       StopLocked();
       epoch_++;
       start_pos_ = start_batch_ = 0;
+      resumed_from_.clear();
       return false;
     }
     ++consumed_;
@@ -181,20 +184,36 @@ class LoaderImpl final : public Loader {
     s.batch_size = opts_.batch_size;
     s.shard = opts_.shard;
     s.rotate_every = opts_.rotate_every;
+    s.resumed_from = resumed_from_;
     return s;
   }
 
   Status LoadState(const LoaderState& s) override {
-    if (s.seed != opts_.seed || s.rank != opts_.rank || s.world_size != opts_.world_size ||
-        s.num_samples != source_->size() || s.batch_size != opts_.batch_size ||
-        s.shard != opts_.shard ||
+    if (s.seed != opts_.seed || s.num_samples != source_->size() ||
+        s.batch_size != opts_.batch_size || s.shard != opts_.shard ||
         (s.shard == ShardMode::kRotate && s.rotate_every != opts_.rotate_every))
       return Status::InvalidArgument(
-          "state does not match this loader (seed, rank, world_size, dataset size, "
-          "batch_size, shard and rotate_every must be the same)");
+          "state does not match this loader (seed, dataset size, batch_size, shard and "
+          "rotate_every must be the same)");
+    if (!s.merged && (s.rank != opts_.rank || s.world_size != opts_.world_size))
+      return Status::InvalidArgument(
+          "state of rank " + std::to_string(s.rank) + " of " + std::to_string(s.world_size) +
+          " does not match this loader's rank " + std::to_string(opts_.rank) + " of " +
+          std::to_string(opts_.world_size) +
+          ": merge the states of all ranks with merge_states() to resume on another world size");
+    for (const auto& layer : s.resumed_from)
+      if (layer.empty()) return Status::InvalidArgument("state: a resumed_from layer is empty");
     std::lock_guard<std::mutex> c(consumer_mu_);
     StopLocked();
     epoch_ = s.epoch;
+    resumed_from_ = s.resumed_from;
+    order_ = Plan(epoch_);
+    if (s.merged && order_.empty() && !resumed_from_.empty()) {
+      // The old ranks read the whole epoch: resume at the next one.
+      ++epoch_;
+      resumed_from_.clear();
+      order_ = Plan(epoch_);
+    }
     start_batch_ = std::min<uint64_t>(s.batches_consumed, num_batches());
     // A state without a position (older ones) had no skips: batches * size.
     start_pos_ = std::min<uint64_t>(std::max<uint64_t>(s.position, start_batch_ * opts_.batch_size),
@@ -225,9 +244,11 @@ class LoaderImpl final : public Loader {
   std::vector<uint64_t> Plan(uint64_t epoch) const {
     bool split = opts_.validation_split > 0;
     uint64_t n = split ? ids_.size() : id_end() - opts_.id_begin;
-    std::vector<uint64_t> plan =
-        EpochOrder(n, opts_.shuffle, opts_.seed, epoch, opts_.rank, opts_.world_size,
-                   opts_.sampler_drop_last, opts_.shard, opts_.rotate_every);
+    // resumed_from_ holds only while epoch_ is the resumed epoch.
+    const ResumeLayers none;
+    std::vector<uint64_t> plan = ResumedEpochOrder(
+        n, opts_.shuffle, opts_.seed, epoch, opts_.rank, opts_.world_size, opts_.sampler_drop_last,
+        opts_.shard, opts_.rotate_every, epoch == epoch_ ? resumed_from_ : none);
     for (uint64_t& id : plan) id = split ? ids_[id] : id + opts_.id_begin;
     return plan;
   }
@@ -238,9 +259,7 @@ class LoaderImpl final : public Loader {
     StopLocked();
     size_t bs = opts_.batch_size;
     order_ = Plan(epoch_);
-    // Skipped samples are replaced by the ones after them, so with skips
-    // the whole plan may be needed even when drop_last trims the tail.
-    end_sample_ = skipping() ? order_.size() : std::min(order_.size(), num_batches() * bs);
+    end_sample_ = std::min(order_.size(), num_batches() * bs);
     cursor_ = std::min<uint64_t>(start_pos_, end_sample_);
     consumed_ = start_batch_;
     uint64_t first = cursor_ / bs;
@@ -287,8 +306,7 @@ class LoaderImpl final : public Loader {
     uint64_t c = cursor_ / bs;
     Slot* slot = nullptr;
     SSDFEED_RETURN_IF_ERROR(WaitChunk(c, &slot));
-    bool clean = std::find(slot->bad.begin(), slot->bad.end(), true) == slot->bad.end();
-    if (cursor_ % bs != 0 || !clean) return Gather(out, got);
+    if (cursor_ % bs != 0) return Gather(out, got);
     int h = out_h_, w = out_w_;
     if (!fixed_shape()) {
       std::vector<const Image*> ims;
@@ -302,9 +320,8 @@ class LoaderImpl final : public Loader {
     return Status::OK();
   }
 
-  // Takes the next batch_size good samples of the plan, across chunks, so
-  // a skipped sample is replaced by the next one: which samples form a
-  // batch depends only on which ones are bad, never on timing.
+  // Takes the next batch_size samples of the plan, across chunks: a state
+  // saved by older versions may stand mid-chunk.
   Status Gather(Batch* out, bool* got) {
     size_t bs = opts_.batch_size, sb = sample_bytes(), n = 0;
     auto buf = pool_->Acquire(fixed_shape() ? sb * bs : 0, bs);
@@ -314,14 +331,12 @@ class LoaderImpl final : public Loader {
       Slot* slot = nullptr;
       SSDFEED_RETURN_IF_ERROR(WaitChunk(c, &slot));
       size_t i = cursor_ % bs;
-      if (!slot->bad[i]) {
-        buf->labels[n] = slot->buffer->labels[i];
-        if (fixed_shape())
-          std::memcpy(buf->images.data() + n * sb, slot->buffer->images.data() + i * sb, sb);
-        else
-          staged.push_back(std::move(slot->staging[i]));
-        ++n;
-      }
+      buf->labels[n] = slot->buffer->labels[i];
+      if (fixed_shape())
+        std::memcpy(buf->images.data() + n * sb, slot->buffer->images.data() + i * sb, sb);
+      else
+        staged.push_back(std::move(slot->staging[i]));
+      ++n;
       ++cursor_;
       if (cursor_ % bs == 0 || cursor_ >= end_sample_) Release(c);
     }
@@ -353,7 +368,6 @@ class LoaderImpl final : public Loader {
     s.error = Status::OK();
     uint64_t first = batch * opts_.batch_size;
     s.count = first >= end_sample_ ? 0 : std::min<uint64_t>(opts_.batch_size, end_sample_ - first);
-    s.bad.assign(s.count, false);
     s.buffer.reset();
     if (s.count == 0) return;
     if (fixed_shape()) {
@@ -407,7 +421,8 @@ class LoaderImpl final : public Loader {
     if (group == 1) {
       while (Take(1, false, &cur)) {
         size_t pos = cur.k % opts_.batch_size;
-        Finish(cur.slot, pos, Produce(order_[cur.k], cur.slot, pos, &scratch, &render));
+        Status s = Produce(order_[cur.k], cur.slot, pos, &scratch, &render);
+        Finish(cur.slot, Substitute(cur.k, s, cur.slot, pos, &scratch, &render));
       }
       return;
     }
@@ -441,21 +456,36 @@ class LoaderImpl final : public Loader {
       CacheRead& r = reads[j];
       Status s = r.status.ok() ? Render(id, r.sample, t.slot, pos, render)
                                : ProduceAfter(id, r.status, t.slot, pos, scratch, render);
-      Finish(t.slot, pos, s);
+      Finish(t.slot, Substitute(t.k + j, s, t.slot, pos, scratch, render));
     }
   }
 
-  void Finish(Slot* slot, size_t pos, const Status& s) {
+  void Finish(Slot* slot, const Status& s) {
     std::lock_guard<std::mutex> l(mu_);
-    if (!s.ok()) {
-      if (opts_.source_options.on_error == OnError::kSkip) {
-        slot->bad[pos] = true;
-        stats_->Add(Ctr::kSkipped);
-      } else if (slot->error.ok()) {
-        slot->error = s;
-      }
-    }
+    if (!s.ok() && slot->error.ok()) slot->error = s;
     if (++slot->done == slot->count) ready_cv_.notify_all();
+  }
+
+  // Under on_error=skip, plan position k's sample failed with `got`: fills
+  // its slot with the next good sample after it in the plan (cyclically),
+  // so every rank serves the same number of full batches whatever is bad
+  // (DDP ranks must stay in step) and the choice depends only on which
+  // samples are bad. A bounded search: a run of bad samples that long means
+  // a broken source, which is an error.
+  Status Substitute(uint64_t k, Status got, Slot* slot, size_t pos, FetchScratch* scratch,
+                    std::vector<uint8_t>* render) {
+    if (got.ok() || !skipping()) return got;
+    stats_->Add(Ctr::kSkipped);
+    constexpr uint64_t kMaxTries = 256;
+    uint64_t n = order_.size(), tries = std::min<uint64_t>(n - 1, kMaxTries);
+    for (uint64_t j = 1; j <= tries; ++j) {
+      uint64_t id = order_[(k + j) % n];
+      if (Produce(id, slot, pos, scratch, render).ok()) return Status::OK();
+    }
+    return Status::Corruption("on_error=skip: " + got.message() + "; and the " +
+                              std::to_string(tries) +
+                              " samples after it in this rank's plan are bad too, none to "
+                              "serve in its place");
   }
 
   Status Produce(uint64_t id, Slot* slot, size_t pos, FetchScratch* scratch,
@@ -553,6 +583,7 @@ class LoaderImpl final : public Loader {
 
   std::vector<uint64_t> ids_;  // validation_split: the ids of this part
   uint64_t epoch_ = 0;
+  ResumeLayers resumed_from_;                 // epoch_ resumes from merged states (elastic)
   uint64_t start_pos_ = 0, start_batch_ = 0;  // where the next StartEpoch begins
   std::vector<uint64_t> order_;
   mutable std::mutex consumer_mu_;  // Next/SetEpoch/LoadState/Stop/state
@@ -577,6 +608,73 @@ std::unique_ptr<StatsPublisher> OpenStats(const LoaderOptions& o, CacheEntry* ca
 }
 
 }  // namespace
+
+namespace {
+
+// Where a rank's state stands in epoch `e` (the merge's epoch): its plan
+// positions consumed, or all of them when it already finished e.
+Result<uint64_t> PositionIn(const LoaderState& s, uint64_t e) {
+  uint64_t pos = std::max<uint64_t>(s.position, s.batches_consumed * s.batch_size);
+  if (s.epoch == e) return pos;
+  if (s.epoch == e + 1 && pos == 0 && s.resumed_from.empty()) return UINT64_MAX;
+  return Status::InvalidArgument("merge_states: rank " + std::to_string(s.rank) + " is in epoch " +
+                                 std::to_string(s.epoch) + ", another in " + std::to_string(e) +
+                                 "; ranks must stop in the same epoch");
+}
+
+Status CheckMergeable(const std::vector<LoaderState>& states) {
+  if (states.empty()) return Status::InvalidArgument("merge_states: no states");
+  const LoaderState& a = states[0];
+  std::vector<bool> seen(states.size(), false);
+  for (const LoaderState& s : states) {
+    if (s.merged)
+      return Status::InvalidArgument("merge_states: a state is already merged; load it first");
+    if (s.world_size != static_cast<int>(states.size()))
+      return Status::InvalidArgument("merge_states: got " + std::to_string(states.size()) +
+                                     " states, but rank " + std::to_string(s.rank) +
+                                     " was one of " + std::to_string(s.world_size) +
+                                     "; pass the state of every rank");
+    if (s.rank < 0 || s.rank >= s.world_size || seen[static_cast<size_t>(s.rank)])
+      return Status::InvalidArgument("merge_states: rank " + std::to_string(s.rank) +
+                                     " is missing or repeated; pass each rank's state once");
+    seen[static_cast<size_t>(s.rank)] = true;
+    if (s.seed != a.seed || s.num_samples != a.num_samples || s.batch_size != a.batch_size ||
+        s.shard != a.shard || s.rotate_every != a.rotate_every)
+      return Status::InvalidArgument(
+          "merge_states: the states are of different loaders (seed, dataset size, batch_size, "
+          "shard or rotate_every differ)");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<LoaderState> MergeStates(const std::vector<LoaderState>& states) {
+  SSDFEED_RETURN_IF_ERROR(CheckMergeable(states));
+  uint64_t e = states[0].epoch;
+  for (const LoaderState& s : states) e = std::min(e, s.epoch);
+  LoaderState out = states[0];
+  out.epoch = e;
+  out.rank = 0;
+  out.world_size = 0;
+  out.batches_consumed = out.position = 0;
+  out.merged = true;
+  out.resumed_from.clear();
+  std::vector<uint64_t> layer(states.size());
+  bool started = false;
+  for (const LoaderState& s : states) {
+    SSDFEED_ASSIGN_OR_RETURN(uint64_t pos, PositionIn(s, e));
+    layer[static_cast<size_t>(s.rank)] = pos;
+    started = started || pos > 0 || !s.resumed_from.empty();
+    if (s.epoch == e && !s.resumed_from.empty()) out.resumed_from = s.resumed_from;
+  }
+  for (const LoaderState& s : states)
+    if (s.epoch == e && s.resumed_from != out.resumed_from)
+      return Status::InvalidArgument("merge_states: the ranks resumed epoch " + std::to_string(e) +
+                                     " from different merged states; pass states of one job");
+  if (started) out.resumed_from.push_back(std::move(layer));  // else: a fresh start of e
+  return out;
+}
 
 Result<std::unique_ptr<Loader>> Loader::Open(const LoaderOptions& o) {
   if (o.batch_size == 0) return Status::InvalidArgument("batch_size must be >= 1");

@@ -224,5 +224,153 @@ TEST(Loader, RefusesAnIdRangeOutsideTheSource) {
   EXPECT_FALSE(Loader::Open(o).ok());
 }
 
+// Elastic resume: ranks of one world stop at different positions of an
+// epoch; a world of another size reads the rest.
+struct Elastic {
+  uint64_t n = 103;
+  ShardMode mode = ShardMode::kGlobal;
+  bool drop_last = false;
+  Ids Plan(int rank, int ws, const ResumeLayers& layers) const {
+    return ResumedEpochOrder(n, true, 7, 3, rank, ws, drop_last, mode, 2, layers);
+  }
+  // Ids read over every world of `layers` (to their positions) and then
+  // the whole rest by a world of `final_ws`.
+  std::multiset<uint64_t> Read(const ResumeLayers& layers, int final_ws) const {
+    std::multiset<uint64_t> all;
+    for (size_t d = 0; d <= layers.size(); ++d) {
+      ResumeLayers before(layers.begin(), layers.begin() + static_cast<long>(d));
+      int ws = d < layers.size() ? static_cast<int>(layers[d].size()) : final_ws;
+      for (int r = 0; r < ws; ++r) {
+        Ids p = Plan(r, ws, before);
+        size_t upto = d < layers.size() ? std::min<size_t>(layers[d][r], p.size()) : p.size();
+        all.insert(p.begin(), p.begin() + static_cast<long>(upto));
+      }
+    }
+    return all;
+  }
+};
+
+TEST(ElasticResume, EverySampleOnceOverOldAndNewRanks) {
+  for (ShardMode m : {ShardMode::kGlobal, ShardMode::kSticky, ShardMode::kRotate}) {
+    Elastic e;
+    e.mode = m;
+    for (auto [layers, ws] : std::vector<std::pair<ResumeLayers, int>>{
+             {{{8, 4, 12, 0}}, 2},         // 4 -> 2, ranks at different batches
+             {{{20, 8}}, 3},               // 2 -> 3
+             {{{4, 16, 8}}, 4},            // 3 -> 4
+             {{{8, 4, 12, 0}, {4, 8}}, 3}  // 4 -> 2 -> 3 within one epoch
+         }) {
+      std::multiset<uint64_t> all = e.Read(layers, ws);
+      for (uint64_t id = 0; id < e.n; ++id) EXPECT_GE(all.count(id), 1u) << id;
+      EXPECT_LE(all.size(), e.n + static_cast<uint64_t>(ws) - 1) << "only padding repeats";
+      // Equal counts for the new ranks, as DistributedSampler deals them.
+      for (int r = 1; r < ws; ++r)
+        EXPECT_EQ(e.Plan(r, ws, layers).size(), e.Plan(0, ws, layers).size());
+    }
+  }
+}
+
+TEST(ElasticResume, DropLastNeverRepeats) {
+  Elastic e;
+  e.drop_last = true;
+  std::multiset<uint64_t> all = e.Read({{8, 4, 12, 0}}, 3);
+  for (uint64_t id = 0; id < e.n; ++id) EXPECT_LE(all.count(id), 1u) << id;
+  EXPECT_GT(all.size(), e.n - 3) << "drop_last drops at most the uneven tail";
+}
+
+TEST(ElasticResume, StickyRanksReadTheirOwnShardFirst) {
+  Elastic e;
+  e.mode = ShardMode::kSticky;
+  e.n = 104;                                // even shards, no padding
+  Ids rest = e.Plan(1, 2, {{0, 0, 0, 0}});  // nothing consumed: the rest is everything
+  EXPECT_EQ(AsSet(rest), AsSet(Shard(ShardMode::kSticky, 1, 0, 2, 104)));
+}
+
+TEST(ElasticResume, NoLayersIsTheUsualPlan) {
+  Elastic e;
+  EXPECT_EQ(e.Plan(1, 3, {}), EpochOrder(103, true, 7, 3, 1, 3, false));
+}
+
+LoaderState StateAt(int rank, int ws, uint64_t epoch, uint64_t batches) {
+  LoaderState s;
+  s.epoch = epoch;
+  s.batches_consumed = batches;
+  s.position = batches * 4;
+  s.seed = 7;
+  s.rank = rank;
+  s.world_size = ws;
+  s.num_samples = 40;
+  s.batch_size = 4;
+  return s;
+}
+
+TEST(MergeStates, RecordsEachRanksPositionAndTakesFinishedRanks) {
+  auto m = MergeStates({StateAt(1, 3, 2, 3), StateAt(0, 3, 2, 1), StateAt(2, 3, 3, 0)});
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_TRUE(m->merged);
+  EXPECT_EQ(m->epoch, 2u);
+  ASSERT_EQ(m->resumed_from.size(), 1u);
+  EXPECT_EQ(m->resumed_from[0][0], 4u);
+  EXPECT_EQ(m->resumed_from[0][1], 12u);
+  EXPECT_EQ(m->resumed_from[0][2], UINT64_MAX) << "rank 2 finished epoch 2";
+}
+
+TEST(MergeStates, RefusesIncompleteOrMixedStates) {
+  EXPECT_FALSE(MergeStates({}).ok());
+  EXPECT_FALSE(MergeStates({StateAt(0, 2, 0, 1)}).ok()) << "rank 1 missing";
+  EXPECT_FALSE(MergeStates({StateAt(0, 2, 0, 1), StateAt(0, 2, 0, 1)}).ok());
+  EXPECT_FALSE(MergeStates({StateAt(0, 2, 0, 1), StateAt(1, 2, 2, 1)}).ok()) << "epochs apart";
+  LoaderState other = StateAt(1, 2, 0, 1);
+  other.seed = 8;
+  auto r = MergeStates({StateAt(0, 2, 0, 1), other});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("seed"), std::string::npos) << r.status().ToString();
+}
+
+TEST(Loader, MergedStateResumesTheRestOnAnotherWorldSize) {
+  Data d;
+  LoaderOptions o;
+  o.source = d.uri;
+  o.prepare.resize_h = o.prepare.resize_w = 16;
+  o.batch_size = 4;
+  o.shuffle = true;
+  o.seed = 7;
+  o.workers = 2;
+  o.world_size = 2;
+  std::vector<LoaderState> states;
+  std::multiset<int64_t> labels;
+  LoaderStats s;
+  for (int r = 0; r < 2; ++r) {
+    o.rank = r;
+    auto l = Loader::Open(o);
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    Batch b;
+    for (int i = 0; i < 1 + 2 * r; ++i) {
+      ASSERT_TRUE(*(*l)->Next(&b));
+      labels.insert(b.labels(), b.labels() + b.size);
+    }
+    states.push_back((*l)->state());
+  }
+  auto merged = MergeStates(states);
+  ASSERT_TRUE(merged.ok()) << merged.status().ToString();
+  o.world_size = 3;
+  size_t served = 0;
+  for (int r = 0; r < 3; ++r) {
+    o.rank = r;
+    auto l = Loader::Open(o);
+    ASSERT_TRUE((*l)->LoadState(*merged).ok());
+    auto rest = LabelsOfEpoch(l->get(), &s);
+    EXPECT_EQ((*l)->state().epoch, 1u);
+    served += rest.size();
+    labels.insert(rest.begin(), rest.end());
+  }
+  EXPECT_EQ(served, 24u) << "16 of 40 read before, the rest over 3 ranks";
+  // Labels repeat over samples, so compare with one whole epoch's counts.
+  o.world_size = 1;
+  o.rank = 0;
+  auto whole = Loader::Open(o);
+  EXPECT_EQ(labels, LabelsOfEpoch(whole->get(), &s));
+}
+
 }  // namespace
 }  // namespace ssdfeed

@@ -151,7 +151,8 @@ def test_tensorflow_dataset_resumes_from_a_restored_state(small_datasets):
     next(it), next(it)
     state = ds.ssdfeed_loader.state_dict()
     consumed = state["batches_consumed"]
-    assert state["epoch"] == 0 and 2 <= consumed < len(epoch0)
+    # tf.data's injected prefetch is off: the state is where the model is.
+    assert state["epoch"] == 0 and consumed == 2 < len(epoch0)
     restored = ssdfeed.Loader(uri, **KW)
     restored.load_state_dict(state)  # before making the dataset: its first pass is short
     fresh = sftf.dataset(loader=restored)
