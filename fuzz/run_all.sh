@@ -25,9 +25,13 @@ mkdir -p "$corpus_root/import"
 "$build"/ssdfeed cache export "$("$build"/ssdfeed cache ls --json --cache "$corpus_root/c" |
   sed -n 's/.*"entry": "\([0-9a-f]*\)".*/\1/p')" --cache "$corpus_root/c" \
   --to "$corpus_root/import/seed.tar" 2>/dev/null
+# A ledger of three writers' reservations.
+mkdir -p "$corpus_root/ledger"
+printf 'w0 67108864\nw3 4096\nw12 0\n' >"$corpus_root/ledger/seed"
 for f in "$here"/seeds/*; do [ -e "$f" ] && cp "$f" "$corpus_root/decode/"; done
 declare -A corpus=([decode_fuzzer]=decode [tfrecord_fuzzer]=tfrecord [tar_fuzzer]=tarc
-                   [cache_record_fuzzer]=cache [import_stream_fuzzer]=import)
+                   [cache_record_fuzzer]=cache [import_stream_fuzzer]=import
+                   [ledger_fuzzer]=ledger)
 for bin in "$build"/fuzz/*_fuzzer; do
   name=$(basename "$bin")
   dir="$corpus_root/${corpus[$name]:-$name}"
