@@ -242,6 +242,9 @@ Status CreateEntryDir(const CacheOptions& opts, const EntryKey& key, const std::
   }
   Status s = EnsureManifest(env, staging, key, fp, false, FileMode(opts));
   if (s.ok()) s = env->RenameFile(staging, dir);
+  // In place: no longer staging. A lock file left behind is an empty file
+  // nobody locks again.
+  if (s.ok()) env->RemoveFile(JoinPath(dir, kMakerLock)).IgnoreError();
   if (!s.ok()) {
     env->RemoveDirAndFiles(staging).IgnoreError();  // as above
     // Another process put its entry in place first (or emptied our staging

@@ -210,8 +210,12 @@ class MakerLock : public FileLock {
  public:
   MakerLock(Env* env, std::string path, std::unique_ptr<FileLock> lock)
       : env_(env), path_(std::move(path)), lock_(std::move(lock)) {}
-  ~MakerLock() override { env_->RemoveFile(path_).IgnoreError(); }
+  ~MakerLock() override {
+    inside_.reset();
+    env_->RemoveFile(path_).IgnoreError();
+  }
   uint64_t inode() const override { return lock_->inode(); }
+  std::unique_ptr<FileLock> inside_;  // kMakerLock in the directory
 
  private:
   Env* env_;
@@ -229,12 +233,15 @@ bool StillNamed(Env* env, const std::string& path, const FileLock& lock) {
 }  // namespace
 
 bool StagingInProgress(Env* env, const std::string& dir) {
-  std::string lock = MakerLockPath(dir);
-  // The lock file is made (and locked) before the directory and removed
-  // after it has left trash/: missing, its maker died.
-  if (!env->FileExists(lock)) return false;
-  auto probe = env->LockFile(lock, true, false);
-  return !probe.ok() && probe.status().IsBusy();
+  // The lock file beside it is made (and locked) before the directory and
+  // removed after it has left trash/: missing or unlocked, its maker died.
+  // An older version's maker locks only the one inside.
+  for (const std::string& lock : {MakerLockPath(dir), JoinPath(dir, kMakerLock)}) {
+    if (!env->FileExists(lock)) continue;
+    auto probe = env->LockFile(lock, true, false);
+    if (!probe.ok() && probe.status().IsBusy()) return true;
+  }
+  return false;
 }
 
 Result<std::unique_ptr<FileLock>> CreateStagingDir(Env* env, const CacheOptions& opts,
@@ -252,6 +259,9 @@ Result<std::unique_ptr<FileLock>> CreateStagingDir(Env* env, const CacheOptions&
   if (!held) return Status::Busy(path + ": could not lock it");
   auto maker = std::make_unique<MakerLock>(env, path, std::move(held));
   SSDFEED_RETURN_IF_ERROR(env->CreateDir(dir, DirMode(opts)));
+  // For older versions' EmptyTrash, which knows only this one.
+  SSDFEED_ASSIGN_OR_RETURN(maker->inside_,
+                           env->LockFile(JoinPath(dir, kMakerLock), true, false, FileMode(opts)));
   return std::unique_ptr<FileLock>(std::move(maker));
 }
 

@@ -28,9 +28,11 @@ namespace ssdfeed {
 // file "new.<...>" + kMakerLockSuffix, and only then the directory, and holds
 // the lock until the directory has left trash/: a staging directory whose
 // lock file is missing or unlocked is a killed maker's, and EmptyTrash
-// deletes it (and the lock file).
+// deletes it (and the lock file). The maker also locks kMakerLock inside the
+// directory, as older versions (which look only there) did.
 constexpr char kStagingPrefix[] = "new.";
 constexpr char kMakerLockSuffix[] = ".maker";
+constexpr char kMakerLock[] = ".maker.lock";
 
 struct RootPaths {
   explicit RootPaths(std::string root);

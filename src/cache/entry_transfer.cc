@@ -626,8 +626,10 @@ Status ImportEntry(const CacheOptions& in, int fd, const ImportOptions& io,
   SSDFEED_ASSIGN_OR_RETURN(auto maker, CreateStagingDir(env, opts, staging));
   Status s = ImportBody(opts, io, &rd, sh, key, staging, &capacity, report);
   // Cleanup only (s is what the import did): EmptyTrash removes a staging
-  // dir left behind. The maker lock goes once the directory has left trash/.
+  // dir left behind, and a maker lock left in place is an unused empty file.
   if (!s.ok() || report->merged) env->RemoveDirAndFiles(staging).IgnoreError();
+  if (s.ok() && !report->merged)
+    env->RemoveFile(JoinPath(JoinPath(paths.entries, fp), kMakerLock)).IgnoreError();
   return s;
 }
 
