@@ -329,7 +329,10 @@ TEST(CacheNode, StoppedCapacityLockHolderCostsOthersABoundedWait) {
     ::_exit(0);
   }
   char c;
-  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ssize_t got = ::read(ready[0], &c, 1);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  ASSERT_EQ(got, 1);
   SampleFetcher fetcher(src->get(), f.spec, e->get(), co.claim_wait_seconds);
   uint64_t timeouts_before = CapacityLockTimeouts();
   for (uint64_t id = 0; id < 3; ++id) {
