@@ -28,6 +28,9 @@ mkdir -p "$corpus_root/import"
 # The warm above left the entry's ended stats totals: seeds for the stats parser.
 mkdir -p "$corpus_root/stats"
 cp "$corpus_root"/c/stats/ended-*.stats "$corpus_root/stats/" 2>/dev/null || true
+# A ledger of three writers' reservations.
+mkdir -p "$corpus_root/ledger"
+printf 'w0 67108864\nw3 4096\nw12 0\n' >"$corpus_root/ledger/seed"
 for f in "$here"/seeds/*; do [ -e "$f" ] && cp "$f" "$corpus_root/decode/"; done
 # A ListObjectsV2 page with the entities, quotes and paging a real one has.
 mkdir -p "$corpus_root/s3_list_fuzzer"
@@ -35,7 +38,7 @@ printf '%s' '<?xml version="1.0" encoding="UTF-8"?><ListBucketResult xmlns="http
   >"$corpus_root/s3_list_fuzzer/page.xml"
 declare -A corpus=([decode_fuzzer]=decode [tfrecord_fuzzer]=tfrecord [tar_fuzzer]=tarc
                    [cache_record_fuzzer]=cache [import_stream_fuzzer]=import
-                   [stats_block_fuzzer]=stats)
+                   [stats_block_fuzzer]=stats [ledger_fuzzer]=ledger)
 for bin in "$build"/fuzz/*_fuzzer; do
   name=$(basename "$bin")
   dir="$corpus_root/${corpus[$name]:-$name}"

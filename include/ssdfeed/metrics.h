@@ -39,6 +39,7 @@ enum class Ctr : uint32_t {
   kEvictions,          // entries this process evicted to make room
   kCacheDirectReads,   // records read with O_DIRECT (warm_read)
   kCacheDirectWrites,  // records written with O_DIRECT (fill_write)
+  kCacheLockTimeouts,  // capacity.lock held too long by another process
   kCount
 };
 

@@ -133,15 +133,8 @@ Result<std::vector<std::string>> CollectGarbage(const CacheOptions& in, uint64_t
 
 Result<uint64_t> RootBytes(const CacheOptions& in) {
   CacheOptions opts = WithEnv(in);
-  std::vector<EntryDirInfo> dirs;
-  RootPaths p(opts.root);
   SSDFEED_RETURN_IF_ERROR(ConfineIfPresent(opts));
-  // trash/ before entries/: an entry evicted between the two reads is then
-  // missed once rather than counted twice (evictions rename into trash/).
-  uint64_t total = OverheadBytes(opts.env, p);
-  SSDFEED_RETURN_IF_ERROR(ScanEntries(opts.env, p, opts, &dirs));
-  for (const auto& d : dirs) total += d.bytes;
-  return total;
+  return UsedBytesSnapshot(opts);
 }
 
 }  // namespace ssdfeed

@@ -4,7 +4,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdio>
+#include <charconv>
+#include <cstdint>
 #include <sstream>
 
 #include "cache/entry_files.h"
@@ -40,11 +41,7 @@ void DirBytes(Env* env, const std::string& dir, uint64_t* seg, uint64_t* meta, u
   }
 }
 
-// A ledger row: writer slot (root writers/ dir) and the bytes it reserved.
-struct LedgerRow {
-  uint32_t slot;
-  uint64_t bytes;
-};
+uint64_t SatAdd(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 
 // Rows of writers whose slot lock nobody holds are dropped: their
 // reservation died with them (a pid would not tell, across PID namespaces).
@@ -52,27 +49,28 @@ struct LedgerRow {
 // from nothing would drop every live writer's rows.
 Result<std::vector<LedgerRow>> ReadLiveLedger(Env* env, const RootPaths& p, uint32_t mode) {
   std::string text;
-  std::vector<LedgerRow> rows;
   Status s = env->ReadFileToString(p.ledger, &text);
-  if (s.IsNotFound()) return rows;
+  if (s.IsNotFound()) return std::vector<LedgerRow>();
   SSDFEED_RETURN_IF_ERROR(s);
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    unsigned slot = 0;
-    unsigned long long bytes = 0;
-    if (std::sscanf(line.c_str(), "w%u %llu", &slot, &bytes) != 2) continue;
-    if (SlotAlive(env, p.writers, kRootSlotPrefix, slot, mode)) rows.push_back({slot, bytes});
-  }
+  std::vector<LedgerRow> rows = ParseLedger(text);
+  std::erase_if(rows, [&](const LedgerRow& r) {
+    return !SlotAlive(env, p.writers, kRootSlotPrefix, r.slot, mode);
+  });
   return rows;
 }
 
 Status WriteLedger(Env* env, const std::string& path, const std::vector<LedgerRow>& rows,
                    uint32_t mode) {
-  std::ostringstream out;
-  for (const auto& r : rows) out << "w" << r.slot << " " << r.bytes << "\n";
   // Not durable: reservations die with their writers, and a power cut ends them all.
-  return env->WriteFileAtomic(path, out.str(), mode, /*durable=*/false);
+  return env->WriteFileAtomic(path, FormatLedger(rows), mode, /*durable=*/false);
+}
+
+// Parses an unsigned decimal that fills `s` exactly.
+template <typename T>
+bool ParseNumber(std::string_view s, T* out) {
+  if (s.empty()) return false;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && end == s.data() + s.size();
 }
 
 bool InOurGroups(uint32_t gid) {
@@ -83,6 +81,52 @@ bool InOurGroups(uint32_t gid) {
 }
 
 }  // namespace
+
+std::vector<LedgerRow> ParseLedger(std::string_view text) {
+  std::vector<LedgerRow> rows;
+  while (!text.empty()) {
+    size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    size_t sp = line.find(' ');
+    LedgerRow r{};
+    if (line.size() > 1 && line[0] == 'w' && sp != std::string_view::npos &&
+        ParseNumber(line.substr(1, sp - 1), &r.slot) && ParseNumber(line.substr(sp + 1), &r.bytes))
+      rows.push_back(r);
+  }
+  return rows;
+}
+
+std::string FormatLedger(const std::vector<LedgerRow>& rows) {
+  std::ostringstream out;
+  for (const auto& r : rows) out << "w" << r.slot << " " << r.bytes << "\n";
+  return out.str();
+}
+
+namespace {
+std::atomic<uint64_t> lock_timeouts{0};
+}  // namespace
+
+uint64_t CapacityLockTimeouts() { return lock_timeouts.load(std::memory_order_relaxed); }
+
+Result<std::unique_ptr<FileLock>> LockCapacity(const CacheOptions& opts, const RootPaths& p) {
+  Env* env = opts.env;
+  int64_t deadline = env->MonotonicMicros() + static_cast<int64_t>(kCapacityLockWaitSeconds * 1e6);
+  int64_t pause = 100;
+  // Polled, not a blocking flock: a holder that never lets go (SIGSTOP, a
+  // frozen cgroup) must not stop us for longer than the wait.
+  while (true) {
+    auto lock = env->LockFile(p.lock, true, false, FileMode(opts));
+    if (lock.ok() || !lock.status().IsBusy()) return lock;
+    int64_t left = deadline - env->MonotonicMicros();
+    if (left <= 0)
+      return Status::Busy(p.lock + ": held by another process for over " +
+                          std::to_string(static_cast<int>(kCapacityLockWaitSeconds)) +
+                          " s (stopped or frozen?)");
+    env->SleepForMicroseconds(std::min(pause, left));
+    pause = std::min<int64_t>(pause * 2, 2000);  // often: holders let go within a millisecond
+  }
+}
 
 bool IsForeignEntry(const FileInfo& fi, const CacheOptions& opts) {
   if (fi.uid == ::geteuid()) return false;
@@ -105,6 +149,7 @@ Status ScanEntries(Env* env, const RootPaths& p, const CacheOptions& opts,
     EntryDirInfo e;
     e.name = n;
     e.dir = dir;
+    e.inode = fi->inode;
     e.bytes = seg + meta;
     e.charged = seg + std::max(meta, MetaAllowance(claims / 4));
     e.last_used_ns = fi->mtime_ns;
@@ -118,51 +163,128 @@ Status ScanEntries(Env* env, const RootPaths& p, const CacheOptions& opts,
   return Status::OK();
 }
 
-uint64_t TrashBytes(Env* env, const RootPaths& p) {
+uint64_t OverheadBytes(Env* env, const RootPaths& p, const std::vector<EntryDirInfo>& seen) {
+  uint64_t seg, meta, claims, seg_files, total = 0;
   std::vector<std::string> names;
-  if (!env->GetChildren(p.trash, &names).ok()) return 0;
-  uint64_t total = 0;
-  for (const auto& n : names) {
-    uint64_t seg, meta, claims, seg_files;
-    DirBytes(env, JoinPath(p.trash, n), &seg, &meta, &claims, &seg_files);
-    total += seg + meta;
+  if (env->GetChildren(p.trash, &names).ok()) {
+    for (const auto& n : names) {
+      std::string dir = JoinPath(p.trash, n);
+      auto fi = env->Lstat(dir);
+      if (!fi.ok()) continue;
+      if (std::any_of(seen.begin(), seen.end(),
+                      [&](const auto& e) { return e.inode == fi->inode; }))
+        continue;
+      if (!fi->is_dir) {
+        total += fi->size;  // a maker's lock file
+        continue;
+      }
+      DirBytes(env, dir, &seg, &meta, &claims, &seg_files);
+      total += seg + meta;
+    }
   }
+  DirBytes(env, p.stats, &seg, &meta, &claims, &seg_files);
+  return total + seg + meta;
+}
+
+Result<uint64_t> UsedBytesSnapshot(const CacheOptions& opts) {
+  RootPaths p(opts.root);
+  auto lock = LockCapacity(opts, p);
+  // Busy: a stopped holder; better no figure than one that may be wrong. A
+  // lock we may not create (another user's root, read-only) or no root yet:
+  // read without it.
+  if (!lock.ok() && lock.status().IsBusy()) return lock.status();
+  std::vector<EntryDirInfo> entries;
+  SSDFEED_RETURN_IF_ERROR(ScanEntries(opts.env, p, opts, &entries));
+  uint64_t total = OverheadBytes(opts.env, p, entries);
+  for (const auto& e : entries) total += e.bytes;
   return total;
 }
 
-uint64_t OverheadBytes(Env* env, const RootPaths& p) {
-  uint64_t seg, meta, claims, seg_files;
-  DirBytes(env, p.stats, &seg, &meta, &claims, &seg_files);
-  return TrashBytes(env, p) + seg + meta;
+namespace {
+
+std::string MakerLockPath(const std::string& dir) { return dir + kMakerLockSuffix; }
+
+// The maker lock: removes its file, then unlocks, once the directory has
+// left trash/.
+class MakerLock : public FileLock {
+ public:
+  MakerLock(Env* env, std::string path, std::unique_ptr<FileLock> lock)
+      : env_(env), path_(std::move(path)), lock_(std::move(lock)) {}
+  ~MakerLock() override {
+    inside_.reset();
+    env_->RemoveFile(path_).IgnoreError();
+  }
+  uint64_t inode() const override { return lock_->inode(); }
+  std::unique_ptr<FileLock> inside_;  // kMakerLock in the directory
+
+ private:
+  Env* env_;
+  std::string path_;
+  std::unique_ptr<FileLock> lock_;
+};
+
+// Whether `path` still names the file `lock` holds: EmptyTrash may have
+// unlinked it (a killed maker's, it thought) between our open and our lock.
+bool StillNamed(Env* env, const std::string& path, const FileLock& lock) {
+  auto fi = env->Lstat(path);
+  return fi.ok() && (lock.inode() == 0 || fi->inode == lock.inode());
 }
 
+}  // namespace
+
 bool StagingInProgress(Env* env, const std::string& dir) {
-  std::string lock = JoinPath(dir, kMakerLock);
-  if (!env->FileExists(lock)) return false;  // its maker died before locking
-  auto probe = env->LockFile(lock, true, false);
-  return !probe.ok() && probe.status().IsBusy();
+  // The lock file beside it is made (and locked) before the directory and
+  // removed after it has left trash/: missing or unlocked, its maker died.
+  // An older version's maker locks only the one inside.
+  for (const std::string& lock : {MakerLockPath(dir), JoinPath(dir, kMakerLock)}) {
+    if (!env->FileExists(lock)) continue;
+    auto probe = env->LockFile(lock, true, false);
+    if (!probe.ok() && probe.status().IsBusy()) return true;
+  }
+  return false;
 }
 
 Result<std::unique_ptr<FileLock>> CreateStagingDir(Env* env, const CacheOptions& opts,
                                                    const std::string& dir) {
+  std::string path = MakerLockPath(dir);
+  std::unique_ptr<FileLock> held;
+  // A prober (StagingInProgress) holds it for an instant; EmptyTrash may
+  // unlink a file it found unlocked: then lock the new one.
+  for (int attempt = 0; attempt < 100 && !held; ++attempt) {
+    auto lock = env->LockFile(path, true, false, FileMode(opts));
+    if (!lock.ok() && !lock.status().IsBusy()) return lock.status();
+    if (lock.ok() && StillNamed(env, path, **lock)) held = std::move(*lock);
+    if (!held) env->SleepForMicroseconds(1000);
+  }
+  if (!held) return Status::Busy(path + ": could not lock it");
+  auto maker = std::make_unique<MakerLock>(env, path, std::move(held));
   SSDFEED_RETURN_IF_ERROR(env->CreateDir(dir, DirMode(opts)));
-  return env->LockFile(JoinPath(dir, kMakerLock), true, false, FileMode(opts));
+  // For older versions' EmptyTrash, which knows only this one.
+  SSDFEED_ASSIGN_OR_RETURN(maker->inside_,
+                           env->LockFile(JoinPath(dir, kMakerLock), true, false, FileMode(opts)));
+  return std::unique_ptr<FileLock>(std::move(maker));
 }
 
 void EmptyTrash(Env* env, const RootPaths& p) {
   std::vector<std::string> names;
   if (!env->GetChildren(p.trash, &names).ok()) return;
   for (const auto& n : names) {
-    std::string dir = JoinPath(p.trash, n);
-    auto fi = env->Lstat(dir);
+    std::string path = JoinPath(p.trash, n);
+    auto fi = env->Lstat(path);
     if (!fi.ok() || fi->is_symlink) continue;
-    if (n.rfind(kStagingPrefix, 0) == 0 && StagingInProgress(env, dir)) continue;
+    bool staging = n.rfind(kStagingPrefix, 0) == 0;
     if (fi->is_dir) {
+      if (staging && StagingInProgress(env, path)) continue;
       // Best effort, as is all of EmptyTrash: another process may be at it
       // too, and what stays is removed by the next pass.
-      env->RemoveDirAndFiles(dir).IgnoreError();
+      env->RemoveDirAndFiles(path).IgnoreError();
+    } else if (staging) {
+      // A maker lock: removed only while we hold it (its maker is gone; one
+      // that opened it meanwhile sees it unlinked and makes another).
+      auto lock = env->LockFile(path, true, false);
+      if (lock.ok() && StillNamed(env, path, **lock)) env->RemoveFile(path).IgnoreError();
     } else {
-      env->RemoveFile(dir).IgnoreError();
+      env->RemoveFile(path).IgnoreError();
     }
   }
 }
@@ -174,6 +296,10 @@ Status TrashEntryIfUnused(Env* env, const RootPaths& p, const EntryDirInfo& e) {
     if (lock.status().IsBusy()) return Status::Busy(e.name + ": in use by a running process");
     return lock.status();
   }
+  // Chosen before, outside this lock: only the directory chosen goes.
+  auto now = env->Lstat(e.dir);
+  if (e.inode != 0 && (!now.ok() || now->inode != e.inode))
+    return Status::Busy(e.name + ": replaced since it was chosen");
   static std::atomic<int> n{0};
   std::string dest =
       JoinPath(p.trash, e.name + "." + std::to_string(::getpid()) + "." + std::to_string(n++) +
@@ -185,13 +311,7 @@ Status TrashEntryIfUnused(Env* env, const RootPaths& p, const EntryDirInfo& e) {
 }
 
 Status DeleteEntryIfUnused(Env* env, const RootPaths& p, const EntryDirInfo& e) {
-  {
-    // Under the capacity lock, as evictions are: a reservation then never
-    // sees the entry in neither (or both) of entries/ and trash/.
-    auto lock = env->LockFile(p.lock, true, true, e.file_mode);
-    if (!lock.ok()) return lock.status();
-    SSDFEED_RETURN_IF_ERROR(TrashEntryIfUnused(env, p, e));
-  }
+  SSDFEED_RETURN_IF_ERROR(TrashEntryIfUnused(env, p, e));
   EmptyTrash(env, p);
   return Status::OK();
 }
@@ -312,32 +432,53 @@ Status Capacity::EnsureSlot() {
   return Status::OK();
 }
 
-Result<uint64_t> Capacity::Reserve(uint64_t need) {
+Result<uint64_t> Capacity::Reserve(uint64_t need, uint64_t pending) {
+  lock_timed_out_ = false;
   SSDFEED_RETURN_IF_ERROR(EnsureSlot());
   std::string why;
-  // Each pass either grants, or evicts at least one entry (finite), or fails.
+  std::vector<uint64_t> skip;  // victims found in use: not chosen again
+  // Each pass grants, or evicts at least one entry, or skips one more that
+  // is in use (finite), or fails.
   for (int pass = 0; pass < 64; ++pass) {
     EmptyTrash(opts_.env, paths_);  // outside the lock: nobody waits on deletions
     uint64_t grant = 0;
-    SSDFEED_ASSIGN_OR_RETURN(Outcome o, TryReserveLocked(need, &grant, &why));
-    if (o == Outcome::kGranted) return grant;
-    if (o == Outcome::kFull) break;
+    std::vector<EntryDirInfo> victims;
+    auto o = TryReserveLocked(need, pending, &grant, &why, skip, &victims);
+    if (!o.ok() && o.status().IsBusy()) {
+      lock_timed_out_ = true;
+      lock_timeouts.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (!o.ok()) return o.status();
+    if (*o == Outcome::kGranted) return grant;
+    if (*o == Outcome::kFull) break;
+    // Renamed and made durable without the lock: others reserve meanwhile.
+    for (const auto& e : victims) {
+      if (TrashEntryIfUnused(opts_.env, paths_, e).ok()) {
+        if (counters_ != nullptr) counters_->evictions++;
+      } else {
+        skip.push_back(e.inode);
+      }
+    }
   }
   return Status::NoSpace(why);
 }
 
-Result<Capacity::Outcome> Capacity::TryReserveLocked(uint64_t need, uint64_t* grant,
-                                                     std::string* why) {
+Result<Capacity::Outcome> Capacity::TryReserveLocked(uint64_t need, uint64_t pending,
+                                                     uint64_t* grant, std::string* why,
+                                                     const std::vector<uint64_t>& skip,
+                                                     std::vector<EntryDirInfo>* victims) {
   Env* env = opts_.env;
-  SSDFEED_ASSIGN_OR_RETURN(auto lock, env->LockFile(paths_.lock, true, true, FileMode(opts_)));
+  SSDFEED_ASSIGN_OR_RETURN(auto lock, LockCapacity(opts_, paths_));
   SSDFEED_ASSIGN_OR_RETURN(std::vector<LedgerRow> rows,
                            ReadLiveLedger(env, paths_, FileMode(opts_)));
   std::erase_if(rows, [&](const LedgerRow& r) { return r.slot == slot_->id(); });
-  uint64_t used = OverheadBytes(env, paths_);  // trash not yet gone, metrics files
-  for (const auto& r : rows) used += r.bytes;
+  // entries/ before trash/: an entry evicted (renamed) between the two reads
+  // is counted twice at worst, never missed.
   std::vector<EntryDirInfo> entries;
   SSDFEED_RETURN_IF_ERROR(ScanEntries(env, paths_, opts_, &entries));
-  for (const auto& e : entries) used += e.charged;
+  uint64_t used = SatAdd(OverheadBytes(env, paths_, entries), pending);
+  for (const auto& r : rows) used = SatAdd(used, r.bytes);  // a damaged row must not wrap
+  for (const auto& e : entries) used = SatAdd(used, e.charged);
   uint64_t free_bytes = 0, total = 0;
   SSDFEED_RETURN_IF_ERROR(env->FsSpace(opts_.root, &free_bytes, &total));
   uint64_t headroom = total / 100;  // leave 1% of the filesystem to others
@@ -345,27 +486,26 @@ Result<Capacity::Outcome> Capacity::TryReserveLocked(uint64_t need, uint64_t* gr
   uint64_t fs_room = free_bytes > headroom ? free_bytes - headroom : 0;
   *grant = std::min({std::max(need, opts_.reserve_chunk), room, fs_room});
   if (*grant >= need) {
-    rows.push_back({slot_->id(), *grant});
+    rows.push_back({slot_->id(), *grant + pending});
     SSDFEED_RETURN_IF_ERROR(WriteLedger(env, paths_.ledger, rows, FileMode(opts_)));
     return Outcome::kGranted;
   }
-  // Least recently used first; our own entry and foreign ones never. The
-  // victims go to trash/ now and are deleted after the lock is released.
+  // What is staged stays charged; the unused rest of our grant is let go.
+  if (pending > 0) rows.push_back({slot_->id(), pending});
+  SSDFEED_RETURN_IF_ERROR(WriteLedger(env, paths_.ledger, rows, FileMode(opts_)));
+  // Least recently used first; our own entry, foreign ones and those found
+  // in use never.
   std::sort(entries.begin(), entries.end(),
             [](const auto& a, const auto& b) { return a.last_used_ns < b.last_used_ns; });
-  bool evicted = false;
   uint64_t freed = 0;
   for (const auto& e : entries) {
     if (used - std::min(used, freed) + need <= capacity_ && fs_room + freed >= need) break;
     if (e.dir == own_entry_ || e.foreign) continue;
-    if (TrashEntryIfUnused(env, paths_, e).ok()) {
-      freed += e.charged;
-      evicted = true;
-      if (counters_ != nullptr) counters_->evictions++;
-    }
+    if (std::find(skip.begin(), skip.end(), e.inode) != skip.end()) continue;
+    victims->push_back(e);
+    freed += e.charged;
   }
-  SSDFEED_RETURN_IF_ERROR(WriteLedger(env, paths_.ledger, rows, FileMode(opts_)));
-  if (evicted) return Outcome::kEvicted;
+  if (!victims->empty()) return Outcome::kEvict;
   *why = "cache root " + opts_.root + " is full (capacity " + std::to_string(capacity_) +
          " bytes, " + std::to_string(used) + " used or reserved, " + std::to_string(free_bytes) +
          " free on the filesystem)";
@@ -375,15 +515,16 @@ Result<Capacity::Outcome> Capacity::TryReserveLocked(uint64_t need, uint64_t* gr
 void Capacity::Release() {
   if (!slot_) return;
   Env* env = opts_.env;
-  auto lock = env->LockFile(paths_.lock, true, true, FileMode(opts_));
+  // Never waits: a job's exit must not hang on a stopped process, and a row
+  // left behind names a slot that is free once we exit, which readers drop
+  // (ReadLiveLedger): nothing stays reserved.
+  auto lock = env->LockFile(paths_.lock, true, false, FileMode(opts_));
   if (!lock.ok()) return;
   auto read = ReadLiveLedger(env, paths_, FileMode(opts_));
-  if (!read.ok()) return;  // our row dies with our slot anyway
+  if (!read.ok()) return;
   std::vector<LedgerRow> rows = std::move(*read);
   size_t before = rows.size();
   std::erase_if(rows, [&](const LedgerRow& r) { return r.slot == slot_->id(); });
-  // A row left behind names a slot that is free once we exit, and readers
-  // drop rows of free slots (ReadLiveLedger): nothing stays reserved.
   if (rows.size() != before) WriteLedger(env, paths_.ledger, rows, FileMode(opts_)).IgnoreError();
 }
 

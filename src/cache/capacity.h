@@ -6,12 +6,16 @@
 // within that allowance (reserved when the entry is created) without ever
 // pushing the root over. A writer reserves before it appends, so the root
 // never exceeds the capacity. When a reservation does not fit, unused entries
-// are evicted least-recently-used first: renamed into trash/ under the lock,
-// deleted after it is released, so no other writer waits on the deletion.
+// are evicted least-recently-used first: chosen under the lock, renamed into
+// trash/ (and the renames made durable) after it is released, deleted later,
+// so no other writer waits on any of it. The lock is taken with a bounded
+// wait (kCapacityLockWaitSeconds): a process stopped while holding it costs
+// the others a miss, never a hang.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cache/writer_slot.h"
@@ -20,10 +24,14 @@
 namespace ssdfeed {
 
 // New entries (and imports) are made under trash/ as "new.<...>", then
-// renamed into entries/. Their maker holds flock on kMakerLock inside for as
-// long as it works; EmptyTrash leaves such a directory alone and deletes the
-// ones a killed maker left.
+// renamed into entries/. Their maker first creates and locks the sibling
+// file "new.<...>" + kMakerLockSuffix, and only then the directory, and holds
+// the lock until the directory has left trash/: a staging directory whose
+// lock file is missing or unlocked is a killed maker's, and EmptyTrash
+// deletes it (and the lock file). The maker also locks kMakerLock inside the
+// directory, as older versions (which look only there) did.
 constexpr char kStagingPrefix[] = "new.";
+constexpr char kMakerLockSuffix[] = ".maker";
 constexpr char kMakerLock[] = ".maker.lock";
 
 struct RootPaths {
@@ -31,22 +39,55 @@ struct RootPaths {
   std::string root, entries, trash, writers, stats, lock, ledger;
 };
 
+// A row of capacity.ledger ("w<slot> <bytes>"): a live writer's reservation.
+struct LedgerRow {
+  uint32_t slot;
+  uint64_t bytes;
+  bool operator==(const LedgerRow&) const = default;
+};
+// The rows of a ledger's text; a line that is not a row is skipped.
+std::vector<LedgerRow> ParseLedger(std::string_view text);
+std::string FormatLedger(const std::vector<LedgerRow>& rows);
+
+// How long anyone waits for capacity.lock (held briefly by each
+// reservation). Held longer, its holder is stopped or frozen (SIGSTOP,
+// `docker pause`, a frozen cgroup).
+constexpr double kCapacityLockWaitSeconds = 2.0;
+// capacity.lock, waited for at most kCapacityLockWaitSeconds; Busy (naming
+// the lock) when another process holds it longer.
+Result<std::unique_ptr<FileLock>> LockCapacity(const CacheOptions& opts, const RootPaths& p);
+// Reservations of this process that gave up waiting for capacity.lock
+// (ssdfeed_cache_lock_timeouts_total).
+uint64_t CapacityLockTimeouts();
+
+struct EntryDirInfo;
+
 class Capacity {
  public:
   Capacity(const CacheOptions& opts, std::string own_entry, CacheCounters* counters);
   ~Capacity();
-  // Reserves at least `need` bytes (a whole chunk when it fits). Returns the
-  // bytes granted, or NoSpace when even `need` does not fit after eviction.
-  Result<uint64_t> Reserve(uint64_t need);
+  // Reserves at least `need` bytes (a whole chunk when it fits), on top of
+  // `pending`: bytes of our last grant that are used but not yet on disk
+  // (staged for a direct write), which stay charged. Returns the bytes
+  // granted beyond `pending`; NoSpace when even `need` does not fit after
+  // eviction; Busy (and lock_timed_out()) when capacity.lock stayed held.
+  Result<uint64_t> Reserve(uint64_t need, uint64_t pending = 0);
+  // Whether the last Reserve failed for capacity.lock held too long.
+  bool lock_timed_out() const { return lock_timed_out_; }
+  // Drops our ledger row if the lock is free now; never waits (our row dies
+  // with our writer slot anyway).
   void Release();
   void SetCounters(CacheCounters* c) { counters_ = c; }
   // Our root writer slot (valid after a successful Reserve).
   uint32_t slot() const { return slot_ ? slot_->id() : 0; }
 
  private:
-  enum class Outcome { kGranted, kEvicted, kFull };
-  // One pass under capacity.lock; renames victims into trash/ (kEvicted).
-  Result<Outcome> TryReserveLocked(uint64_t need, uint64_t* grant, std::string* why);
+  enum class Outcome { kGranted, kEvict, kFull };
+  // One pass under capacity.lock: a grant, or the victims to evict (kEvict),
+  // least recently used first, none of them in `skip`.
+  Result<Outcome> TryReserveLocked(uint64_t need, uint64_t pending, uint64_t* grant,
+                                   std::string* why, const std::vector<uint64_t>& skip,
+                                   std::vector<EntryDirInfo>* victims);
   Status EnsureSlot();
 
   CacheOptions opts_;
@@ -55,6 +96,7 @@ class Capacity {
   CacheCounters* counters_;
   uint64_t capacity_ = 0;
   std::unique_ptr<WriterSlot> slot_;  // our liveness for the ledger
+  bool lock_timed_out_ = false;
 };
 
 // The default capacity: what the root holds now plus 80% of the free space.
@@ -65,6 +107,7 @@ inline uint64_t MetaAllowance(uint64_t samples) { return samples * 4 + 16384; }
 
 struct EntryDirInfo {
   std::string name, dir;
+  uint64_t inode = 0;    // the same directory after a rename (into trash/, say)
   uint64_t bytes = 0;    // on disk
   uint64_t charged = 0;  // counted against the capacity (>= bytes)
   int64_t last_used_ns = 0;
@@ -87,19 +130,28 @@ Status CheckEntryOwner(Env* env, const CacheOptions& opts, const std::string& di
 // Entries under the root (symlinks skipped), with their bytes.
 Status ScanEntries(Env* env, const RootPaths& p, const CacheOptions& opts,
                    std::vector<EntryDirInfo>* out);
-// Bytes of the files still in trash/ (deletions not yet finished).
-uint64_t TrashBytes(Env* env, const RootPaths& p);
 // Bytes the root holds outside entries/: trash/ plus the jobs' stats files.
-uint64_t OverheadBytes(Env* env, const RootPaths& p);
+// A directory of trash/ whose inode is in `seen` (read from entries/ just
+// before, and moved since) is not counted again.
+uint64_t OverheadBytes(Env* env, const RootPaths& p, const std::vector<EntryDirInfo>& seen = {});
+// The bytes the root holds (RootBytes), under capacity.lock (LockCapacity): no
+// reservation is granted meanwhile, so every writer grows only into room
+// charged before, and the sum is one the disk could hold at one moment.
+Result<uint64_t> UsedBytesSnapshot(const CacheOptions& opts);
 // Moves an entry nobody uses into trash/ (Busy if in use): atomic, so a
-// half-deleted entry is never visible. EmptyTrash() then deletes it.
+// half-deleted entry is never visible. EmptyTrash() then deletes it. Needs
+// no lock: a reservation reads entries/ before trash/, so a moving entry is
+// counted twice at worst, never missed.
 Status TrashEntryIfUnused(Env* env, const RootPaths& p, const EntryDirInfo& e);
 // TrashEntryIfUnused + EmptyTrash.
 Status DeleteEntryIfUnused(Env* env, const RootPaths& p, const EntryDirInfo& e);
 // Deletes what is in trash/ (also what a killed process left there), through
 // directory descriptors: never follows a link.
 void EmptyTrash(Env* env, const RootPaths& p);
-// Makes a staging directory under trash/ and holds its maker lock.
+// Locks the maker lock of staging directory `dir` (under trash/), then makes
+// the directory. The lock, held until it is destroyed, keeps EmptyTrash off
+// the directory; destroy it once the directory has left trash/ (renamed into
+// place, or removed), which also removes the lock file.
 Result<std::unique_ptr<FileLock>> CreateStagingDir(Env* env, const CacheOptions& opts,
                                                    const std::string& dir);
 // True while a live process holds the maker lock of staging dir `dir`.

@@ -26,6 +26,7 @@ struct SegmentWriter::Chunk {
   size_t filled = 0;
   char* buf = nullptr;               // kChunkBytes, aligned
   std::vector<cf::IndexEntry> ends;  // records whose last byte is here
+  uint64_t charged = 0;              // what those records were charged (unwritten_)
   int copying = 0;                   // Puts copying into it now (the writer waits for 0)
 };
 
@@ -116,9 +117,12 @@ Status SegmentWriter::Put(uint64_t id, uint64_t seq, int64_t label, const uint8_
   std::vector<Piece> pieces;
   {
     MutexLock l(&mu_);
-    SSDFEED_RETURN_IF_ERROR(PlaceLocked(rec_len));
+    uint64_t charged = 0;
+    SSDFEED_RETURN_IF_ERROR(PlaceLocked(rec_len, &charged));
     if (!direct_) return AppendLocked(ie, hdr, pixels, h.payload_len);
-    SSDFEED_RETURN_IF_ERROR(StageLocked(ie, &pieces));
+    Status staged = StageLocked(ie, charged, &pieces);
+    if (!staged.ok()) unwritten_ -= charged;  // never staged: never written
+    SSDFEED_RETURN_IF_ERROR(staged);
   }
   // Direct: the bytes go into the chunks without the lock, so workers copy
   // at once; the writer thread takes a chunk only when its copies are done.
@@ -145,7 +149,7 @@ Status SegmentWriter::Put(uint64_t id, uint64_t seq, int64_t label, const uint8_
 
 // Admission, capacity and the segment, for a record of rec_len bytes;
 // decides buffered or direct at the first put.
-Status SegmentWriter::PlaceLocked(uint64_t rec_len) {
+Status SegmentWriter::PlaceLocked(uint64_t rec_len, uint64_t* charged) {
   if (!admitting_) return Status::NoSpace(warning_);
   if (!decided_) {
     decided_ = true;
@@ -159,7 +163,11 @@ Status SegmentWriter::PlaceLocked(uint64_t rec_len) {
                              : (!dat_ || dat_->Size() + rec_len > opts_.segment_bytes);
   uint64_t need = rec_len + cf::kIndexEntrySize + (direct_ && new_segment ? kDirectIoAlignment : 0);
   if (reserved_left_ < need) {
-    auto r = capacity_->Reserve(need);
+    if (opts_.env->MonotonicMicros() < lock_retry_us_) return Status::Busy(lock_warning_);
+    // What is staged but not yet written stays charged: it is on no disk
+    // the reservation could see.
+    auto r = capacity_->Reserve(need, unwritten_);
+    if (!r.ok() && capacity_->lock_timed_out()) return BackOffLocked(r.status());
     if (!r.ok()) return StopAdmittingLocked(r.status(), &counters_->capacity_denied);
     reserved_left_ = *r;
   }
@@ -167,7 +175,23 @@ Status SegmentWriter::PlaceLocked(uint64_t rec_len) {
   if (!s.ok()) return StopAdmittingLocked(s, &counters_->write_errors);
   // Charged now: a put that fails after this stops admission anyway.
   reserved_left_ -= need;
+  *charged = need;
+  // Direct: unwritten from here (StageLocked may wait for room, and another
+  // put renew the reservation meanwhile) until its chunk is written.
+  if (direct_) unwritten_ += need;
   return Status::OK();
+}
+
+// capacity.lock is held by a process that does not let go (stopped,
+// frozen): as with a full root, this put is not stored, and no put tries the
+// lock again for a while; unlike a full root, storing resumes after that.
+Status SegmentWriter::BackOffLocked(const Status& why) {
+  int wait_s = static_cast<int>(10 * kCapacityLockWaitSeconds);
+  lock_retry_us_ = opts_.env->MonotonicMicros() + wait_s * int64_t{1000000};
+  lock_warning_ = why.message();
+  opts_.env->Warn("cache entry " + dir_ + " stores nothing for " + std::to_string(wait_s) + " s (" +
+                  lock_warning_ + "); those samples come from the origin");
+  return why;
 }
 
 Status SegmentWriter::AppendLocked(const cf::IndexEntry& entry, const char* hdr,
@@ -440,7 +464,8 @@ bool SegmentWriter::RoomLocked(uint64_t rec_len) {
   return more <= can;
 }
 
-Status SegmentWriter::StageLocked(const cf::IndexEntry& entry, std::vector<Piece>* pieces) {
+Status SegmentWriter::StageLocked(const cf::IndexEntry& entry, uint64_t charged,
+                                  std::vector<Piece>* pieces) {
   uint64_t rec_len = entry.record_len;
   while (!RoomLocked(rec_len)) {
     CondWait(&done_cv_, &mu_);
@@ -473,6 +498,7 @@ Status SegmentWriter::StageLocked(const cf::IndexEntry& entry, std::vector<Piece
     work_cv_.notify_one();
   }
   open_->ends.push_back(ie);
+  open_->charged += charged;
   end_ += rec_len;
   staged_[ie.sample_id].count++;
   staged_total_++;
@@ -496,6 +522,7 @@ std::unique_ptr<SegmentWriter::Chunk> SegmentWriter::TakeChunkLocked() {
   }
   c->filled = 0;
   c->ends.clear();
+  c->charged = 0;
   return c;
 }
 
@@ -644,6 +671,8 @@ void SegmentWriter::FinishBatchLocked(std::vector<std::unique_ptr<Chunk>>* batch
   // Indexed or dropped, each chunk's records are no longer staged.
   for (auto& c : *batch) {
     ForgetStagedLocked(*c);
+    unwritten_ -= c->charged;  // on disk now, where reservations see it (or dropped)
+    c->charged = 0;
     spare_.push_back(std::move(c));
   }
   batch->clear();

@@ -129,10 +129,14 @@ class SegmentWriter {
 
   // Direct mode.
   Status OpenFirstDirectLocked(int n, bool takeover) REQUIRES(mu_);
-  Status PlaceLocked(uint64_t rec_len) REQUIRES(mu_);
+  // *charged: the capacity the record takes (its bytes, index entry and
+  // any padding of a new segment).
+  Status PlaceLocked(uint64_t rec_len, uint64_t* charged) REQUIRES(mu_);
+  Status BackOffLocked(const Status& why) REQUIRES(mu_);
   // Places the record in the chunks (and seals the full ones); the caller
   // copies the pieces without the lock, then counts them done.
-  Status StageLocked(const cache_format::IndexEntry& ie, std::vector<Piece>* pieces) REQUIRES(mu_);
+  Status StageLocked(const cache_format::IndexEntry& ie, uint64_t charged,
+                     std::vector<Piece>* pieces) REQUIRES(mu_);
   bool RoomLocked(uint64_t rec_len) REQUIRES(mu_);
   std::unique_ptr<Chunk> TakeChunkLocked() REQUIRES(mu_);
   // carry: start the next chunk with a part-full last block.
@@ -161,6 +165,11 @@ class SegmentWriter {
   uint32_t seg_index_slot_ GUARDED_BY(mu_) = 0;
   uint64_t unsynced_ GUARDED_BY(mu_) = 0;
   uint64_t reserved_left_ GUARDED_BY(mu_) = 0;
+  // Charged for records staged and not yet written (direct mode): kept in
+  // our ledger row when the reservation is renewed.
+  uint64_t unwritten_ GUARDED_BY(mu_) = 0;
+  int64_t lock_retry_us_ GUARDED_BY(mu_) = 0;  // capacity.lock timed out: no Reserve before
+  std::string lock_warning_ GUARDED_BY(mu_);
   bool admitting_ GUARDED_BY(mu_) = true;
   bool decided_ GUARDED_BY(mu_) = false;  // buffered or direct, at the first Put
   bool direct_ GUARDED_BY(mu_) = false;

@@ -54,6 +54,8 @@ const CounterName kCounterNames[] = {
      "Cache records read with O_DIRECT, bypassing the page cache (warm_read)."},
     {Ctr::kCacheDirectWrites, "ssdfeed_cache_direct_writes_total",
      "Cache records written with O_DIRECT by the writer thread (fill_write)."},
+    {Ctr::kCacheLockTimeouts, "ssdfeed_cache_lock_timeouts_total",
+     "Reservations that gave up waiting for the root's capacity lock (its holder stopped?)."},
 };
 
 struct HistName {
@@ -253,23 +255,30 @@ Status AddRootFamilies(Env* env, const CacheOptions& c, const RootStats& stats,
 
   uint64_t free_bytes = 0, fs_bytes = 0;
   SSDFEED_RETURN_IF_ERROR(env->FsSpace(c.root, &free_bytes, &fs_bytes));
-  SSDFEED_ASSIGN_OR_RETURN(uint64_t used, RootBytes(c));
+  // Busy: a stopped process holds the capacity lock; the gauge is left out
+  // of this scrape rather than read without the lock (it could count an
+  // entry being evicted twice, over the capacity).
+  auto sampled = RootBytes(c);
+  if (!sampled.ok() && !sampled.status().IsBusy()) return sampled.status();
+  double used = sampled.ok() ? static_cast<double>(*sampled) : -1;
   // The capacity every job gets by default (bytes held + 80% of free) unless set.
   double capacity = c.capacity_bytes != 0 ? static_cast<double>(c.capacity_bytes)
-                                          : static_cast<double>(used) + 0.8 * free_bytes;
+                    : used >= 0           ? used + 0.8 * free_bytes
+                                          : -1;
   struct {
     const char* name;
     const char* help;
     double v;
   } root[] = {
       {"ssdfeed_cache_capacity_bytes", "Most bytes the cache root may hold.", capacity},
-      {"ssdfeed_cache_used_bytes", "Bytes the cache root holds.", static_cast<double>(used)},
+      {"ssdfeed_cache_used_bytes", "Bytes the cache root holds.", used},
       {"ssdfeed_filesystem_free_bytes", "Free bytes (unprivileged) on the root's filesystem.",
        static_cast<double>(free_bytes)},
       {"ssdfeed_filesystem_size_bytes", "Size of the root's filesystem.",
        static_cast<double>(fs_bytes)},
   };
   for (const auto& r : root) {
+    if (r.v < 0) continue;  // not sampled (above)
     auto f = Family(r.name, r.help, MetricType::Gauge);
     AddGauge(&f, {}, r.v);
     out->push_back(std::move(f));

@@ -1,5 +1,7 @@
 #include "ssdfeed/fetcher.h"
 
+#include "cache/capacity.h"
+
 namespace ssdfeed {
 
 SampleFetcher::SampleFetcher(const Source* source, PrepareSpec spec, CacheEntry* cache,
@@ -24,6 +26,7 @@ void SampleFetcher::SyncCacheCounters() {
   stats_->Set(Ctr::kEvictions, c.evictions.load(std::memory_order_relaxed));
   stats_->Set(Ctr::kCacheDirectReads, c.direct_reads.load(std::memory_order_relaxed));
   stats_->Set(Ctr::kCacheDirectWrites, c.direct_writes.load(std::memory_order_relaxed));
+  stats_->Set(Ctr::kCacheLockTimeouts, CapacityLockTimeouts());  // this process's
   Admission a = Admission::kAdmitting;
   if (cache_->read_only()) {
     a = Admission::kReadOnly;

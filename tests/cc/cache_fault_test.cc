@@ -199,6 +199,9 @@ TEST(CacheDiskFull, RealEnospcOnSmallTmpfs) {
 }
 
 // Several entries filled at once never push the root over its capacity.
+// RootBytes reads under the capacity lock: a sum the disk held at one moment
+// (read without it, an entry counted before its eviction plus its evictor
+// counted after growing could add up to more than the disk ever held).
 TEST(CacheCapacity, ConcurrentFillsStayUnderCapacitySampledContinuously) {
   test::TempDir root;
   CacheOptions o = Opts(root.path());
@@ -210,6 +213,8 @@ TEST(CacheCapacity, ConcurrentFillsStayUnderCapacitySampledContinuously) {
     while (!stop) {
       auto b = RootBytes(o);
       if (b.ok() && *b > max_seen) max_seen = *b;
+      // Pacing, so that the fills get the capacity lock too.
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   });
   std::vector<std::thread> fillers;
@@ -239,6 +244,56 @@ TEST(CacheCapacity, ConcurrentFillsStayUnderCapacitySampledContinuously) {
   // Up to a reserve chunk per writer (3 x 32 KiB) and each entry's unused
   // small-file allowance may be charged but not yet on disk.
   EXPECT_GT(max_seen.load(), o.capacity_bytes / 2) << "capacity was barely used";
+}
+
+bool DirectWorks(const std::string& dir) {
+  std::string p = JoinPath(dir, "probe");
+  std::ofstream(p) << "x";
+  WritableFileOptions o;
+  o.direct = true;
+  bool ok = Env::Default()->NewWritableFile(p, o).ok();
+  ::unlink(p.c_str());
+  return ok;
+}
+
+// A direct fill on a device slower than its puts: the staged chunks (up to
+// 8 MiB) are on no disk yet when the writer renews its reservation, so they
+// must stay charged, or their room is granted again. Sampled under the
+// capacity lock, and once more when everything is written.
+TEST(CacheCapacity, DirectFillOnASlowDeviceStaysUnderCapacity) {
+  test::TempDir root;
+  if (!DirectWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
+  FaultInjectionEnv env(Env::Default());
+  env.DelayWrites(20000);  // 20 ms a write: several chunks queue up
+  CacheOptions o = Opts(root.path(), &env);
+  o.capacity_bytes = 6 << 20;
+  o.reserve_chunk = 256 << 10;
+  o.fill_write = FillWrite::kDirect;
+  o.sync_bytes = 64 << 20;
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> max_seen{0};
+  std::thread sampler([&] {
+    while (!stop) {
+      auto b = RootBytes(o);
+      if (b.ok() && *b > max_seen) max_seen = *b;
+      // Pacing, so that the fills get the capacity lock too.
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  constexpr int kSide = 128;  // 48 KiB a record
+  std::vector<uint8_t> pixels(kSide * kSide * 3, 7);
+  uint64_t stored = 0;
+  {
+    auto e = CacheEntry::Open(o, FakeKey(1000, "slow"));
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    while (stored < 1000 && (*e)->Put(stored, 1, pixels.data(), kSide, kSide, 3).ok()) ++stored;
+    EXPECT_EQ((*e)->counters().capacity_denied.load(), 1u);
+  }  // closed: every staged chunk written
+  stop = true;
+  sampler.join();
+  EXPECT_GT(stored * kSide * kSide * 3, o.capacity_bytes / 2) << "capacity was barely used";
+  EXPECT_LE(max_seen.load(), o.capacity_bytes);
+  EXPECT_LE(*RootBytes(o), o.capacity_bytes);
 }
 
 void SetLastUsed(const std::string& dir, time_t t) {

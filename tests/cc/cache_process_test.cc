@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -17,6 +18,7 @@
 #include <set>
 #include <thread>
 
+#include "cache/capacity.h"
 #include "cache_test_util.h"
 #include "ssdfeed/cache.h"
 #include "ssdfeed/dataset.h"
@@ -297,6 +299,65 @@ TEST(CacheNode, StoppedClaimantDelaysOthersOnlyBoundedly) {
   ::kill(child, SIGKILL);
   Wait(child);
   EXPECT_TRUE((*e)->TryClaim(5)) << "a dead claimant still blocks";
+}
+
+// A process stopped while it holds capacity.lock (SIGSTOP, docker pause, a
+// frozen cgroup) costs another job's fill one bounded wait, not a hang: the
+// put is refused and counted, the sample comes from the origin, and for a
+// while no put waits again. Closing the entry, `cache rm` and the used-bytes
+// sample do not hang either.
+TEST(CacheNode, StoppedCapacityLockHolderCostsOthersABoundedWait) {
+  Fixture f;
+  auto src = OpenSource(f.uri);
+  EntryKey key = MakeEntryKey(**src, {}, f.spec);
+  CacheOptions co;
+  co.root = f.dir.Sub("c");
+  auto e = CacheEntry::Open(co, key);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  auto other = CacheEntry::Open(co, test::FakeKey(10, "other"));
+  ASSERT_TRUE(other.ok());
+  std::string other_name = Basename((*other)->dir());
+  other->reset();
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  pid_t child = ::fork();
+  if (child == 0) {
+    int fd = ::open(JoinPath(co.root, "capacity.lock").c_str(), O_RDWR | O_CREAT, 0600);
+    if (fd < 0 || ::flock(fd, LOCK_EX) != 0) ::_exit(1);
+    (void)!::write(ready[1], "r", 1);
+    ::raise(SIGSTOP);
+    ::_exit(0);
+  }
+  char c;
+  ssize_t got = ::read(ready[0], &c, 1);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  ASSERT_EQ(got, 1);
+  SampleFetcher fetcher(src->get(), f.spec, e->get(), co.claim_wait_seconds);
+  uint64_t timeouts_before = CapacityLockTimeouts();
+  for (uint64_t id = 0; id < 3; ++id) {
+    FetchScratch s;
+    CachedSample out;
+    ASSERT_TRUE(fetcher.Fetch(id, &s, &out).ok()) << id;  // from the origin
+    EXPECT_FALSE((*e)->Contains(id)) << id;
+  }
+  // The first put waited and gave up; the next ones did not try.
+  EXPECT_EQ(CapacityLockTimeouts() - timeouts_before, 1u);
+  EXPECT_EQ((*e)->counters().puts.load(), 0u);
+  EXPECT_TRUE((*e)->admitting()) << "a stopped lock holder is not a full cache for good";
+  EXPECT_TRUE(RootBytes(co).status().IsBusy()) << "sampled without the lock";
+  EXPECT_TRUE(RemoveEntry(co, other_name).ok());
+  e->reset();  // its exit does not wait for the lock either
+  ::kill(child, SIGKILL);
+  Wait(child);
+  // With the holder gone, a fill stores again.
+  auto again = CacheEntry::Open(co, key);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  SampleFetcher refill(src->get(), f.spec, again->get(), co.claim_wait_seconds);
+  FetchScratch s;
+  CachedSample out;
+  ASSERT_TRUE(refill.Fetch(0, &s, &out).ok());
+  EXPECT_TRUE((*again)->Contains(0));
 }
 
 // Fills fake entries of about `bytes` each until the root holds n of them.

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "cache/capacity.h"
 #include "cache_test_util.h"
 #include "ssdfeed/cache.h"
 #include "ssdfeed/dataset.h"
@@ -408,6 +409,49 @@ TEST(EntryTransferCli, ImportAsASecondUserOfAGroupSharedRoot) {
               S_ISDIR(st.st_mode) ? 02070u : 060u)
         << p;
   }
+}
+
+// Another process empties the trash (as every open and reservation does)
+// the instant each staging directory is made: the directory is its
+// maker's already, so neither a new entry nor an import loses it.
+class CleanupAtBirthEnv : public EnvWrapper {
+ public:
+  CleanupAtBirthEnv(Env* base, const std::string& root) : EnvWrapper(base), paths_(root) {}
+  Status CreateDir(const std::string& path, uint32_t mode) override {
+    Status s = EnvWrapper::CreateDir(path, mode);
+    if (s.ok() && Dirname(path) == paths_.trash && Basename(path).rfind(kStagingPrefix, 0) == 0) {
+      EmptyTrash(target(), paths_);
+      ++cleanups;
+    }
+    return s;
+  }
+  std::atomic<int> cleanups{0};
+
+ private:
+  RootPaths paths_;
+};
+
+TEST(EntryTransfer, StagingDirSurvivesAnotherProcessEmptyingTheTrashAtItsBirth) {
+  test::TempDir a, b;
+  EntryKey key = test::FakeKey(kSamples);
+  Fill(Root(a.path()), key, 0, kSamples);
+  ASSERT_TRUE(ExportToFile(Root(a.path()), key, a.Sub("x.tar")).ok());
+  CleanupAtBirthEnv env(Env::Default(), b.path());
+  CacheOptions o = Root(b.path());
+  o.env = &env;
+  TransferReport r;
+  Status s = ImportFile(o, a.Sub("x.tar"), &r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(env.cleanups.load(), 1);
+  EXPECT_EQ(IntactFakes(Root(b.path()), key), static_cast<int64_t>(kSamples));
+  // A new entry's staging directory, likewise.
+  auto e = CacheEntry::Open(o, test::FakeKey(kSamples, "new"));
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(env.cleanups.load(), 2);
+  EXPECT_TRUE(test::PutFake(e->get(), 3).ok());
+  e->reset();
+  // Nothing is left in the trash: neither directories nor maker locks.
+  EXPECT_EQ(Children(JoinPath(b.path(), "trash")), 0u);
 }
 
 }  // namespace
