@@ -227,6 +227,14 @@ struct EntryInfo {
   std::string state;  // "complete" | "complete (N skipped)" | "partial" | "broken: ..."
 };
 
+// Raises the soft RLIMIT_NOFILE to the hard limit (as many servers do at
+// start): an entry that many writers filled at once holds a segment file per
+// writer, and a default soft limit of 1024 must not make it unusable. The
+// library calls it at each entry open and compaction; a program may call it
+// at start. Failing to raise it is no error: readers stay within whatever
+// limit there is.
+void RaiseFdLimit();
+
 Result<std::vector<EntryInfo>> ListEntries(const CacheOptions& opts);
 // The key an entry's manifest recorded (EntryInfo::dir), so that a tool can
 // reopen the entry and its source.

@@ -136,4 +136,7 @@ class _Passes:
 
 
 def _resumed(state: dict) -> bool:
-    return state["batches_consumed"] > 0 or state.get("position", 0) > 0
+    # A merged state (ssdfeed.merge_states) starts a new rank at batch 0 of
+    # a shorter rest of the epoch: resumed too.
+    return (state["batches_consumed"] > 0 or state.get("position", 0) > 0
+            or bool(state.get("resumed_from")))

@@ -3,7 +3,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "util/fd_limit.h"
+#include "ssdfeed/cache.h"
 
 namespace ssdfeed::cli {
 

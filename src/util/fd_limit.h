@@ -5,13 +5,11 @@
 
 #include <cstddef>
 
+#include "ssdfeed/cache.h"
+
 namespace ssdfeed {
 
-// Raises the soft RLIMIT_NOFILE to the hard limit (as many servers do at
-// start): the CLI at start, the library at each entry open or compaction.
-// Failing to raise it is no error: readers stay within whatever limit there
-// is.
-void RaiseFdLimit();
+// RaiseFdLimit() is public (ssdfeed/cache.h): the CLI calls it at start.
 
 // How many segment files one entry's reader may keep open at once: a share
 // of the soft limit, so that several entries, the writer's own files and

@@ -19,22 +19,29 @@ def open_loader(cfg):
         from ssdfeed.torch import Loader
 
         loader = Loader(cfg["src"], **kw)
+        load_state(cfg, loader)
         return loader, lambda: ((i.numpy(), y.numpy()) for i, y in loader)
+    loader = ssdfeed.Loader(cfg["src"], **kw)
+    load_state(cfg, loader)
     if cfg["adapter"] == "tf":
         import ssdfeed.tf
 
-        ds = ssdfeed.tf.dataset(cfg["src"], **kw)
-        return ds.ssdfeed_loader, lambda: ((i.numpy(), y.numpy()) for i, y in ds)
-    loader = ssdfeed.Loader(cfg["src"], **kw)
+        # The state goes into the loader before the dataset is made, as
+        # docs/python.md says: the dataset then knows its first pass is short.
+        ds = ssdfeed.tf.dataset(loader=loader)
+        return loader, lambda: ((i.numpy(), y.numpy()) for i, y in ds)
     return loader, lambda: iter(loader)
+
+
+def load_state(cfg, loader):
+    if cfg.get("state"):
+        with open(cfg["state"]) as f:
+            loader.load_state_dict(json.load(f))
 
 
 def main():
     cfg = json.loads(sys.argv[1])
     loader, batches = open_loader(cfg)
-    if cfg.get("state"):
-        with open(cfg["state"]) as f:
-            loader.load_state_dict(json.load(f))
     length, seen, sizes = len(loader), [], []
     for images, _ in batches() if cfg["stop"] != 0 else ():
         seen += [hashlib.sha1(x.tobytes()).hexdigest() for x in images]
