@@ -14,6 +14,7 @@
 #include "cache_test_util.h"
 #include "ssdfeed/cache.h"
 #include "ssdfeed/dataset.h"
+#include "ssdfeed/metrics.h"
 #include "test_util.h"
 
 namespace ssdfeed {
@@ -92,6 +93,25 @@ TEST(RootConfinement, EnvRefusesASymlinkAtAnyComponentBelowTheRoot) {
   // Outside the root, paths resolve as before (datasets may be symlinks).
   ASSERT_EQ(::symlink(outside.c_str(), tmp.Sub("link").c_str()), 0);
   EXPECT_TRUE(env->GetChildren(tmp.Sub("link"), &names).ok());
+}
+
+// The exporter (often run as root) reads a root nobody checked first: a
+// stats/ that another user made a symlink (in a sticky root, before the
+// owner's first job) must not let the fold lock and the folded files be
+// written or deleted where it points.
+TEST(RootConfinement, CollectingStatsNeverWritesThroughASymlinkedStatsDir) {
+  test::TempDir tmp;
+  std::string root = tmp.Sub("c"), outside = tmp.Sub("outside");
+  ASSERT_EQ(::mkdir(root.c_str(), 0700), 0);
+  MakeVictim(outside);
+  ASSERT_EQ(::symlink(outside.c_str(), (root + "/stats").c_str()), 0);
+  auto s = CollectRootStats(nullptr, Opts(root));
+  if (!s.ok()) {
+    EXPECT_NE(s.status().message().find("symlink"), std::string::npos) << s.status().ToString();
+  }
+  EXPECT_FALSE(std::filesystem::exists(outside + "/.fold.lock"))
+      << "the fold lock was made outside";
+  ExpectIntact(outside);
 }
 
 TEST(RootConfinement, ARootThatIsASymlinkIsRefusedWithWhatToGiveInstead) {
