@@ -114,6 +114,38 @@ TEST(RootConfinement, CollectingStatsNeverWritesThroughASymlinkedStatsDir) {
   ExpectIntact(outside);
 }
 
+// Listing (ls, the exporter, node labels) reads manifests and indexes any
+// member of a group-shared root, or an imported stream, may have written: a
+// samples_total near 2^64 and a sparse terabyte .idx must cost neither a
+// bitmap of that size (whose word count wrapped to 0, so marks were written
+// out of bounds) nor an allocation of the file's size.
+TEST(RootConfinement, ListingAnEntryWithHugeSamplesTotalAndSparseIdxStaysBounded) {
+  test::TempDir tmp;
+  CacheOptions o = Opts(tmp.Sub("c"));
+  std::string dir = OldEntry(o);
+  std::string manifest = JoinPath(dir, "manifest.json");
+  std::ifstream in(manifest);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string was = "\"samples_total\": 20";
+  size_t at = text.find(was);
+  ASSERT_NE(at, std::string::npos) << text;
+  text.replace(at, was.size(), "\"samples_total\": 18446744073709551615");
+  std::ofstream(manifest, std::ios::trunc) << text;
+  auto list = ListEntries(o);
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].state, "partial");
+  EXPECT_EQ((*list)[0].samples_present, 20u);
+  std::string idx;
+  for (const auto& f : std::filesystem::directory_iterator(dir))
+    if (f.path().extension() == ".idx") idx = f.path();
+  ASSERT_FALSE(idx.empty());
+  ASSERT_EQ(::truncate(idx.c_str(), 1ll << 40), 0);
+  list = ListEntries(o);
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  EXPECT_EQ((*list)[0].samples_present, 20u);
+}
+
 TEST(RootConfinement, ARootThatIsASymlinkIsRefusedWithWhatToGiveInstead) {
   test::TempDir tmp;
   ASSERT_EQ(::mkdir(tmp.Sub("real").c_str(), 0700), 0);
