@@ -8,11 +8,29 @@
 
 namespace ssdfeed {
 
+// A manifest is a few hundred bytes. Its size is checked before it is read:
+// a sparse one (any member of a group-shared root may make one) must not
+// cost its size in memory in every ls, exporter scrape and job.
+Status ReadManifest(Env* env, const std::string& dir, std::string* json_text) {
+  constexpr uint64_t kMaxManifestBytes = 1 << 20;
+  std::string path = JoinPath(dir, "manifest.json");
+  SSDFEED_ASSIGN_OR_RETURN(auto file, env->NewRandomAccessFile(path));
+  SSDFEED_ASSIGN_OR_RETURN(uint64_t size, file->Size());
+  if (size > kMaxManifestBytes)
+    return Status::Corruption(path + ": " + std::to_string(size) +
+                              " bytes, too large for a manifest");
+  json_text->resize(size);
+  size_t got = 0;
+  SSDFEED_RETURN_IF_ERROR(file->Read(0, size, json_text->data(), &got));
+  json_text->resize(got);
+  return Status::OK();
+}
+
 Status EnsureManifest(Env* env, const std::string& dir, const EntryKey& key,
                       const std::string& fingerprint, bool read_only, uint32_t mode) {
   std::string path = JoinPath(dir, "manifest.json");
   std::string text;
-  Status s = env->ReadFileToString(path, &text);
+  Status s = ReadManifest(env, dir, &text);
   if (s.ok()) {
     auto j = nlohmann::json::parse(text, nullptr, false);
     // Valid JSON of the wrong shape is as damaged as invalid JSON (and
@@ -37,10 +55,6 @@ Status EnsureManifest(Env* env, const std::string& dir, const EntryKey& key,
       {"created", env->NowMicros() / 1000000},
   };
   return env->WriteFileAtomic(path, j.dump(2) + "\n", mode);
-}
-
-Status ReadManifest(Env* env, const std::string& dir, std::string* json_text) {
-  return env->ReadFileToString(JoinPath(dir, "manifest.json"), json_text);
 }
 
 Result<EntryKey> ReadEntryKey(Env* env, const std::string& dir) {

@@ -116,7 +116,7 @@ TEST(RootConfinement, CollectingStatsNeverWritesThroughASymlinkedStatsDir) {
 
 // Listing (ls, the exporter, node labels) reads manifests and indexes any
 // member of a group-shared root, or an imported stream, may have written: a
-// samples_total near 2^64 and a sparse terabyte .idx must cost neither a
+// samples_total near 2^64 and a sparse terabyte .idx or manifest must cost neither a
 // bitmap of that size (whose word count wrapped to 0, so marks were written
 // out of bounds) nor an allocation of the file's size.
 TEST(RootConfinement, ListingAnEntryWithHugeSamplesTotalAndSparseIdxStaysBounded) {
@@ -144,6 +144,10 @@ TEST(RootConfinement, ListingAnEntryWithHugeSamplesTotalAndSparseIdxStaysBounded
   list = ListEntries(o);
   ASSERT_TRUE(list.ok()) << list.status().ToString();
   EXPECT_EQ((*list)[0].samples_present, 20u);
+  ASSERT_EQ(::truncate(manifest.c_str(), 1ll << 40), 0);
+  list = ListEntries(o);
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  EXPECT_EQ((*list)[0].state, "broken: no readable manifest");
 }
 
 TEST(RootConfinement, ARootThatIsASymlinkIsRefusedWithWhatToGiveInstead) {
