@@ -271,6 +271,43 @@ TEST(RootConfinement, AnEntryPlantedByAnotherUserIsNotServed) {
   EXPECT_TRUE((*theirs)->read_only());
 }
 
+// The capacity lock and ledger sit at the top of the root, where anyone may
+// create files in a sticky one: another user's lock, held, would stall
+// every job; their ledger is read whole by every job.
+TEST(RootConfinement, APlantedCapacityLockOrLedgerInAStickyRootIsRefused) {
+  if (!CanChown()) GTEST_SKIP() << "needs root (chown to another uid)";
+  test::TempDir tmp;
+  std::string root = tmp.Sub("c");
+  ASSERT_EQ(::mkdir(root.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(root.c_str(), 01777), 0);
+  for (const char* f : {"capacity.lock", "capacity.ledger"}) {
+    std::string p = JoinPath(root, f);
+    std::ofstream(p) << "";
+    ASSERT_EQ(::chown(p.c_str(), 4311, 4311), 0);
+    auto e = CacheEntry::Open(Opts(root), FakeKey(5));
+    ASSERT_FALSE(e.ok()) << f << " made by another user was accepted";
+    EXPECT_NE(e.status().message().find(std::string(f) + ": owned by uid 4311"), std::string::npos)
+        << e.status().ToString();
+    ASSERT_EQ(::unlink(p.c_str()), 0);
+  }
+  EXPECT_TRUE(CacheEntry::Open(Opts(root), FakeKey(5)).ok());
+}
+
+// A sparse ledger (a group member's, in a group-shared root) is an error
+// naming it, not its size in memory in every job.
+TEST(RootConfinement, ASparseLedgerIsRefusedWithoutReadingIt) {
+  test::TempDir tmp;
+  CacheOptions o = Opts(tmp.Sub("c"));
+  ASSERT_TRUE(CacheEntry::Open(o, FakeKey(5)).ok());
+  std::string ledger = tmp.Sub("c/capacity.ledger");
+  std::ofstream(ledger, std::ios::app) << "";
+  ASSERT_EQ(::truncate(ledger.c_str(), 1ll << 40), 0);
+  auto e = CacheEntry::Open(o, FakeKey(6));
+  Status s = e.ok() ? PutFake(e->get(), 1) : e.status();
+  ASSERT_FALSE(s.ok()) << "a 1 TiB ledger was accepted";
+  EXPECT_NE(s.message().find("capacity.ledger"), std::string::npos) << s.ToString();
+}
+
 TEST(RootConfinement, PlantedDirectoriesInAStickyRootAreRefused) {
   if (!CanChown()) GTEST_SKIP() << "needs root (chown to another uid)";
   test::TempDir tmp;
