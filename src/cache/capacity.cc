@@ -383,12 +383,12 @@ Result<uint32_t> CheckRootTrustedOwner(Env* env, const CacheOptions& opts) {
     if ((fi->mode & 020) && !opts.group_shared) return refuse(*d, "its group");
   }
   // The lock and the ledger sit at the top, where anyone may create files
-  // in a sticky root: another user's lock, held, would stall every job.
+  // in a sticky root: another user's lock, held, would stall every job. (A
+  // FIFO or link of our own is refused where it is opened.)
   for (const std::string* f : {&p.lock, &p.ledger}) {
     auto fi = env->Lstat(*f);
     if (!fi.ok() && fi.status().IsNotFound()) continue;
     SSDFEED_RETURN_IF_ERROR(fi.status());
-    if (!fi->is_regular) return Status::InvalidArgument(*f + ": not a regular file; refusing it");
     if (!TrustedOwner(*fi, root.uid, opts))
       return Status::InvalidArgument(UntrustedOwner(*f, *fi, root.uid));
   }
