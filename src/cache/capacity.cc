@@ -43,13 +43,29 @@ void DirBytes(Env* env, const std::string& dir, uint64_t* seg, uint64_t* meta, u
 
 uint64_t SatAdd(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 
+// A line per live writer: a few KiB. Its size is checked before it is read,
+// so a sparse ledger (a group member's) costs no more than a refusal.
+Status ReadLedgerText(Env* env, const std::string& path, std::string* text) {
+  constexpr uint64_t kMaxLedgerBytes = 1 << 20;
+  SSDFEED_ASSIGN_OR_RETURN(auto file, env->NewRandomAccessFile(path));
+  SSDFEED_ASSIGN_OR_RETURN(uint64_t size, file->Size());
+  if (size > kMaxLedgerBytes)
+    return Status::Corruption(path + ": " + std::to_string(size) +
+                              " bytes, too large for a ledger");
+  text->resize(size);
+  size_t got = 0;
+  SSDFEED_RETURN_IF_ERROR(file->Read(0, size, text->data(), &got));
+  text->resize(got);
+  return Status::OK();
+}
+
 // Rows of writers whose slot lock nobody holds are dropped: their
 // reservation died with them (a pid would not tell, across PID namespaces).
 // An unreadable ledger is an error, never "no reservations": rewriting it
 // from nothing would drop every live writer's rows.
 Result<std::vector<LedgerRow>> ReadLiveLedger(Env* env, const RootPaths& p, uint32_t mode) {
   std::string text;
-  Status s = env->ReadFileToString(p.ledger, &text);
+  Status s = ReadLedgerText(env, p.ledger, &text);
   if (s.IsNotFound()) return std::vector<LedgerRow>();
   SSDFEED_RETURN_IF_ERROR(s);
   std::vector<LedgerRow> rows = ParseLedger(text);
@@ -365,6 +381,16 @@ Result<uint32_t> CheckRootTrustedOwner(Env* env, const CacheOptions& opts) {
       return Status::InvalidArgument(UntrustedOwner(*d, *fi, root.uid));
     if (fi->mode & 002) return refuse(*d, "all users");
     if ((fi->mode & 020) && !opts.group_shared) return refuse(*d, "its group");
+  }
+  // The lock and the ledger sit at the top, where anyone may create files
+  // in a sticky root: another user's lock, held, would stall every job. (A
+  // FIFO or link of our own is refused where it is opened.)
+  for (const std::string* f : {&p.lock, &p.ledger}) {
+    auto fi = env->Lstat(*f);
+    if (!fi.ok() && fi.status().IsNotFound()) continue;
+    SSDFEED_RETURN_IF_ERROR(fi.status());
+    if (!TrustedOwner(*fi, root.uid, opts))
+      return Status::InvalidArgument(UntrustedOwner(*f, *fi, root.uid));
   }
   return root.uid;
 }

@@ -1,5 +1,6 @@
 #include "cache/entry_files.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -7,11 +8,29 @@
 
 namespace ssdfeed {
 
+// A manifest is a few hundred bytes. Its size is checked before it is read:
+// a sparse one (any member of a group-shared root may make one) must not
+// cost its size in memory in every ls, exporter scrape and job.
+Status ReadManifest(Env* env, const std::string& dir, std::string* json_text) {
+  constexpr uint64_t kMaxManifestBytes = 1 << 20;
+  std::string path = JoinPath(dir, "manifest.json");
+  SSDFEED_ASSIGN_OR_RETURN(auto file, env->NewRandomAccessFile(path));
+  SSDFEED_ASSIGN_OR_RETURN(uint64_t size, file->Size());
+  if (size > kMaxManifestBytes)
+    return Status::Corruption(path + ": " + std::to_string(size) +
+                              " bytes, too large for a manifest");
+  json_text->resize(size);
+  size_t got = 0;
+  SSDFEED_RETURN_IF_ERROR(file->Read(0, size, json_text->data(), &got));
+  json_text->resize(got);
+  return Status::OK();
+}
+
 Status EnsureManifest(Env* env, const std::string& dir, const EntryKey& key,
                       const std::string& fingerprint, bool read_only, uint32_t mode) {
   std::string path = JoinPath(dir, "manifest.json");
   std::string text;
-  Status s = env->ReadFileToString(path, &text);
+  Status s = ReadManifest(env, dir, &text);
   if (s.ok()) {
     auto j = nlohmann::json::parse(text, nullptr, false);
     // Valid JSON of the wrong shape is as damaged as invalid JSON (and
@@ -36,10 +55,6 @@ Status EnsureManifest(Env* env, const std::string& dir, const EntryKey& key,
       {"created", env->NowMicros() / 1000000},
   };
   return env->WriteFileAtomic(path, j.dump(2) + "\n", mode);
-}
-
-Status ReadManifest(Env* env, const std::string& dir, std::string* json_text) {
-  return env->ReadFileToString(JoinPath(dir, "manifest.json"), json_text);
 }
 
 Result<EntryKey> ReadEntryKey(Env* env, const std::string& dir) {
@@ -102,29 +117,51 @@ bool SegmentBaseOf(const std::string& name, const std::string& ext, std::string*
   return true;
 }
 
+namespace {
+
+// The sample ids of one segment's intact index entries. As SegmentIndex
+// reads it: no further than the .dat could hold entries for (one record
+// header each) and in bounded chunks, so a sparse .idx (any member of a
+// group-shared root may plant one) never becomes an allocation.
+void IndexedIds(Env* env, const std::string& dir, const std::string& base, uint64_t samples_total,
+                std::vector<uint64_t>* ids) {
+  auto idx = env->NewRandomAccessFile(JoinPath(dir, base + ".idx"));
+  auto dat = env->Stat(JoinPath(dir, base + ".dat"));
+  if (!idx.ok() || !dat.ok() || !dat->is_regular) return;
+  auto size = (*idx)->Size();
+  if (!size.ok()) return;
+  constexpr uint64_t kEntry = cache_format::kIndexEntrySize;
+  uint64_t end =
+      std::min(*size / kEntry * kEntry, (dat->size / cache_format::kRecordHeaderSize + 1) * kEntry);
+  std::string buf;
+  for (uint64_t pos = 0; pos < end;) {
+    buf.resize(std::min<uint64_t>(end - pos, 21846 * kEntry));  // ~1 MiB
+    size_t got = 0;
+    if (!(*idx)->Read(pos, buf.size(), buf.data(), &got).ok() || got < kEntry) return;
+    for (size_t off = 0; off + kEntry <= got; off += kEntry) {
+      cache_format::IndexEntry e;
+      if (!cache_format::DecodeIndexEntry(buf.data() + off, &e)) continue;
+      if (e.sample_id >= samples_total || e.offset + e.record_len > dat->size) continue;
+      ids->push_back(e.sample_id);
+    }
+    pos += got / kEntry * kEntry;
+  }
+}
+
+}  // namespace
+
 uint64_t CountIndexed(Env* env, const std::string& dir, uint64_t samples_total) {
   std::vector<std::string> names;
   if (!env->GetChildren(dir, &names).ok()) return 0;
-  std::vector<bool> seen(samples_total);
-  uint64_t n = 0;
+  // Distinct ids by sorting what the files hold, never a bitmap of
+  // samples_total (a manifest's number: near 2^64, its word count wraps).
+  std::vector<uint64_t> ids;
   for (const auto& name : names) {
-    std::string base, text;
-    if (!SegmentBaseOf(name, ".idx", &base)) continue;
-    if (!env->ReadFileToString(JoinPath(dir, name), &text).ok()) continue;
-    auto dat = env->Stat(JoinPath(dir, base + ".dat"));
-    uint64_t dat_size = dat.ok() ? dat->size : 0;
-    for (size_t off = 0; off + cache_format::kIndexEntrySize <= text.size();
-         off += cache_format::kIndexEntrySize) {
-      cache_format::IndexEntry e;
-      if (!cache_format::DecodeIndexEntry(text.data() + off, &e)) continue;
-      if (e.sample_id >= samples_total || e.offset + e.record_len > dat_size) continue;
-      if (!seen[e.sample_id]) {
-        seen[e.sample_id] = true;
-        ++n;
-      }
-    }
+    std::string base;
+    if (SegmentBaseOf(name, ".idx", &base)) IndexedIds(env, dir, base, samples_total, &ids);
   }
-  return n;
+  std::sort(ids.begin(), ids.end());
+  return static_cast<uint64_t>(std::unique(ids.begin(), ids.end()) - ids.begin());
 }
 
 }  // namespace ssdfeed

@@ -146,6 +146,9 @@ Status FoldEntry(Env* env, const CacheOptions& c, const std::string& entry,
 
 Status FoldEnded(Env* env, const CacheOptions& c, bool blocking,
                  std::vector<std::string>* warnings) {
+  // The exporter (often root) may be the first to touch a root: a stats/
+  // planted as a symlink must be refused, not locked, written and deleted in.
+  if (Status s = env->ConfineRoot(c.root); !s.ok()) return s.IsNotFound() ? Status::OK() : s;
   std::string dir = StatsDir(c.root);
   if (!env->FileExists(dir)) return Status::OK();
   auto lock = env->LockFile(dir + "/.fold.lock", true, blocking, c.group_shared ? 0660 : 0600);

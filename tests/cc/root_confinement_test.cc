@@ -14,6 +14,7 @@
 #include "cache_test_util.h"
 #include "ssdfeed/cache.h"
 #include "ssdfeed/dataset.h"
+#include "ssdfeed/metrics.h"
 #include "test_util.h"
 
 namespace ssdfeed {
@@ -92,6 +93,61 @@ TEST(RootConfinement, EnvRefusesASymlinkAtAnyComponentBelowTheRoot) {
   // Outside the root, paths resolve as before (datasets may be symlinks).
   ASSERT_EQ(::symlink(outside.c_str(), tmp.Sub("link").c_str()), 0);
   EXPECT_TRUE(env->GetChildren(tmp.Sub("link"), &names).ok());
+}
+
+// The exporter (often run as root) reads a root nobody checked first: a
+// stats/ that another user made a symlink (in a sticky root, before the
+// owner's first job) must not let the fold lock and the folded files be
+// written or deleted where it points.
+TEST(RootConfinement, CollectingStatsNeverWritesThroughASymlinkedStatsDir) {
+  test::TempDir tmp;
+  std::string root = tmp.Sub("c"), outside = tmp.Sub("outside");
+  ASSERT_EQ(::mkdir(root.c_str(), 0700), 0);
+  MakeVictim(outside);
+  ASSERT_EQ(::symlink(outside.c_str(), (root + "/stats").c_str()), 0);
+  auto s = CollectRootStats(nullptr, Opts(root));
+  if (!s.ok()) {
+    EXPECT_NE(s.status().message().find("symlink"), std::string::npos) << s.status().ToString();
+  }
+  EXPECT_FALSE(std::filesystem::exists(outside + "/.fold.lock"))
+      << "the fold lock was made outside";
+  ExpectIntact(outside);
+}
+
+// Listing (ls, the exporter, node labels) reads manifests and indexes any
+// member of a group-shared root, or an imported stream, may have written: a
+// samples_total near 2^64 and a sparse terabyte .idx or manifest must cost neither a
+// bitmap of that size (whose word count wrapped to 0, so marks were written
+// out of bounds) nor an allocation of the file's size.
+TEST(RootConfinement, ListingAnEntryWithHugeSamplesTotalAndSparseIdxStaysBounded) {
+  test::TempDir tmp;
+  CacheOptions o = Opts(tmp.Sub("c"));
+  std::string dir = OldEntry(o);
+  std::string manifest = JoinPath(dir, "manifest.json");
+  std::ifstream in(manifest);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string was = "\"samples_total\": 20";
+  size_t at = text.find(was);
+  ASSERT_NE(at, std::string::npos) << text;
+  text.replace(at, was.size(), "\"samples_total\": 18446744073709551615");
+  std::ofstream(manifest, std::ios::trunc) << text;
+  auto list = ListEntries(o);
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].state, "partial");
+  EXPECT_EQ((*list)[0].samples_present, 20u);
+  std::string idx;
+  for (const auto& f : std::filesystem::directory_iterator(dir))
+    if (f.path().extension() == ".idx") idx = f.path();
+  ASSERT_FALSE(idx.empty());
+  ASSERT_EQ(::truncate(idx.c_str(), 1ll << 40), 0);
+  list = ListEntries(o);
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  EXPECT_EQ((*list)[0].samples_present, 20u);
+  ASSERT_EQ(::truncate(manifest.c_str(), 1ll << 40), 0);
+  list = ListEntries(o);
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  EXPECT_EQ((*list)[0].state, "broken: no readable manifest");
 }
 
 TEST(RootConfinement, ARootThatIsASymlinkIsRefusedWithWhatToGiveInstead) {
@@ -213,6 +269,43 @@ TEST(RootConfinement, AnEntryPlantedByAnotherUserIsNotServed) {
   auto theirs = CacheEntry::Open(o, FakeKey(16));
   ASSERT_TRUE(theirs.ok()) << theirs.status().ToString();
   EXPECT_TRUE((*theirs)->read_only());
+}
+
+// The capacity lock and ledger sit at the top of the root, where anyone may
+// create files in a sticky one: another user's lock, held, would stall
+// every job; their ledger is read whole by every job.
+TEST(RootConfinement, APlantedCapacityLockOrLedgerInAStickyRootIsRefused) {
+  if (!CanChown()) GTEST_SKIP() << "needs root (chown to another uid)";
+  test::TempDir tmp;
+  std::string root = tmp.Sub("c");
+  ASSERT_EQ(::mkdir(root.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(root.c_str(), 01777), 0);
+  for (const char* f : {"capacity.lock", "capacity.ledger"}) {
+    std::string p = JoinPath(root, f);
+    std::ofstream(p) << "";
+    ASSERT_EQ(::chown(p.c_str(), 4311, 4311), 0);
+    auto e = CacheEntry::Open(Opts(root), FakeKey(5));
+    ASSERT_FALSE(e.ok()) << f << " made by another user was accepted";
+    EXPECT_NE(e.status().message().find(std::string(f) + ": owned by uid 4311"), std::string::npos)
+        << e.status().ToString();
+    ASSERT_EQ(::unlink(p.c_str()), 0);
+  }
+  EXPECT_TRUE(CacheEntry::Open(Opts(root), FakeKey(5)).ok());
+}
+
+// A sparse ledger (a group member's, in a group-shared root) is an error
+// naming it, not its size in memory in every job.
+TEST(RootConfinement, ASparseLedgerIsRefusedWithoutReadingIt) {
+  test::TempDir tmp;
+  CacheOptions o = Opts(tmp.Sub("c"));
+  ASSERT_TRUE(CacheEntry::Open(o, FakeKey(5)).ok());
+  std::string ledger = tmp.Sub("c/capacity.ledger");
+  std::ofstream(ledger, std::ios::app) << "";
+  ASSERT_EQ(::truncate(ledger.c_str(), 1ll << 40), 0);
+  auto e = CacheEntry::Open(o, FakeKey(6));
+  Status s = e.ok() ? PutFake(e->get(), 1) : e.status();
+  ASSERT_FALSE(s.ok()) << "a 1 TiB ledger was accepted";
+  EXPECT_NE(s.message().find("capacity.ledger"), std::string::npos) << s.ToString();
 }
 
 TEST(RootConfinement, PlantedDirectoriesInAStickyRootAreRefused) {
