@@ -18,20 +18,11 @@ CacheOptions WithEnv(const CacheOptions& in) {
 
 // skipped.json, written by `ssdfeed warm --on-error skip` after a full
 // pass: the samples that cannot be prepared, so the entry counts as complete.
-uint64_t SkippedCount(Env* env, const std::string& dir) {
-  std::string path = JoinPath(dir, "skipped.json");
-  if (!env->FileExists(path)) return 0;
-  auto f = env->NewRandomAccessFile(path);
-  if (!f.ok()) return 0;
-  auto size = (*f)->Size();
-  if (!size.ok() || *size > (64u << 20)) return 0;
-  std::string text(*size, '\0');
-  size_t got = 0;
-  if (!(*f)->Read(0, text.size(), text.data(), &got).ok()) return 0;
-  text.resize(got);
-  auto j = nlohmann::json::parse(text, nullptr, false);
-  if (!j.is_object() || !j.contains("skipped") || !j["skipped"].is_array()) return 0;
-  return j["skipped"].size();
+uint64_t SkippedCount(Env* env, const std::string& dir, uint64_t samples_total) {
+  std::string path = JoinPath(dir, "skipped.json"), text;
+  if (!env->FileExists(path) || !ReadBoundedFile(env, path, kMaxSkippedBytes, &text).ok()) return 0;
+  auto n = ParseSkipped(text, samples_total, path);
+  return n.ok() ? *n : 0;
 }
 
 // Read-only verbs confine the root (nothing in it is followed) without
@@ -57,22 +48,25 @@ Result<std::vector<EntryInfo>> ListEntries(const CacheOptions& in) {
     e.bytes = d.bytes;
     e.last_used = d.last_used_ns / 1000000000;
     e.foreign = d.foreign;
-    auto key = ReadEntryKey(opts.env, d.dir);
     std::string text;
-    auto j = ReadManifest(opts.env, d.dir, &text).ok() ? nlohmann::json::parse(text, nullptr, false)
-                                                       : nlohmann::json();
-    if (!key.ok() || !j.is_object()) {
-      e.state = "broken: no readable manifest";
+    Status read = ReadManifest(opts.env, d.dir, &text);
+    auto key = read.ok() ? ParseEntryKey(text, "manifest damaged") : Result<EntryKey>(read);
+    // One entry that cannot be read is listed as such; it must not take the
+    // listing (and the exporter and labeller built on it) down with it.
+    if (!key.ok()) {
+      e.state = "broken: " +
+                (read.IsNotFound() ? std::string("no readable manifest") : key.status().message());
       out.push_back(std::move(e));
       continue;
     }
+    auto j = nlohmann::json::parse(text, nullptr, false);
     e.source_uri = key->source_uri;
     e.spec = key->spec;
     e.samples_total = key->samples_total;
     e.created =
         j.contains("created") && j["created"].is_number_integer() ? j["created"].get<int64_t>() : 0;
     e.samples_present = CountIndexed(opts.env, d.dir, e.samples_total);
-    e.skipped = SkippedCount(opts.env, d.dir);
+    e.skipped = SkippedCount(opts.env, d.dir, e.samples_total);
     e.state = e.samples_present == e.samples_total ? "complete"
               : e.samples_present + e.skipped >= e.samples_total
                   ? "complete (" + std::to_string(e.skipped) + " skipped)"

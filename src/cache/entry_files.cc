@@ -26,6 +26,19 @@ Status ReadManifest(Env* env, const std::string& dir, std::string* json_text) {
   return Status::OK();
 }
 
+Status ReadBoundedFile(Env* env, const std::string& path, uint64_t max, std::string* out) {
+  SSDFEED_ASSIGN_OR_RETURN(auto f, env->NewRandomAccessFile(path));
+  SSDFEED_ASSIGN_OR_RETURN(uint64_t size, f->Size());
+  if (size > max)
+    return Status::Corruption(path + ": " + std::to_string(size) + " bytes, more than the " +
+                              std::to_string(max) + " such a file may hold; not read");
+  out->resize(static_cast<size_t>(size));
+  size_t got = 0;
+  SSDFEED_RETURN_IF_ERROR(f->Read(0, out->size(), out->data(), &got));
+  out->resize(got);
+  return Status::OK();
+}
+
 Status EnsureManifest(Env* env, const std::string& dir, const EntryKey& key,
                       const std::string& fingerprint, bool read_only, uint32_t mode) {
   std::string path = JoinPath(dir, "manifest.json");
@@ -76,6 +89,10 @@ Result<EntryKey> ParseEntryKey(const std::string& text, const std::string& where
   if (!m.contains("samples_total") || !m["samples_total"].is_number_unsigned())
     return Status::Corruption(where + ": no samples_total");
   key.samples_total = m["samples_total"].get<uint64_t>();
+  if (key.samples_total > kMaxSamplesTotal)
+    return Status::Corruption(where + ": samples_total " + std::to_string(key.samples_total) +
+                              " is out of range (at most " + std::to_string(kMaxSamplesTotal) +
+                              ")");
   key.prepare_json = m.contains("prepare") ? m["prepare"].dump() : "{}";
   return key;
 }
@@ -107,6 +124,28 @@ void WriteStatus(Env* env, const std::string& dir, uint64_t present, uint64_t to
   // is no reason to fail the caller.
   (void)env->WriteFileAtomic(JoinPath(dir, "status.json"), j.dump(2) + "\n", mode,
                              /*durable=*/false);
+}
+
+Result<uint64_t> ParseSkipped(const std::string& text, uint64_t samples_total,
+                              const std::string& where) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  auto bad = [&](const std::string& why) { return Status::Corruption(where + ": " + why); };
+  if (!j.is_object() || !j.contains("skipped") || !j["skipped"].is_array())
+    return bad("no 'skipped' list");
+  if (!j.contains("samples_total") || !j["samples_total"].is_number_unsigned() ||
+      j["samples_total"].get<uint64_t>() != samples_total)
+    return bad("not written for an entry of " + std::to_string(samples_total) + " samples");
+  // Distinct ids in range: a repeated or foreign id must not make a partial
+  // entry look complete.
+  std::vector<uint64_t> ids;
+  for (const auto& s : j["skipped"]) {
+    if (!s.is_object() || !s.contains("id") || !s["id"].is_number_unsigned() ||
+        s["id"].get<uint64_t>() >= samples_total)
+      return bad("a listed sample without a valid id");
+    ids.push_back(s["id"].get<uint64_t>());
+  }
+  std::sort(ids.begin(), ids.end());
+  return static_cast<uint64_t>(std::unique(ids.begin(), ids.end()) - ids.begin());
 }
 
 bool SegmentBaseOf(const std::string& name, const std::string& ext, std::string* base) {
@@ -141,7 +180,10 @@ void IndexedIds(Env* env, const std::string& dir, const std::string& base, uint6
     for (size_t off = 0; off + kEntry <= got; off += kEntry) {
       cache_format::IndexEntry e;
       if (!cache_format::DecodeIndexEntry(buf.data() + off, &e)) continue;
-      if (e.sample_id >= samples_total || e.offset + e.record_len > dat->size) continue;
+      // Subtracted, not added: the offset comes from the file.
+      if (e.sample_id >= samples_total || e.record_len > dat->size ||
+          e.offset > dat->size - e.record_len)
+        continue;
       ids->push_back(e.sample_id);
     }
     pos += got / kEntry * kEntry;

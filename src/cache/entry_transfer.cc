@@ -315,7 +315,9 @@ class ImportReader {
  public:
   Status Open(int fd) {
     a_.reset(archive_read_new());
-    archive_read_support_filter_all(a_.get());
+    // zstd only: filter_all would also enable filters that run external
+    // programs (lrzip, lzop, grzip...) on bytes from the stream's producer.
+    archive_read_support_filter_zstd(a_.get());
     archive_read_support_format_tar(a_.get());
     if (archive_read_open_fd(a_.get(), fd, 1 << 20) != ARCHIVE_OK)
       return Error("cannot read the stream");
@@ -355,8 +357,8 @@ class ImportReader {
     return Status::OK();
   }
 
-  Status ReadSmall(int64_t size, std::string* out) {
-    if (size < 0 || size > kMaxSmallMember)
+  Status ReadSmall(int64_t size, std::string* out, int64_t max = kMaxSmallMember) {
+    if (size < 0 || size > max)
       return Status::Corruption("export stream: " + member_ + " is too large");
     out->resize(static_cast<size_t>(size));
     size_t got = 0;
@@ -420,8 +422,16 @@ Status ParseHeader(const std::string& text, StreamHeader* h) {
   h->samples_total = j["samples_total"].get<uint64_t>();
   h->records = j["records"].get<uint64_t>();
   h->record_bytes = j["record_bytes"].get<uint64_t>();
-  if (h->records > h->samples_total || h->record_bytes < h->records * cf::kRecordHeaderSize)
-    return bad("record counts do not add up");
+  // Bounded before any arithmetic on them (the capacity charge): with
+  // samples_total <= 2^32 and a record at most kMaxPayload, no sum wraps.
+  if (h->samples_total > kMaxSamplesTotal)
+    return bad("entry " + h->entry + ": samples_total " + std::to_string(h->samples_total) +
+               " is out of range (at most " + std::to_string(kMaxSamplesTotal) + ")");
+  if (h->records > h->samples_total || h->record_bytes < h->records * cf::kRecordHeaderSize ||
+      h->record_bytes > h->records * (cf::kRecordHeaderSize + kMaxPayload))
+    return bad("entry " + h->entry + ": record counts do not add up (" +
+               std::to_string(h->records) + " records of " + std::to_string(h->record_bytes) +
+               " bytes, " + std::to_string(h->samples_total) + " samples)");
   return Status::OK();
 }
 
@@ -440,6 +450,9 @@ Status ImportRecords(ImportReader* rd, const StreamHeader& sh, const ImportOptio
     uint32_t payload = LoadU32(rec.data() + 4);
     uint64_t id = LoadU64(rec.data() + 8);
     where += " (sample " + std::to_string(id) + ")";
+    // What was charged is what the header declares: no record past it.
+    if (report->records >= sh.records)
+      return Status::Corruption(where + ": more records than the stream declares");
     if (payload > kMaxPayload ||
         report->record_bytes + cf::kRecordHeaderSize + payload > sh.record_bytes)
       return Status::Corruption(where + ": more record bytes than the stream declares");
@@ -487,6 +500,17 @@ Status CheckTable(const std::string& text, const ImportReader& rd, const Transfe
       j["record_bytes"].get<uint64_t>() != r.record_bytes)
     return bad("record count does not match the records read");
   return Status::OK();
+}
+
+// The records, their index entries and the entry's small files, in checked
+// arithmetic (ParseHeader's bounds keep it far from wrapping; this makes
+// sure a later change of those bounds cannot undercharge).
+bool ImportCharge(const StreamHeader& sh, uint64_t* need) {
+  if (sh.samples_total > kMaxSamplesTotal) return false;  // MetaAllowance then cannot wrap
+  uint64_t index_bytes = 0;
+  return !__builtin_mul_overflow(sh.records, uint64_t{cf::kIndexEntrySize}, &index_bytes) &&
+         !__builtin_add_overflow(sh.record_bytes, index_bytes, need) &&
+         !__builtin_add_overflow(*need, MetaAllowance(sh.samples_total), need);
 }
 
 std::string StagingDir(const RootPaths& paths, uint32_t slot, const std::string& fp) {
@@ -597,7 +621,7 @@ Status ImportEntry(const CacheOptions& in, int fd, const ImportOptions& io,
   SSDFEED_RETURN_IF_ERROR(rd.Next(&name, &size));
   if (name != kManifestMember)
     return Status::Corruption("export stream: " + std::string(kManifestMember) + " missing");
-  SSDFEED_RETURN_IF_ERROR(rd.ReadSmall(size, &manifest));
+  SSDFEED_RETURN_IF_ERROR(rd.ReadSmall(size, &manifest, kMaxManifestBytes));
   SSDFEED_ASSIGN_OR_RETURN(EntryKey exported, ParseEntryKey(manifest, "export stream: manifest"));
   if (exported.fingerprint() != sh.entry || exported.samples_total != sh.samples_total)
     return Status::Corruption("export stream: the manifest is not that of entry " + sh.entry);
@@ -615,8 +639,9 @@ Status ImportEntry(const CacheOptions& in, int fd, const ImportOptions& io,
   // Charged before a byte is written: the records, their index entries and
   // the entry's small files.
   Capacity capacity(opts, JoinPath(paths.entries, fp), nullptr);
-  uint64_t need =
-      sh.record_bytes + sh.records * cf::kIndexEntrySize + MetaAllowance(sh.samples_total);
+  uint64_t need = 0;
+  if (!ImportCharge(sh, &need))
+    return Status::Corruption("export stream: entry " + sh.entry + ": its sizes overflow");
   auto granted = capacity.Reserve(need);
   if (!granted.ok())
     return granted.status().WithContext("cannot import entry " + fp + " (" + std::to_string(need) +

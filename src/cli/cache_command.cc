@@ -7,6 +7,8 @@
 #include <ctime>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <random>
+#include <set>
 #include <thread>
 
 #include "cli/options.h"
@@ -347,7 +349,7 @@ struct ImportArgs {
   std::string file = "-";
   std::vector<std::string> source_roots;  // OLD=NEW
   bool keep_identity = false;
-  // Records compared with the node's origin, evenly spaced (0: none).
+  // Records compared with the node's origin, picked at random (0: none).
   uint64_t check_origin = 16;
   bool json = false;
 };
@@ -356,11 +358,12 @@ struct ImportArgs {
 struct NodeOrigin {
   std::unique_ptr<Source> source;
   std::unique_ptr<SampleFetcher> fetcher;
-  uint64_t stride = 0;  // every stride-th id is compared; 0: none
+  bool all = false;        // every record compared
+  std::set<uint64_t> ids;  // else those
   FetchScratch scratch;
 
   Status Check(uint64_t id, const CachedSample& rec) {
-    if (!fetcher || id % stride != 0) return Status::OK();
+    if (!fetcher || (!all && ids.count(id) == 0)) return Status::OK();
     CachedSample fresh;
     SSDFEED_RETURN_IF_ERROR(fetcher->Fetch(id, &scratch, &fresh));
     if (fresh.height == rec.height && fresh.width == rec.width && fresh.channels == rec.channels &&
@@ -372,6 +375,20 @@ struct NodeOrigin {
         "(--check-origin 0 skips this check)");
   }
 };
+
+// n distinct ids below total (n < total), unpredictable to the
+// stream's producer: evenly spaced ones would tell a forger which records
+// must be genuine (Floyd's sampling: n draws, whatever total is).
+std::set<uint64_t> RandomIds(uint64_t total, uint64_t n) {
+  std::set<uint64_t> ids;
+  std::random_device rd;
+  std::mt19937_64 rng((uint64_t{rd()} << 32) ^ rd());
+  for (uint64_t j = total - n; j < total; ++j) {
+    uint64_t t = std::uniform_int_distribution<uint64_t>(0, j)(rng);
+    if (!ids.insert(t).second) ids.insert(j);
+  }
+  return ids;
+}
 
 // The exported key as it is on this node: the source (moved by
 // --source-root) is opened here and its identity taken from the files here.
@@ -396,7 +413,8 @@ Result<EntryKey> RebindKey(const EntryKey& k,
   EntryKey key = MakeEntryKey(**src, so, spec);
   origin->source = std::move(*src);
   if (check_origin > 0 && k.samples_total > 0) {
-    origin->stride = std::max<uint64_t>(1, k.samples_total / check_origin);
+    origin->all = check_origin >= k.samples_total;
+    if (!origin->all) origin->ids = RandomIds(k.samples_total, check_origin);
     origin->fetcher = std::make_unique<SampleFetcher>(origin->source.get(), spec, nullptr, 0);
   }
   return key;
@@ -414,7 +432,12 @@ int RunExport(const CacheArgs& ca, const std::string& name, const std::string& t
                 kExitUsage);
   // A file appears only when complete: written aside, renamed at the end.
   std::string tmp = to == "-" ? "" : to + ".partial-" + std::to_string(::getpid());
-  int fd = to == "-" ? 1 : ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // The cache's own mode (the records are no more public in the stream than
+  // in the root); exclusive and not through a link, so nothing placed at that
+  // name beforehand is written through or truncated.
+  int fd = to == "-" ? 1
+                     : ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                              o.group_shared ? 0660 : 0600);
   if (fd < 0) return Fail(tmp + ": " + std::strerror(errno));
   TransferReport r;
   Status s = ExportEntry(o, *full, fd, eo, &r);
@@ -551,7 +574,7 @@ void AddCache(CLI::App& app, RunState* st) {
   im->add_flag("--keep-identity", ia->keep_identity,
                "Keep the exported source identity instead of taking it from this node's files");
   im->add_option("--check-origin", ia->check_origin,
-                 "Compare N evenly spaced records with this node's origin, prepared again; a "
+                 "Compare N records, picked at random, with this node's origin, prepared again; a "
                  "difference refuses the import (default 16; 0: none)")
       ->check(AtLeast(0, " (0: none)"));
   im->add_flag("--json", ia->json, "JSON report");

@@ -1,16 +1,25 @@
 // Portable entries: export / import of one entry as a tar stream, through
 // the C++ API (fake samples) and the CLI (a real dataset, pipes, two uids).
+#include <archive.h>
+#include <archive_entry.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <atomic>
+#include <cstring>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "cache/capacity.h"
+#include "cache/entry_files.h"
 #include "cache_test_util.h"
 #include "ssdfeed/cache.h"
 #include "ssdfeed/dataset.h"
@@ -81,6 +90,87 @@ std::string ReadAll(const std::string& path) {
 
 void WriteAll(const std::string& path, const std::string& data) {
   ASSERT_TRUE(Env::Default()->WriteFileAtomic(path, data, 0600).ok());
+}
+
+// A plain export stream as its members, in order.
+using Members = std::vector<std::pair<std::string, std::string>>;
+
+Members ReadMembers(const std::string& stream) {
+  Members out;
+  archive* a = archive_read_new();
+  archive_read_support_format_tar(a);
+  EXPECT_EQ(archive_read_open_memory(a, stream.data(), stream.size()), ARCHIVE_OK);
+  archive_entry* e = nullptr;
+  while (archive_read_next_header(a, &e) == ARCHIVE_OK) {
+    std::string data(static_cast<size_t>(archive_entry_size(e)), '\0');
+    EXPECT_EQ(archive_read_data(a, data.data(), data.size()), la_ssize_t(data.size()));
+    out.emplace_back(archive_entry_pathname(e), std::move(data));
+  }
+  archive_read_free(a);
+  return out;
+}
+
+// A records member's records by sample id (each: a 40-byte header with
+// its payload length at offset 4 and its id at 8, then the payload).
+std::map<uint64_t, std::string> SplitRecords(const std::string& data) {
+  std::map<uint64_t, std::string> out;
+  for (size_t off = 0; off + 40 <= data.size();) {
+    uint32_t payload;
+    uint64_t id;
+    std::memcpy(&payload, data.data() + off + 4, 4);
+    std::memcpy(&id, data.data() + off + 8, 8);
+    out[id] = data.substr(off, 40 + payload);
+    off += 40 + payload;
+  }
+  return out;
+}
+
+// Writes members as a plain tar with a checksum table that matches them:
+// a stream whose producer forged it, not one damaged on the way.
+void WriteForged(const std::string& path, Members members) {
+  nlohmann::json table = nlohmann::json::array(), old;
+  uint64_t records = 0, record_bytes = 0;
+  for (auto& [name, data] : members) {
+    if (name == "checksums.json") {
+      old = nlohmann::json::parse(data);
+      continue;
+    }
+    if (name.rfind("records/", 0) == 0)
+      for (const auto& [id, rec] : SplitRecords(data)) records++, record_bytes += rec.size();
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx",
+                  static_cast<unsigned long long>(XXH3_64bits(data.data(), data.size())));
+    table.push_back({{"name", name}, {"bytes", data.size()}, {"xxh3_64", hex}});
+  }
+  old["members"] = table;
+  old["records"] = records;
+  old["record_bytes"] = record_bytes;
+  members.back() = {"checksums.json", old.dump(1) + "\n"};
+  archive* a = archive_write_new();
+  archive_write_set_format_pax_restricted(a);
+  ASSERT_EQ(archive_write_open_filename(a, path.c_str()), ARCHIVE_OK);
+  for (const auto& [name, data] : members) {
+    archive_entry* e = archive_entry_new();
+    archive_entry_set_pathname(e, name.c_str());
+    archive_entry_set_size(e, static_cast<int64_t>(data.size()));
+    archive_entry_set_filetype(e, AE_IFREG);
+    archive_entry_set_perm(e, 0600);
+    ASSERT_EQ(archive_write_header(a, e), ARCHIVE_OK);
+    archive_entry_free(e);
+    ASSERT_EQ(archive_write_data(a, data.data(), data.size()), la_ssize_t(data.size()));
+  }
+  archive_write_close(a);
+  archive_write_free(a);
+}
+
+// Sum of the sizes of every file under dir.
+uint64_t BytesUnder(const std::string& dir) {
+  uint64_t n = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
+    if (it->is_regular_file()) n += it->file_size();
+  return n;
 }
 
 TEST(EntryTransfer, RoundTripIntoAnEmptyRootPlainAndZstd) {
@@ -266,6 +356,171 @@ TEST_F(DamagedStream, NotAnExportIsRefused) {
   EXPECT_TRUE(Refused(bad, "manifest samples_total"));
 }
 
+// A forged header (its producer is hostile, its checksum table matches)
+// must not make the import write more than the root may hold: the charge is
+// computed from the header's counts, so they are bounded and the arithmetic
+// checked. Each of these wrote the whole entry into a root too small for it.
+class ForgedHeader : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    key_ = test::FakeKey(kSamples);
+    Fill(Root(d_.Sub("a")), key_, 0, kSamples);
+    ASSERT_TRUE(ExportToFile(Root(d_.Sub("a")), key_, d_.Sub("s.tar")).ok());
+    members_ = ReadMembers(ReadAll(d_.Sub("s.tar")));
+    ASSERT_EQ(members_.front().first, "ssdfeed-export.json");
+    ASSERT_EQ(members_[1].first, "manifest.json");
+  }
+  // Imports the stream with the header (and manifest) edited into a root of
+  // 20000 bytes, less than the entry's records.
+  Status Import(const std::function<void(nlohmann::json*, nlohmann::json*)>& edit) {
+    Members m = members_;
+    auto header = nlohmann::json::parse(m[0].second);
+    auto manifest = nlohmann::json::parse(m[1].second);
+    edit(&header, &manifest);
+    m[0].second = header.dump(1);
+    m[1].second = manifest.dump(1);
+    WriteForged(d_.Sub("forged.tar"), m);
+    CacheOptions small = Root(d_.Sub("b" + std::to_string(n_++)));
+    small.capacity_bytes = 20000;
+    Status s = ImportFile(small, d_.Sub("forged.tar"));
+    EXPECT_LE(BytesUnder(small.root), small.capacity_bytes) << s.ToString();
+    return s;
+  }
+  test::TempDir d_;
+  EntryKey key_;
+  Members members_;
+  int n_ = 0;
+};
+
+TEST_F(ForgedHeader, TheUnforgedStreamDoesNotFit) {
+  Status s = Import([](nlohmann::json*, nlohmann::json*) {});
+  EXPECT_TRUE(s.IsNoSpace()) << s.ToString();
+}
+
+TEST_F(ForgedHeader, RecordBytesThatWrapTheChargeAreRefused) {
+  // record_bytes + records * 48 + MetaAllowance wraps to 4 KiB.
+  uint64_t rest = kSamples * 48 + kSamples * 4 + 16384;
+  Status s = Import([&](nlohmann::json* h, nlohmann::json*) {
+    (*h)["record_bytes"] = uint64_t(0) - rest + 4096;
+  });
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("record counts do not add up"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find(key_.fingerprint()), std::string::npos) << s.message();
+}
+
+TEST_F(ForgedHeader, SamplesTotalOutOfRangeIsRefused) {
+  EntryKey big = key_;
+  big.samples_total = uint64_t(1) << 62;
+  Status s = Import([&](nlohmann::json* h, nlohmann::json* m) {
+    (*h)["samples_total"] = big.samples_total;
+    (*h)["entry"] = big.fingerprint();
+    (*m)["samples_total"] = big.samples_total;
+    (*m)["fingerprint"] = big.fingerprint();
+    (*h)["record_bytes"] = uint64_t(0) - 4 * kSamples * 48;  // with records: wraps
+    (*h)["records"] = 4 * kSamples;
+  });
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("samples_total 4611686018427387904 is out of range"),
+            std::string::npos)
+      << s.message();
+}
+
+TEST_F(ForgedHeader, MoreRecordsThanDeclaredAreRefused) {
+  // Index entries are charged per declared record: one past them is refused.
+  CacheOptions o = Root(d_.Sub("c"));
+  Members m = members_;
+  auto h = nlohmann::json::parse(m[0].second);
+  h["records"] = 1;
+  m[0].second = h.dump(1);
+  WriteForged(d_.Sub("few.tar"), m);
+  Status s = ImportFile(o, d_.Sub("few.tar"));
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("more records than the stream declares"), std::string::npos)
+      << s.message();
+  EXPECT_EQ(Children(o.root + "/entries"), 0u);
+}
+
+TEST_F(ForgedHeader, AManifestOverAMegabyteIsRefused) {
+  Status s = Import(
+      [](nlohmann::json*, nlohmann::json* m) { (*m)["padding"] = std::string(2 << 20, 'x'); });
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("manifest.json is too large"), std::string::npos) << s.message();
+}
+
+// ---- manifests (hand-written, imported, damaged) as every lister reads them
+
+// An entry directory whose manifest is `manifest`, holding nothing else.
+std::string HandWrittenEntry(const CacheOptions& o, const std::string& manifest) {
+  auto e = CacheEntry::Open(o, test::FakeKey(4, "real"));  // makes the root
+  EXPECT_TRUE(e.ok());
+  std::string dir = o.root + "/entries/" + std::string(64, 'f');
+  EXPECT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  WriteAll(dir + "/manifest.json", manifest);
+  return dir;
+}
+
+const EntryInfo* Find(const std::vector<EntryInfo>& list, const std::string& name) {
+  for (const auto& e : list)
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+TEST(HostileManifest, SamplesTotalOutOfRangeIsListedBrokenNotAnAbort) {
+  test::TempDir d;
+  CacheOptions o = Root(d.Sub("r"));
+  HandWrittenEntry(o, R"({"fingerprint": "x", "samples_total": 4611686018427387904})");
+  auto list = ListEntries(o);  // threw bad_alloc
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  const EntryInfo* e = Find(*list, std::string(64, 'f'));
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->state.rfind("broken: manifest damaged: samples_total 4611686018427387904", 0), 0u)
+      << e->state;
+  EXPECT_EQ(e->samples_total, 0u);
+  ASSERT_NE(Find(*list, test::FakeKey(4, "real").fingerprint()), nullptr);  // the rest listed
+}
+
+TEST(HostileManifest, AManifestOverAMegabyteIsNotRead) {
+  test::TempDir d;
+  CacheOptions o = Root(d.Sub("r"));
+  std::string pad(2 << 20, ' ');
+  std::string dir = HandWrittenEntry(o, R"({"samples_total": 4, "pad": ")" + pad + R"("})");
+  auto list = ListEntries(o);
+  ASSERT_TRUE(list.ok());
+  const EntryInfo* e = Find(*list, std::string(64, 'f'));
+  ASSERT_NE(e, nullptr);
+  EXPECT_NE(e->state.find("too large for a manifest"), std::string::npos) << e->state;
+  auto key = ReadEntryKey(Env::Default(), dir);
+  EXPECT_TRUE(key.status().IsCorruption()) << key.status().ToString();
+}
+
+TEST(HostileManifest, CountingAManifestsSamplesFollowsTheIndexNotSamplesTotal) {
+  // Within the bound, a manifest may still declare far more samples than
+  // the entry holds: counting them must not size a table by it.
+  test::TempDir d;
+  CacheOptions o = Root(d.Sub("r"));
+  auto key = test::FakeKey(10);
+  Fill(o, key, 0, 10);
+  std::string dir = o.root + "/entries/" + key.fingerprint();
+  EXPECT_EQ(CountIndexed(Env::Default(), dir, 10), 10u);
+  EXPECT_EQ(CountIndexed(Env::Default(), dir, kMaxSamplesTotal), 10u);
+  EXPECT_EQ(CountIndexed(Env::Default(), dir, 5), 5u);
+}
+
+TEST(SkippedFile, CountsDistinctIdsOfThisEntryOnly) {
+  auto n = ParseSkipped(R"({"samples_total": 10, "skipped": [{"id": 3}, {"id": 3}, {"id": 9}]})",
+                        10, "skipped.json");
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 2u);  // a repeated id does not make a partial entry complete
+  for (const char* bad :
+       {R"({"samples_total": 10, "skipped": [{"id": 10}]})",
+        R"({"samples_total": 11, "skipped": []})", R"({"samples_total": 10, "skipped": [3]})",
+        R"({"samples_total": 10, "skipped": {}})", R"([])", "not json"}) {
+    auto r = ParseSkipped(bad, 10, "e/skipped.json");
+    EXPECT_TRUE(r.status().IsCorruption()) << bad;
+    EXPECT_NE(r.status().message().find("e/skipped.json"), std::string::npos) << bad;
+  }
+}
+
 // ---- the CLI, with a real dataset
 
 struct CliFixture {
@@ -362,6 +617,78 @@ TEST(EntryTransferCli, SourceRootRebindsToTheNodesCopy) {
   EXPECT_NE(nlohmann::json::parse(out)["entry"], entry);  // the node's identity
   ASSERT_EQ(test::RunCommand(f.Warm(b, node_uri), &out), 0);
   EXPECT_EQ(CliFixture::Prepared(out), 0u) << out;
+}
+
+TEST(EntryTransferCli, ExportFileHasTheCachesModeAndNeverFollowsALink) {
+  CliFixture f;
+  std::string a = f.dir.Sub("a"), out;
+  ASSERT_EQ(test::RunCommand(f.Warm(a, f.uri)), 0);
+  ASSERT_EQ(test::RunCommand(f.Cli() + " cache ls --json --cache " + a, &out), 0);
+  std::string entry = nlohmann::json::parse(out)[0]["entry"];
+  std::string stream = f.dir.Sub("e.tar");
+  std::string exp = f.Cli() + " cache export " + entry + " --cache " + a + " --to ";
+  ASSERT_EQ(test::RunCommand("umask 022; " + exp + stream + " 2>/dev/null"), 0);
+  struct stat st;
+  ASSERT_EQ(::stat(stream.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);  // was 0644: the records readable by all
+  // A link planted where the stream is written aside (the shell's pid is
+  // the exporter's after exec): refused, its target untouched.
+  std::string victim = f.dir.Sub("victim"), to = f.dir.Sub("f.tar");
+  WriteAll(victim, "precious");
+  EXPECT_NE(
+      test::RunCommand(
+          "sh -c 'ln -s " + victim + " " + to + ".partial-$$ && exec " + exp + to + "' 2>&1", &out),
+      0);
+  EXPECT_EQ(ReadAll(victim), "precious");
+  EXPECT_FALSE(std::filesystem::exists(to)) << out;
+}
+
+TEST(EntryTransferCli, CheckOriginComparesIdsAForgerCannotPredict) {
+  // Every other record from another dataset of as many samples: with 16 of
+  // 40 ids evenly spaced (every 2nd) the forgery passed; 16 random ones all
+  // even has odds of 8e-8.
+  CliFixture f;
+  MakeDatasetOptions other;
+  other.dir = f.dir.Sub("other");
+  other.count = 40;
+  other.min_side = 40;
+  other.max_side = 80;
+  other.seed = 7;
+  MakeDatasetReport rep;
+  ASSERT_TRUE(MakeDataset(other, &rep).ok());
+  Members streams[2];
+  for (int i = 0; i < 2; ++i) {
+    std::string cache = f.dir.Sub("c" + std::to_string(i)), out;
+    ASSERT_EQ(test::RunCommand(f.Warm(cache, i == 0 ? f.uri : rep.uri)), 0);
+    ASSERT_EQ(test::RunCommand(f.Cli() + " cache ls --json --cache " + cache, &out), 0);
+    std::string entry = nlohmann::json::parse(out)[0]["entry"], s = f.dir.Sub("s.tar");
+    ASSERT_EQ(test::RunCommand(f.Cli() + " cache export " + entry + " --to " + s + " --cache " +
+                               cache + " 2>/dev/null"),
+              0);
+    streams[i] = ReadMembers(ReadAll(s));
+    std::filesystem::remove(s);
+  }
+  std::map<uint64_t, std::string> recs[2];
+  for (int i = 0; i < 2; ++i)
+    for (const auto& [name, data] : streams[i])
+      if (name.rfind("records/", 0) == 0) recs[i].merge(SplitRecords(data));
+  ASSERT_EQ(recs[0].size(), 40u);
+  ASSERT_EQ(recs[1].size(), 40u);
+  std::string forged;
+  for (uint64_t id = 0; id < 40; ++id) forged += recs[id % 2][id];
+  Members m = {streams[0][0], streams[0][1], {"records/000000.dat", forged}, streams[0].back()};
+  auto header = nlohmann::json::parse(m[0].second);
+  header["record_bytes"] = forged.size();
+  m[0].second = header.dump(1);
+  WriteForged(f.dir.Sub("forged.tar"), m);
+  std::string out, b = f.dir.Sub("b");
+  EXPECT_EQ(
+      test::RunCommand(
+          f.Cli() + " cache import " + f.dir.Sub("forged.tar") + " --cache " + b + " 2>&1", &out),
+      1)
+      << out;
+  EXPECT_NE(out.find("prepares differently here"), std::string::npos) << out;
+  EXPECT_EQ(Children(b + "/entries"), 0u);
 }
 
 TEST(EntryTransferCli, ImportAsASecondUserOfAGroupSharedRoot) {

@@ -74,6 +74,38 @@ def test_a_partially_filled_entry_is_labelled_partial(tmp_path):
     assert labels == {"ssdfeed.io/e-" + w["entry"]: "partial"}
 
 
+def test_a_manifest_declaring_2_62_samples_is_listed_broken_never_an_abort(tmp_path):
+    """cache ls, node-labels and serve-metrics all list every entry: one
+    (hand-written or imported) manifest with samples_total = 2^62 made each
+    abort with bad_alloc, so the exporter and the labeller crash-looped."""
+    cache = tmp_path / "cache"
+    ds = ssdfeed.make_dataset(str(tmp_path / "ds"), count=8, classes=2, min_side=32, max_side=48)
+    w = warm(ds["uri"], str(cache), "--resize-short", "16")
+    bad = cache / "entries" / ("f" * 64)
+    bad.mkdir(mode=0o700)
+    (bad / "manifest.json").write_text(json.dumps(
+        {"fingerprint": bad.name, "source": "x", "spec": "y", "samples_total": 2**62}))
+
+    ls = run("cache", "ls", "--json", "--cache", str(cache))
+    assert ls.returncode == 0, ls.stderr
+    states = {e["entry"]: e["state"] for e in json.loads(ls.stdout)}
+    assert states[w["entry"]] == "complete"
+    assert states[bad.name].startswith(
+        "broken: manifest damaged: samples_total 4611686018427387904 is out of range"), states
+    text = run("cache", "ls", "--cache", str(cache))
+    assert text.returncode == 0 and "broken" in text.stdout, text.stderr
+
+    labels = run("node-labels", "--cache", str(cache), "--json")
+    assert labels.returncode == 0, labels.stderr
+    assert json.loads(labels.stdout) == {"ssdfeed.io/e-" + w["entry"]: "complete"}
+
+    scrape = run("serve-metrics", "--cache", str(cache), "--once")
+    assert scrape.returncode == 0, scrape.stderr
+    totals = {e: float(v) for e, v in re.findall(
+        r'^ssdfeed_entry_samples_total\{entry="([0-9a-f]+)"\} (\S+)$', scrape.stdout, re.M)}
+    assert sorted(totals.values()) == [0.0, 8.0], scrape.stdout
+
+
 def test_node_labels_refuses_a_missing_root(tmp_path):
     r = run("node-labels", "--cache", str(tmp_path / "nope"))
     assert r.returncode == 2 and "nope" in r.stderr
