@@ -3,9 +3,11 @@
 #include <turbojpeg.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <opencv2/imgproc.hpp>
+#include <utility>
 
 #include "image/cv_call.h"
 #include "image/resample.h"
@@ -16,6 +18,12 @@ namespace ssdfeed {
 Status PrepareSpec::Validate() const {
   if (resize_short < 0 || max_long < 0 || resize_h < 0 || resize_w < 0 || crop_h < 0 || crop_w < 0)
     return Status::InvalidArgument("prepare: sizes must not be negative");
+  // A record's sides are 16-bit: a larger target could never be cached, and
+  // a manifest (perhaps imported) naming one would make every prepare
+  // allocate a huge image first.
+  if (resize_short > 65535 || max_long > 65535 || resize_h > 65535 || resize_w > 65535 ||
+      crop_h > 65535 || crop_w > 65535)
+    return Status::InvalidArgument("prepare: sizes must be at most 65535");
   if ((resize_h > 0) != (resize_w > 0))
     return Status::InvalidArgument("prepare: resize needs both height and width");
   if ((crop_h > 0) != (crop_w > 0))
@@ -52,13 +60,21 @@ Result<PrepareSpec> PrepareSpec::FromJson(std::string_view text) {
   auto j = nlohmann::json::parse(text, nullptr, false);
   if (!j.is_object()) return Status::InvalidArgument("prepare spec: not a JSON object");
   PrepareSpec s;
+  // A size that is not an integer in int's range is refused by name, not
+  // converted (a float out of range would be undefined behaviour).
+  const std::pair<const char*, int*> sizes[] = {
+      {"resize_short", &s.resize_short}, {"max_long", &s.max_long}, {"resize_h", &s.resize_h},
+      {"resize_w", &s.resize_w},         {"crop_h", &s.crop_h},     {"crop_w", &s.crop_w}};
+  for (auto [key, field] : sizes) {
+    if (!j.contains(key)) continue;
+    const auto& v = j.at(key);
+    if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > INT32_MAX) ||
+        (!v.is_number_unsigned() && (v.get<int64_t>() < INT32_MIN || v.get<int64_t>() > INT32_MAX)))
+      return Status::InvalidArgument(std::string("prepare spec: ") + key +
+                                     " is not a size: " + v.dump());
+    *field = static_cast<int>(v.get<int64_t>());
+  }
   try {  // nlohmann throws on a field of the wrong type
-    s.resize_short = j.value("resize_short", 0);
-    s.max_long = j.value("max_long", 0);
-    s.resize_h = j.value("resize_h", 0);
-    s.resize_w = j.value("resize_w", 0);
-    s.crop_h = j.value("crop_h", 0);
-    s.crop_w = j.value("crop_w", 0);
     s.gray = j.value("gray", false);
   } catch (const nlohmann::json::exception& e) {
     return Status::InvalidArgument(std::string("prepare spec: ") + e.what());

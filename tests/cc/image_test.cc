@@ -256,6 +256,22 @@ TEST(Prepare, JsonErrorsSayWhatIsWrong) {
   EXPECT_NE(invalid.status().message().find("resize needs both"), std::string::npos);
 }
 
+// A manifest's prepare object may come from an import: sizes out of range
+// were converted (a float past int's range: undefined behaviour) or accepted
+// (a side no record can hold, allocated by every prepare).
+TEST(Prepare, JsonSizesOutOfRangeAreRefusedByName) {
+  for (const char* bad : {R"({"resize_short":1e300})", R"({"resize_short":256.5})",
+                          R"({"crop_h":4294967297,"crop_w":4})", R"({"resize_short":-9e18})"}) {
+    Result<PrepareSpec> r = PrepareSpec::FromJson(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("is not a size"), std::string::npos) << bad;
+  }
+  Result<PrepareSpec> huge = PrepareSpec::FromJson(R"({"resize_short":2000000000})");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("at most 65535"), std::string::npos);
+  EXPECT_TRUE(PrepareSpec::FromJson(R"({"resize_short":65535})").ok());
+}
+
 // ResizeAntialiased skips a Gaussian whose sigma is under
 // kIdentityBlurSigma because OpenCV's 8-bit kernel rounds it to the
 // identity: the blur must leave every byte as it was, for noise (the worst
