@@ -31,6 +31,14 @@ cp "$corpus_root"/c/stats/ended-*.stats "$corpus_root/stats/" 2>/dev/null || tru
 # A ledger of three writers' reservations.
 mkdir -p "$corpus_root/ledger"
 printf 'w0 67108864\nw3 4096\nw12 0\n' >"$corpus_root/ledger/seed"
+# The entry's manifest, its "prepare" object, and a skipped.json as
+# `warm --on-error skip` writes it.
+mkdir -p "$corpus_root/manifest" "$corpus_root/prepare" "$corpus_root/skipped"
+cp "$corpus_root"/c/entries/*/manifest.json "$corpus_root/manifest/"
+sed -n '/^  "prepare": {/,/^  }/p' "$corpus_root"/c/entries/*/manifest.json |
+  sed '1s/.*/{/;$s/.*/}/' >"$corpus_root/prepare/prepare.json"
+printf '{\n "samples_total": 4,\n "skipped": [\n  {"id": 2, "sample": "a/1.jpg", "error": "bad"}\n ]\n}\n' \
+  >"$corpus_root/skipped/skipped.json"
 for f in "$here"/seeds/*; do [ -e "$f" ] && cp "$f" "$corpus_root/decode/"; done
 # A ListObjectsV2 page with the entities, quotes and paging a real one has.
 mkdir -p "$corpus_root/s3_list_fuzzer"
@@ -38,7 +46,9 @@ printf '%s' '<?xml version="1.0" encoding="UTF-8"?><ListBucketResult xmlns="http
   >"$corpus_root/s3_list_fuzzer/page.xml"
 declare -A corpus=([decode_fuzzer]=decode [tfrecord_fuzzer]=tfrecord [tar_fuzzer]=tarc
                    [cache_record_fuzzer]=cache [import_stream_fuzzer]=import
-                   [stats_block_fuzzer]=stats [ledger_fuzzer]=ledger)
+                   [stats_block_fuzzer]=stats [ledger_fuzzer]=ledger
+                   [manifest_fuzzer]=manifest [prepare_spec_fuzzer]=prepare
+                   [skipped_fuzzer]=skipped)
 for bin in "$build"/fuzz/*_fuzzer; do
   name=$(basename "$bin")
   dir="$corpus_root/${corpus[$name]:-$name}"
