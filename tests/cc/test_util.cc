@@ -36,11 +36,15 @@ std::string CliPath() { return SSDFEED_CLI_PATH; }
 
 std::string CannotActAs(int uid, int gid) {
   std::string out;
+  // The CLI itself, not `true`: a checkout under a directory others cannot
+  // search (/root, in a fresh container) leaves setpriv working and the
+  // test's commands unrunnable.
   std::string cmd = "setpriv --reuid=" + std::to_string(uid) + " --regid=" + std::to_string(uid) +
-                    " --groups=" + std::to_string(gid) + " true";
+                    " --groups=" + std::to_string(gid) + " " + CliPath() + " --version 2>&1";
   if (RunCommand(cmd, &out) == 0) return "";
-  return "cannot run as uid " + std::to_string(uid) + " (" + cmd + ": " +
-         (out.empty() ? "failed" : out.substr(0, out.find('\n'))) + ")";
+  return "cannot run the CLI as uid " + std::to_string(uid) + " (" + cmd + ": " +
+         (out.empty() ? "failed" : out.substr(0, out.find('\n'))) +
+         "; a directory above the build that other users cannot search?)";
 }
 
 std::string CannotUnsharePid() {

@@ -31,7 +31,7 @@ std::string CliPath();
 // Privileges a test may lack (not root; root in a container without a
 // capability, or in a user namespace without the other ids): each probes
 // for the real thing and returns why it is missing, "" when present.
-// setpriv(1) can run a command as uid `uid` with supplementary group `gid`.
+// setpriv(1) can run the CLI as uid `uid` with supplementary group `gid`.
 std::string CannotActAs(int uid, int gid);
 // `unshare --pid --fork --mount-proc` works.
 std::string CannotUnsharePid();
