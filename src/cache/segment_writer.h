@@ -102,14 +102,14 @@ class SegmentWriter {
 
   Status EnsureSegmentLocked(uint64_t rec_len) REQUIRES(mu_);
   Status FirstSegmentLocked(uint64_t rec_len) REQUIRES(mu_);
-  // Opens seg-<slot>-<n>'s two files; `takeover`: cut a torn tail first and
-  // append after it. Touches no member but index_.
   // Where a direct file's records end, and the bytes they fill of its
   // last 4 KiB block.
   struct DirectTail {
     uint64_t end = 0;
     std::string bytes;
   };
+  // Opens seg-<slot>-<n>'s two files; `takeover`: cut a torn tail first and
+  // append after it. Touches no member but index_.
   Status OpenPair(int n, bool takeover, bool direct, std::unique_ptr<WritableFile>* dat,
                   std::unique_ptr<WritableFile>* idx, uint32_t* index_slot, DirectTail* tail);
   Status ProbeDirect(WritableFile* f, DirectTail* tail);
