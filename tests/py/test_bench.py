@@ -24,13 +24,15 @@ def drop_caches_refusal():
     return None
 
 
-def as_nobody():
-    """A prefix that runs a command as uid/gid 65534, or None where this
-    process cannot switch users (not root, no setpriv, a user namespace
-    without that uid)."""
+def as_nobody(exe):
+    """A prefix that runs exe as uid/gid 65534, or None where this process
+    cannot switch users (not root, no setpriv, a user namespace without that
+    uid) or that user cannot run exe (a checkout under /root). Probed through
+    a shell: setpriv's own exec still has root's capabilities."""
     cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     try:
-        ok = subprocess.run([*cmd, "true"], capture_output=True).returncode == 0
+        probe = [*cmd, "/bin/sh", "-c", f"{exe} --version"]
+        ok = subprocess.run(probe, capture_output=True).returncode == 0
     except OSError:
         return None
     return cmd if ok else None
@@ -114,11 +116,11 @@ def test_bench_loader_drop_caches_refused_says_what_is_missing(small_datasets, t
     """Where the page cache cannot be dropped, bench says why (the errno and
     what it means) before it fills anything."""
     prefix = []
-    if drop_caches_refusal() is None:  # allowed here: refuse it as another user
-        prefix = as_nobody()
-        if prefix is None:
-            pytest.skip("drop_caches is writable here and no other user to run as")
     exe = shutil.which("ssdfeed")
+    if drop_caches_refusal() is None:  # allowed here: refuse it as another user
+        prefix = as_nobody(exe)
+        if prefix is None:
+            pytest.skip("drop_caches is writable here and no other user who can run ssdfeed")
     r = subprocess.run([*prefix, exe, "bench", "loader", "--source",
                         small_datasets["folder"]["uri"], "--cache", str(tmp_path / "c"),
                         "--epochs", "2", "--resize-short", "64", "--drop-caches"],
