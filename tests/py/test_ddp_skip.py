@@ -23,8 +23,11 @@ def test_ranks_serve_len_batches_whatever_is_skipped(tmp_path):
                                seed=1, corrupt=0.1, min_side=32, max_side=48)["uri"]
     out = tmp_path / "ranks.json"
     env = dict(os.environ, OMP_NUM_THREADS="1")
+    # --local-addr: in a container whose hostname does not resolve (buildah's
+    # chroot, some CI runners) torchrun's rendezvous on the hostname hangs.
     p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
-                        "--standalone", os.path.join(HERE, "ddp_skip_worker.py"), src,
+                        "--standalone", "--local-addr=127.0.0.1",
+                        os.path.join(HERE, "ddp_skip_worker.py"), src,
                         str(out)], env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     ranks = json.loads(out.read_text())

@@ -100,8 +100,11 @@ IMAGENET = textwrap.dedent('''
 
 def _torchrun(script, args, tmp_path, nproc=2, env=None):
     e = {**os.environ, **(env or {}), "OMP_NUM_THREADS": "1"}
+    # --local-addr: in a container whose hostname does not resolve (buildah's
+    # chroot, some CI runners) torchrun's rendezvous on the hostname hangs.
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                        f"--nproc_per_node={nproc}", str(script), *args],
+                        "--local-addr=127.0.0.1", f"--nproc_per_node={nproc}", str(script),
+                        *args],
                        capture_output=True, text=True, timeout=300, env=e, cwd=tmp_path)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return r
