@@ -351,7 +351,7 @@ std::string UntrustedOwner(const std::string& path, const FileInfo& fi, uint32_t
 
 }  // namespace
 
-Result<uint32_t> CheckRootTrustedOwner(Env* env, const CacheOptions& opts) {
+Status CheckRootTrusted(Env* env, const CacheOptions& opts) {
   // First of all: from here on the Env reaches the root only through its
   // directory handle, never following a symlink inside it.
   SSDFEED_RETURN_IF_ERROR(env->ConfineRoot(opts.root));
@@ -392,11 +392,7 @@ Result<uint32_t> CheckRootTrustedOwner(Env* env, const CacheOptions& opts) {
     if (!TrustedOwner(*fi, root.uid, opts))
       return Status::InvalidArgument(UntrustedOwner(*f, *fi, root.uid));
   }
-  return root.uid;
-}
-
-Status CheckRootTrusted(Env* env, const CacheOptions& opts) {
-  return CheckRootTrustedOwner(env, opts).status();
+  return Status::OK();
 }
 
 Status CheckEntryOwner(Env* env, const CacheOptions& opts, const std::string& dir,

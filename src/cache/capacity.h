@@ -119,9 +119,6 @@ struct EntryDirInfo {
 // for: another user, unless the cache is group-shared and the entry is
 // group-writable by one of our groups.
 bool IsForeignEntry(const FileInfo& fi, const CacheOptions& opts);
-// CheckRootTrusted (which confines the root in the Env first), returning the
-// root's owner.
-Result<uint32_t> CheckRootTrustedOwner(Env* env, const CacheOptions& opts);
 // An entry directory is served only when its owner is trusted: us, root, the
 // root's owner, or (group-shared) a member of our group. InvalidArgument
 // naming it and its owner otherwise.

@@ -61,6 +61,13 @@ std::string OldEntry(const CacheOptions& o) {
   return dir;
 }
 
+// What a group member can do in a group-writable root: trash/ becomes a
+// link to `outside`.
+void SymlinkTrashTo(const std::string& root, const std::string& outside) {
+  ASSERT_EQ(::rename((root + "/trash").c_str(), (root + "/.t").c_str()), 0);
+  ASSERT_EQ(::symlink(outside.c_str(), (root + "/trash").c_str()), 0);
+}
+
 bool CanChown() {
   test::TempDir d;
   std::string f = d.Sub("f");
@@ -189,9 +196,7 @@ TEST(RootConfinement, GcRefusesASymlinkedTrashAndDeletesNothingOutside) {
   OldEntry(o);
   std::string outside = tmp.Sub("outside");
   MakeVictim(outside + "/x");
-  // What a group member can do in a group-writable root.
-  ASSERT_EQ(::rename(tmp.Sub("c/trash").c_str(), tmp.Sub("c/.t").c_str()), 0);
-  ASSERT_EQ(::symlink(outside.c_str(), tmp.Sub("c/trash").c_str()), 0);
+  SymlinkTrashTo(o.root, outside);
   auto removed = CollectGarbage(o, 0, 60);
   ASSERT_FALSE(removed.ok()) << "gc went on with a symlinked trash/";
   EXPECT_NE(removed.status().message().find("trash"), std::string::npos)
@@ -354,8 +359,7 @@ TEST(RootConfinementCli, GcWithASymlinkedTrashFailsAndDeletesNothingOutside) {
   OldEntry(o);
   std::string outside = tmp.Sub("outside");
   MakeVictim(outside + "/x");
-  ASSERT_EQ(::rename(tmp.Sub("c/trash").c_str(), tmp.Sub("c/.t").c_str()), 0);
-  ASSERT_EQ(::symlink(outside.c_str(), tmp.Sub("c/trash").c_str()), 0);
+  SymlinkTrashTo(o.root, outside);
   std::string out;
   int rc = test::RunCommand(test::CliPath() + " cache gc --older-than 1h --cache " + o.root, &out);
   EXPECT_NE(rc, 0) << "gc exited 0 with a symlinked trash/: " << out;
