@@ -154,6 +154,16 @@ class CacheReadBatch {
   virtual void Finish() = 0;
 };
 
+// Why an entry stopped admitting new samples (0: it admits). The values are
+// stored in stats files: append only.
+enum class Admission : uint64_t {
+  kAdmitting = 0,
+  kCapacity = 1,  // the root's capacity is reached
+  kDiskFull = 2,  // ENOSPC (or EDQUOT) from the filesystem
+  kIOError = 3,   // EIO or another write/sync error
+  kReadOnly = 4,  // the entry belongs to another user, or this process has no writer slot
+};
+
 class CacheEntry {
  public:
   virtual ~CacheEntry() = default;
@@ -189,6 +199,9 @@ class CacheEntry {
                      int channels) = 0;
   // False once Put has failed for space or I/O, or the entry is read-only.
   virtual bool admitting() const = 0;
+  // Why admission stopped; kAdmitting while it admits. Set where the failure
+  // happens, from its Status code (never read back from the message).
+  virtual Admission admission() const = 0;
 
   // Claims the right to prepare id (true), or says another live process is
   // preparing it (false). Release after Put (or on failure). *released (if

@@ -52,14 +52,7 @@ enum class Hist : uint32_t {
   kCount
 };
 
-// Why an entry stopped admitting new samples (0: it admits).
-enum class Admission : uint64_t {
-  kAdmitting = 0,
-  kCapacity = 1,  // the root's capacity is reached
-  kDiskFull = 2,  // ENOSPC from the filesystem
-  kIOError = 3,   // EIO or another write/sync error
-  kReadOnly = 4,  // the entry belongs to another user
-};
+// Admission (why an entry stopped admitting) is CacheEntry's: ssdfeed/cache.h.
 const char* AdmissionReason(Admission a);  // "capacity", "disk_full", ...
 
 // Upper bounds (seconds) shared by every histogram; buckets = bounds + 1 (+Inf).

@@ -155,6 +155,10 @@ class CacheEntryImpl final : public CacheEntry {
   }
 
   bool admitting() const override { return writer_ && writer_->admitting(); }
+  Admission admission() const override {
+    if (foreign_ || !writer_) return Admission::kReadOnly;
+    return writer_->admission();
+  }
 
   bool TryClaim(uint64_t id, bool* released) override {
     if (released != nullptr) *released = false;

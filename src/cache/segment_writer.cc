@@ -5,35 +5,17 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "cache/buffered_appender.h"
+#include "cache/direct_chunk_writer.h"
 #include "cache/entry_files.h"
 
 namespace ssdfeed {
 
 namespace cf = cache_format;
 
-struct SegmentWriter::Chunk {
-  Chunk() {
-    void* p = nullptr;
-    if (::posix_memalign(&p, kDirectIoAlignment, kChunkBytes) != 0) std::abort();
-    buf = static_cast<char*>(p);
-  }
-  ~Chunk() { std::free(buf); }
-  Chunk(const Chunk&) = delete;
-  Chunk& operator=(const Chunk&) = delete;
-
-  int seg = 0;
-  uint64_t file_off = 0;  // a multiple of kDirectIoAlignment
-  size_t filled = 0;
-  char* buf = nullptr;               // kChunkBytes, aligned
-  std::vector<cf::IndexEntry> ends;  // records whose last byte is here
-  uint64_t charged = 0;              // what those records were charged (unwritten_)
-  int copying = 0;                   // Puts copying into it now (the writer waits for 0)
-};
-
 namespace {
 
 uint64_t AlignDown(uint64_t x) { return x & ~static_cast<uint64_t>(kDirectIoAlignment - 1); }
-uint64_t AlignUp(uint64_t x) { return AlignDown(x + kDirectIoAlignment - 1); }
 
 }  // namespace
 
@@ -67,36 +49,30 @@ SegmentWriter::SegmentWriter(const CacheOptions& opts, std::string dir, uint32_t
       capacity_(std::move(capacity)) {}
 
 SegmentWriter::~SegmentWriter() {
-  StopWriter();  // writes what is staged first
+  std::unique_ptr<RecordSink> sink;
   {
-    std::lock_guard<std::mutex> f(flag_mu_);
-    stop_syncer_ = true;
+    MutexLock l(&mu_);
+    sink = std::move(owned_sink_);
   }
-  sync_cv_.notify_one();
-  if (syncer_.joinable()) syncer_.join();
+  sink_.store(nullptr, std::memory_order_release);
+  sink.reset();  // writes what is staged and syncs; its failures take mu_
   MutexLock l(&mu_);
-  if (dat_) {
-    (void)SyncLocked();  // a failure here loses only the unsynced tail
-    (void)dat_->Close();
-    (void)idx_->Close();
-  }
   capacity_.reset();  // drops our reservation
 }
 
 bool SegmentWriter::admitting() const {
   MutexLock l(&mu_);
-  return admitting_;
+  return admission_ == Admission::kAdmitting;
+}
+
+Admission SegmentWriter::admission() const {
+  MutexLock l(&mu_);
+  return admission_;
 }
 
 std::string SegmentWriter::warning() const {
   MutexLock l(&mu_);
   return warning_;
-}
-
-void SegmentWriter::Disable(const std::string& why) {
-  MutexLock l(&mu_);
-  admitting_ = false;
-  warning_ = why;
 }
 
 Status SegmentWriter::Put(uint64_t id, uint64_t seq, int64_t label, const uint8_t* pixels,
@@ -114,43 +90,22 @@ Status SegmentWriter::Put(uint64_t id, uint64_t seq, int64_t label, const uint8_
   cf::EncodeRecordHeader(&h, pixels, hdr);  // the checksum: outside the lock
   uint32_t rec_len = static_cast<uint32_t>(cf::kRecordHeaderSize + h.payload_len);
   cf::IndexEntry ie{id, 0, rec_len, h.height, h.width, h.channels, seq, h.checksum};
-  std::vector<Piece> pieces;
+  uint64_t charged = 0;
+  RecordSink* sink = nullptr;
+  bool direct = false;
   {
     MutexLock l(&mu_);
-    uint64_t charged = 0;
     SSDFEED_RETURN_IF_ERROR(PlaceLocked(rec_len, &charged));
-    if (!direct_) return AppendLocked(ie, hdr, pixels, h.payload_len);
-    Status staged = StageLocked(ie, charged, &pieces);
-    if (!staged.ok()) unwritten_ -= charged;  // never staged: never written
-    SSDFEED_RETURN_IF_ERROR(staged);
+    sink = owned_sink_.get();
+    direct = direct_;
   }
-  // Direct: the bytes go into the chunks without the lock, so workers copy
-  // at once; the writer thread takes a chunk only when its copies are done.
-  for (const Piece& pc : pieces) {
-    size_t from = pc.src, n = pc.len;
-    char* to = pc.chunk->buf + pc.at;
-    if (from < cf::kRecordHeaderSize) {
-      size_t k = std::min(n, cf::kRecordHeaderSize - from);
-      std::memcpy(to, hdr + from, k);
-      to += k;
-      from += k;
-      n -= k;
-    }
-    if (n > 0) std::memcpy(to, pixels + (from - cf::kRecordHeaderSize), n);
-  }
-  MutexLock l(&mu_);
-  // The writer waits for the last copy into a sealed chunk, or into the
-  // open one when a flush wants it sealed; other copies need not wake it.
-  for (const Piece& pc : pieces)
-    if (--pc.chunk->copying == 0 && (pc.chunk != open_.get() || flush_waiters_ > 0))
-      work_cv_.notify_one();
-  return Status::OK();
+  Status s = sink->Add(ie, hdr, pixels, charged);
+  if (!s.ok() && direct) unwritten_.fetch_sub(charged);  // never staged: never written
+  return s;
 }
 
-// Admission, capacity and the segment, for a record of rec_len bytes;
-// decides buffered or direct at the first put.
 Status SegmentWriter::PlaceLocked(uint64_t rec_len, uint64_t* charged) {
-  if (!admitting_) return Status::NoSpace(warning_);
+  if (admission_ != Admission::kAdmitting) return Status::NoSpace(warning_);
   if (!decided_) {
     decided_ = true;
     direct_ = opts_.fill_write == FillWrite::kDirect ||
@@ -159,26 +114,27 @@ Status SegmentWriter::PlaceLocked(uint64_t rec_len, uint64_t* charged) {
   // A direct segment's last block is padded to 4 KiB while it is written:
   // its first record pays for the padding, so the files stay within what
   // was reserved.
-  bool new_segment = direct_ ? (seg_n_ < 0 || end_ + rec_len > opts_.segment_bytes)
-                             : (!dat_ || dat_->Size() + rec_len > opts_.segment_bytes);
+  bool new_segment = !owned_sink_ || owned_sink_->StartsSegment(rec_len);
   uint64_t need = rec_len + cf::kIndexEntrySize + (direct_ && new_segment ? kDirectIoAlignment : 0);
   if (reserved_left_ < need) {
     if (opts_.env->MonotonicMicros() < lock_retry_us_) return Status::Busy(lock_warning_);
     // What is staged but not yet written stays charged: it is on no disk
     // the reservation could see.
-    auto r = capacity_->Reserve(need, unwritten_);
+    auto r = capacity_->Reserve(need, unwritten_.load());
     if (!r.ok() && capacity_->lock_timed_out()) return BackOffLocked(r.status());
     if (!r.ok()) return StopAdmittingLocked(r.status(), &counters_->capacity_denied);
     reserved_left_ = *r;
   }
-  Status s = EnsureSegmentLocked(rec_len);
-  if (!s.ok()) return StopAdmittingLocked(s, &counters_->write_errors);
+  if (!owned_sink_) {
+    Status s = FirstSegmentLocked(rec_len);
+    if (!s.ok()) return StopAdmittingLocked(s, &counters_->write_errors);
+  }
   // Charged now: a put that fails after this stops admission anyway.
   reserved_left_ -= need;
   *charged = need;
-  // Direct: unwritten from here (StageLocked may wait for room, and another
+  // Direct: unwritten from here (the sink may wait for room, and another
   // put renew the reservation meanwhile) until its chunk is written.
-  if (direct_) unwritten_ += need;
+  if (direct_) unwritten_.fetch_add(need);
   return Status::OK();
 }
 
@@ -192,43 +148,6 @@ Status SegmentWriter::BackOffLocked(const Status& why) {
   opts_.env->Warn("cache entry " + dir_ + " stores nothing for " + std::to_string(wait_s) + " s (" +
                   lock_warning_ + "); those samples come from the origin");
   return why;
-}
-
-Status SegmentWriter::AppendLocked(const cf::IndexEntry& entry, const char* hdr,
-                                   const uint8_t* pixels, uint32_t payload_len) {
-  cf::IndexEntry ie = entry;
-  ie.offset = dat_->Size();
-  Status s = dat_->Append(hdr, cf::kRecordHeaderSize);
-  if (s.ok()) s = dat_->Append(pixels, payload_len);
-  char idx[cf::kIndexEntrySize];
-  cf::EncodeIndexEntry(ie, idx);
-  // The index entry goes after its record: a record without one is a torn
-  // tail nobody reads; an entry without its record fails its checksum.
-  if (s.ok()) s = idx_->Append(idx, sizeof(idx));
-  if (!s.ok()) return StopAdmittingLocked(s, &counters_->write_errors);
-  unsynced_ += ie.record_len + cf::kIndexEntrySize;
-  if (unsynced_ >= opts_.sync_bytes) RequestSyncLocked();
-  index_->Apply(seg_index_slot_, ie);
-  counters_->puts++;
-  counters_->put_bytes += ie.record_len;
-  return Status::OK();
-}
-
-// rec_len: the bytes the put adds to the .dat (Put's new_segment test).
-Status SegmentWriter::EnsureSegmentLocked(uint64_t rec_len) {
-  if (seg_n_ < 0) return FirstSegmentLocked(rec_len);
-  if (direct_) {
-    if (end_ + rec_len <= opts_.segment_bytes) return Status::OK();
-    // The old segment's last chunk carries no block into the next; the
-    // writer thread closes the old files when it reaches the new segment.
-    if (open_ && !open_->ends.empty()) SealLocked(false);
-    if (open_) spare_.push_back(std::move(open_));  // a carried block: written already
-    seg_n_++;
-    end_ = next_off_ = 0;
-    return Status::OK();
-  }
-  if (dat_->Size() + rec_len <= opts_.segment_bytes) return Status::OK();
-  return OpenSegmentLocked(seg_n_ + 1, false);
 }
 
 // First put: take over the slot's last segment if it has room.
@@ -250,15 +169,40 @@ Status SegmentWriter::FirstSegmentLocked(uint64_t rec_len) {
     takeover = fi.ok() && !fi->is_symlink && fi->size + rec_len <= opts_.segment_bytes;
     if (!takeover) n = last + 1;
   }
+  SinkOptions so{opts_.env, opts_.segment_bytes, opts_.sync_bytes};
+  SegmentPair files;
   if (direct_) {
-    Status s = OpenFirstDirectLocked(n, takeover);
+    Status s = OpenPair(n, takeover, true, &files);
+    if (s.ok()) {
+      owned_sink_ =
+          std::make_unique<DirectChunkWriter>(so, std::move(files), index_, counters_, Hooks(true));
+      sink_.store(owned_sink_.get(), std::memory_order_release);
+      return s;
+    }
     if (!s.IsNotSupported()) return s;
     direct_ = false;  // tmpfs and the like: buffered it is
   }
-  return OpenSegmentLocked(n, takeover);
+  SSDFEED_RETURN_IF_ERROR(OpenPair(n, takeover, false, &files));
+  owned_sink_ =
+      std::make_unique<BufferedAppender>(so, std::move(files), index_, counters_, Hooks(false));
+  sink_.store(owned_sink_.get(), std::memory_order_release);
+  return Status::OK();
 }
 
-Status SegmentWriter::CutTornTail(const std::string& base) {
+// The sink opens later segments (without takeover) and reports failures here.
+SinkHooks SegmentWriter::Hooks(bool direct) {
+  SinkHooks h;
+  h.open_segment = [this, direct](int n, SegmentPair* f) { return OpenPair(n, false, direct, f); };
+  h.failed = [this](const Status& why) {
+    MutexLock l(&mu_);
+    (void)StopAdmittingLocked(why, &counters_->write_errors);
+  };
+  h.written = [this](uint64_t charged) { unwritten_.fetch_sub(charged); };
+  h.release_claim = release_claim_;
+  return h;
+}
+
+Status SegmentWriter::CutTornTail(const std::string& base) const {
   Env* env = opts_.env;
   std::string idx_path = JoinPath(dir_, base + ".idx"), dat_path = JoinPath(dir_, base + ".dat");
   SSDFEED_ASSIGN_OR_RETURN(FileInfo dat, env->Lstat(dat_path));
@@ -300,10 +244,7 @@ Status SegmentWriter::LastIntactEntry(const RandomAccessFile& idx, uint64_t idx_
   return Status::OK();
 }
 
-Status SegmentWriter::OpenPair(int n, bool takeover, bool direct,
-                               std::unique_ptr<WritableFile>* dat,
-                               std::unique_ptr<WritableFile>* idx, uint32_t* index_slot,
-                               DirectTail* tail) {
+Status SegmentWriter::OpenPair(int n, bool takeover, bool direct, SegmentPair* files) const {
   Env* env = opts_.env;
   std::string base = SegmentBase(slot_, n);
   std::string dat_path = JoinPath(dir_, base + ".dat");
@@ -313,15 +254,16 @@ Status SegmentWriter::OpenPair(int n, bool takeover, bool direct,
   wo.mode = FileMode(opts_);
   wo.direct = direct;
   // Opened into locals: on any failure the caller's files stay as they were.
-  SSDFEED_ASSIGN_OR_RETURN(auto d, env->NewWritableFile(dat_path, wo));
-  if (direct) SSDFEED_RETURN_IF_ERROR(ProbeDirect(d.get(), tail));
+  SegmentPair f;
+  f.seg = n;
+  SSDFEED_ASSIGN_OR_RETURN(f.dat, env->NewWritableFile(dat_path, wo));
+  if (direct) SSDFEED_RETURN_IF_ERROR(ProbeDirect(f.dat.get(), &f));
   wo.direct = false;
-  SSDFEED_ASSIGN_OR_RETURN(auto x, env->NewWritableFile(JoinPath(dir_, base + ".idx"), wo));
+  SSDFEED_ASSIGN_OR_RETURN(f.idx, env->NewWritableFile(JoinPath(dir_, base + ".idx"), wo));
   if (!takeover) SSDFEED_RETURN_IF_ERROR(env->SyncDir(dir_));
   SSDFEED_ASSIGN_OR_RETURN(auto reader, env->NewRandomAccessFile(dat_path));
-  *index_slot = index_->AttachOwn(base, std::move(reader));
-  *dat = std::move(d);
-  *idx = std::move(x);
+  f.index_slot = index_->AttachOwn(base, std::move(reader));
+  *files = std::move(f);
   return Status::OK();
 }
 
@@ -329,101 +271,36 @@ Status SegmentWriter::OpenPair(int n, bool takeover, bool direct,
 // block again (zero-padded) with O_DIRECT: some filesystems take O_DIRECT at
 // open and refuse it at the first write (NotSupported then, and the fill
 // writes buffered). The padding is cut as any is.
-Status SegmentWriter::ProbeDirect(WritableFile* f, DirectTail* tail) {
-  tail->end = f->Size();
-  uint64_t start = AlignDown(tail->end);
-  std::string& bytes = tail->bytes;
-  bytes.assign(tail->end - start, '\0');
+Status SegmentWriter::ProbeDirect(WritableFile* f, SegmentPair* files) const {
+  files->end = f->Size();
+  uint64_t start = AlignDown(files->end);
+  std::string& bytes = files->tail;
+  bytes.assign(files->end - start, '\0');
   if (!bytes.empty()) {
     SSDFEED_ASSIGN_OR_RETURN(auto r, opts_.env->NewRandomAccessFile(f->path()));
     size_t got = 0;
     SSDFEED_RETURN_IF_ERROR(r->Read(start, bytes.size(), bytes.data(), &got));
     if (got != bytes.size()) return Status::IOError(f->path() + ": shorter than it was just now");
   }
-  std::unique_ptr<Chunk> block = std::make_unique<Chunk>();
-  std::memset(block->buf, 0, kDirectIoAlignment);
-  std::memcpy(block->buf, bytes.data(), bytes.size());
-  return f->WriteAt(start, block->buf, kDirectIoAlignment);
-}
-
-Status SegmentWriter::OpenSegmentLocked(int n, bool takeover) {
-  MutexLock files(&files_mu_);  // the syncer must not hold old files
-  if (dat_) {
-    SSDFEED_RETURN_IF_ERROR(SyncFiles());
-    SSDFEED_RETURN_IF_ERROR(dat_->Close());
-    SSDFEED_RETURN_IF_ERROR(idx_->Close());
-  }
-  DirectTail unused;
-  SSDFEED_RETURN_IF_ERROR(OpenPair(n, takeover, false, &dat_, &idx_, &seg_index_slot_, &unused));
-  seg_n_ = n;
-  return Status::OK();
+  void* p = nullptr;
+  if (::posix_memalign(&p, kDirectIoAlignment, kDirectIoAlignment) != 0) std::abort();
+  std::unique_ptr<char, decltype(&std::free)> block(static_cast<char*>(p), &std::free);
+  std::memset(block.get(), 0, kDirectIoAlignment);
+  std::memcpy(block.get(), bytes.data(), bytes.size());
+  return f->WriteAt(start, block.get(), kDirectIoAlignment);
 }
 
 Status SegmentWriter::Sync() {
-  Flush();
-  MutexLock l(&mu_);
-  if (!write_error_.ok()) return write_error_;  // counted when it happened
-  Status s = SyncLocked();
-  // Counted and warned like a failed background sync: callers that cannot
-  // return it (a loader stopping) leave a trace in the metrics.
-  if (!s.ok()) return StopAdmittingLocked(s, &counters_->write_errors);
-  return s;
-}
-
-Status SegmentWriter::SyncLocked() {
-  MutexLock files(&files_mu_);
-  unsynced_ = 0;
-  return SyncFiles();
-}
-
-Status SegmentWriter::SyncFiles() {
-  // Data first, then the index that points into it.
-  if (dat_) {
-    SSDFEED_RETURN_IF_ERROR(dat_->Sync());
-    SSDFEED_RETURN_IF_ERROR(idx_->Sync());
-  }
-  if (wdat_) {
-    SSDFEED_RETURN_IF_ERROR(wdat_->Sync());
-    SSDFEED_RETURN_IF_ERROR(widx_->Sync());
-    file_unsynced_ = 0;
-  }
-  return Status::OK();
-}
-
-void SegmentWriter::RequestSyncLocked() {
-  unsynced_ = 0;
-  {
-    std::lock_guard<std::mutex> f(flag_mu_);
-    sync_requested_ = true;
-  }
-  sync_cv_.notify_one();
-  if (!syncer_.joinable()) syncer_ = opts_.env->StartThread([this] { SyncLoop(); });
-}
-
-void SegmentWriter::SyncLoop() {
-  while (true) {
-    {
-      std::unique_lock<std::mutex> f(flag_mu_);
-      sync_cv_.wait(f, [&] { return sync_requested_ || stop_syncer_; });
-      if (stop_syncer_) return;  // the destructor syncs what is left
-      sync_requested_ = false;
-    }
-    Status s;
-    {
-      MutexLock files(&files_mu_);
-      s = SyncFiles();
-    }
-    if (!s.ok()) {
-      MutexLock l(&mu_);
-      (void)StopAdmittingLocked(s, &counters_->write_errors);
-    }
-  }
+  RecordSink* s = sink();
+  return s ? s->Sync() : Status::OK();  // a failure is counted through Hooks
 }
 
 Status SegmentWriter::StopAdmittingLocked(const Status& why, std::atomic<uint64_t>* counter) {
   (*counter)++;
-  if (admitting_) {
-    admitting_ = false;
+  if (admission_ == Admission::kAdmitting) {
+    admission_ = counter == &counters_->capacity_denied ? Admission::kCapacity
+                 : why.IsNoSpace()                      ? Admission::kDiskFull
+                                                        : Admission::kIOError;
     warning_ = why.message();
     opts_.env->Warn("cache entry " + dir_ + " stops admitting samples (" + warning_ +
                     "); what it holds is still served, the rest comes from the origin");
@@ -431,326 +308,23 @@ Status SegmentWriter::StopAdmittingLocked(const Status& why, std::atomic<uint64_
   return why;
 }
 
-// ---- Direct mode ----
-
-// Opens the first segment for direct writes and stages, as the open chunk,
-// the part of its last block that records already fill (the chunk writes
-// the block again, with more after it).
-Status SegmentWriter::OpenFirstDirectLocked(int n, bool takeover) {
-  MutexLock files(&files_mu_);
-  DirectTail tail;
-  SSDFEED_RETURN_IF_ERROR(OpenPair(n, takeover, true, &wdat_, &widx_, &file_index_slot_, &tail));
-  file_seg_ = seg_n_ = n;
-  file_end_ = end_ = tail.end;  // the probe padded the file past it
-  open_ = TakeChunkLocked();
-  open_->seg = n;
-  open_->file_off = AlignDown(tail.end);
-  open_->filled = tail.bytes.size();
-  std::memcpy(open_->buf, tail.bytes.data(), tail.bytes.size());
-  writer_ = opts_.env->StartThread([this] { WriterLoop(); });
-  writer_running_ = true;
-  return Status::OK();
-}
-
-// Whether the record fits in the chunks there are (or may be made) without
-// waiting: Put waits for room before it copies a byte, so one record's bytes
-// are never split by another's.
-bool SegmentWriter::RoomLocked(uint64_t rec_len) {
-  uint64_t space = open_ ? kChunkBytes - open_->filled : 0;
-  uint64_t more = rec_len > space ? (rec_len - space + kChunkBytes - 1) / kChunkBytes : 0;
-  // A record larger than the staging limit gets the chunks it needs.
-  uint64_t limit = std::max<uint64_t>(kMaxChunks, more + 1);
-  uint64_t can = spare_.size() + (chunks_ < static_cast<int>(limit) ? limit - chunks_ : 0);
-  return more <= can;
-}
-
-Status SegmentWriter::StageLocked(const cf::IndexEntry& entry, uint64_t charged,
-                                  std::vector<Piece>* pieces) {
-  uint64_t rec_len = entry.record_len;
-  while (!RoomLocked(rec_len)) {
-    CondWait(&done_cv_, &mu_);
-    if (!admitting_) return Status::NoSpace(warning_);
-    // Others' records staged meanwhile may leave this one no room in the
-    // segment. (Its padding is then not reserved: 4 KiB over, at most, for
-    // a roll-over that needs two Puts to race for the last bytes.)
-    SSDFEED_RETURN_IF_ERROR(EnsureSegmentLocked(rec_len));
-  }
-  cf::IndexEntry ie = entry;
-  ie.offset = end_;
-  for (size_t src = 0; src < rec_len;) {
-    if (open_ && open_->filled == kChunkBytes) SealLocked(true);
-    if (!open_) {
-      // Only a full chunk or a segment's start leaves none open.
-      open_ = TakeChunkLocked();
-      open_->seg = seg_n_;
-      open_->file_off = next_off_;
-    }
-    size_t k = std::min<size_t>(rec_len - src, kChunkBytes - open_->filled);
-    pieces->push_back(Piece{open_.get(), open_->filled, src, k});
-    open_->copying++;
-    open_->filled += k;
-    src += k;
-  }
-  if (open_->ends.empty()) {
-    // The writer may sleep untimed (no records were waiting): its clock for
-    // the idle seal starts now.
-    first_staged_us_ = opts_.env->MonotonicMicros();
-    work_cv_.notify_one();
-  }
-  open_->ends.push_back(ie);
-  open_->charged += charged;
-  end_ += rec_len;
-  staged_[ie.sample_id].count++;
-  staged_total_++;
-  staged_count_.fetch_add(1, std::memory_order_release);
-  if (open_->filled == kChunkBytes) SealLocked(true);
-  return Status::OK();
-}
-
-std::unique_ptr<SegmentWriter::Chunk> SegmentWriter::TakeChunkLocked() {
-  std::unique_ptr<Chunk> c;
-  // (A spare chunk may still be copied into after a failed write dropped
-  // it: never reused then.)
-  for (size_t i = spare_.size(); i-- > 0 && !c;)
-    if (spare_[i]->copying == 0) {
-      c = std::move(spare_[i]);
-      spare_.erase(spare_.begin() + static_cast<std::ptrdiff_t>(i));
-    }
-  if (!c) {
-    c = std::make_unique<Chunk>();
-    chunks_++;
-  }
-  c->filled = 0;
-  c->ends.clear();
-  c->charged = 0;
-  return c;
-}
-
-// Hands the open chunk to the writer thread. A part-full last block is
-// padded with zeros and carried into a new open chunk, which writes that
-// block again with the records that follow.
-void SegmentWriter::SealLocked(bool carry) {
-  std::unique_ptr<Chunk> c = std::move(open_);
-  size_t tail = c->filled % kDirectIoAlignment;
-  if (tail != 0) std::memset(c->buf + c->filled, 0, kDirectIoAlignment - tail);
-  if (tail != 0 && carry) {
-    // The block's bytes are all copied in: the writer seals a part-full
-    // chunk only when no copy into it is under way.
-    open_ = TakeChunkLocked();
-    open_->seg = c->seg;
-    open_->file_off = c->file_off + (c->filled - tail);
-    std::memcpy(open_->buf, c->buf + (c->filled - tail), tail);
-    open_->filled = tail;
-  } else {
-    next_off_ = c->file_off + c->filled;
-  }
-  bool ready = c->copying == 0;  // else the last copy into it wakes the writer
-  sealed_.push_back(std::move(c));
-  if (ready) work_cv_.notify_one();
-}
-
-void SegmentWriter::WriterLoop() {
-  mu_.Lock();
-  std::vector<std::unique_ptr<Chunk>> batch;
-  while (true) {
-    TakeBatchLocked(&batch);
-    if (!batch.empty()) {
-      mu_.Unlock();
-      Status s = WriteChunks(batch);
-      mu_.Lock();
-      FinishBatchLocked(&batch, s);
-      continue;
-    }
-    bool waiting_records = open_ && !open_->ends.empty();
-    // Sealed when the chunk's first record has waited kIdleSealMicros,
-    // however fast others follow it (and only with no copy into it under
-    // way: the carried block must be whole).
-    int64_t left = first_staged_us_ + kIdleSealMicros - opts_.env->MonotonicMicros();
-    if (waiting_records && open_->copying == 0 &&
-        (flush_waiters_ > 0 || stop_writer_ || left <= 0)) {
-      SealLocked(true);
-      continue;
-    }
-    if (stop_writer_ && sealed_.empty() && !waiting_records) break;
-    if (waiting_records)  // (a copy under way when due: look again in 1 ms)
-      CondWaitFor(&work_cv_, &mu_, std::max<int64_t>(left, 1000));
-    else
-      CondWait(&work_cv_, &mu_);
-  }
-  mu_.Unlock();
-}
-
-// The sealed chunks at the front whose copies are done, in file order, that
-// can be in flight together: one segment, and no block written twice (a
-// carried block must land after the write it was carried from).
-void SegmentWriter::TakeBatchLocked(std::vector<std::unique_ptr<Chunk>>* batch) {
-  batch->clear();
-  while (!sealed_.empty() && batch->size() < static_cast<size_t>(kWritesInFlight)) {
-    const Chunk& c = *sealed_.front();
-    if (c.copying > 0) break;
-    if (!batch->empty()) {
-      const Chunk& prev = *batch->back();
-      if (c.seg != prev.seg || c.file_off < AlignUp(prev.file_off + prev.filled)) break;
-    }
-    batch->push_back(std::move(sealed_.front()));
-    sealed_.pop_front();
-  }
-}
-
-// Writes the chunks together, then indexes, in order, the records that end
-// in each, up to the first that failed: every byte of those records, and of
-// every chunk before them, is in the file.
-Status SegmentWriter::WriteChunks(const std::vector<std::unique_ptr<Chunk>>& batch) {
-  MutexLock files(&files_mu_);
-  if (batch[0]->seg != file_seg_) SSDFEED_RETURN_IF_ERROR(RollFiles(batch[0]->seg));
-  std::vector<WriteRequest> reqs(batch.size());
-  for (size_t i = 0; i < batch.size(); ++i)
-    reqs[i] = {wdat_.get(), batch[i]->file_off, batch[i]->buf, AlignUp(batch[i]->filled), {}};
-  opts_.env->WriteMany(reqs.data(), reqs.size());
-  for (size_t i = 0; i < batch.size(); ++i) {
-    SSDFEED_RETURN_IF_ERROR(reqs[i].status);
-    file_end_ = batch[i]->file_off + batch[i]->filled;
-    SSDFEED_RETURN_IF_ERROR(IndexChunk(*batch[i]));
-  }
-  // The writer thread syncs in the background itself: no worker waits.
-  if (file_unsynced_ >= opts_.sync_bytes) return SyncFiles();
-  return Status::OK();
-}
-
-Status SegmentWriter::IndexChunk(const Chunk& c) {
-  if (c.ends.empty()) return Status::OK();
-  std::string idx(c.ends.size() * cf::kIndexEntrySize, '\0');
-  for (size_t i = 0; i < c.ends.size(); ++i)
-    cf::EncodeIndexEntry(c.ends[i], idx.data() + i * cf::kIndexEntrySize);
-  SSDFEED_RETURN_IF_ERROR(widx_->Append(idx.data(), idx.size()));
-  for (const cf::IndexEntry& ie : c.ends) {
-    index_->Apply(file_index_slot_, ie);
-    counters_->puts++;
-    counters_->put_bytes += ie.record_len;
-    counters_->direct_writes++;
-    file_unsynced_ += ie.record_len + cf::kIndexEntrySize;
-  }
-  return Status::OK();
-}
-
-// Closes the segment written so far (its padding cut, synced) and opens the
-// next one.
-Status SegmentWriter::RollFiles(int seg) {
-  if (wdat_) {
-    SSDFEED_RETURN_IF_ERROR(opts_.env->TruncateFile(wdat_->path(), file_end_));
-    SSDFEED_RETURN_IF_ERROR(SyncFiles());
-    Status s = wdat_->Close();
-    Status t = widx_->Close();
-    wdat_.reset();  // closed: nothing else may touch them
-    widx_.reset();
-    SSDFEED_RETURN_IF_ERROR(s);
-    SSDFEED_RETURN_IF_ERROR(t);
-  }
-  DirectTail tail;  // empty: a new file
-  std::unique_ptr<WritableFile> d, x;
-  uint32_t slot = 0;
-  SSDFEED_RETURN_IF_ERROR(OpenPair(seg, false, true, &d, &x, &slot, &tail));
-  wdat_ = std::move(d);
-  widx_ = std::move(x);
-  file_index_slot_ = slot;
-  file_seg_ = seg;
-  file_end_ = 0;
-  return Status::OK();
-}
-
-void SegmentWriter::FinishBatchLocked(std::vector<std::unique_ptr<Chunk>>* batch, const Status& s) {
-  if (!s.ok()) {
-    // What is staged is lost (never indexed, so never read); the samples
-    // come from the origin as the rest do once admission stops.
-    if (write_error_.ok()) write_error_ = s;
-    (void)StopAdmittingLocked(s, &counters_->write_errors);
-    for (auto& x : sealed_) batch->push_back(std::move(x));
-    sealed_.clear();
-    if (open_) batch->push_back(std::move(open_));
-  }
-  // Indexed or dropped, each chunk's records are no longer staged.
-  for (auto& c : *batch) {
-    ForgetStagedLocked(*c);
-    unwritten_ -= c->charged;  // on disk now, where reservations see it (or dropped)
-    c->charged = 0;
-    spare_.push_back(std::move(c));
-  }
-  batch->clear();
-  // A record larger than the pool grew it: give the extra back.
-  for (size_t i = spare_.size(); i-- > 0 && chunks_ > kMaxChunks;)
-    if (spare_[i]->copying == 0) {
-      spare_.erase(spare_.begin() + static_cast<std::ptrdiff_t>(i));
-      chunks_--;
-    }
-  done_cv_.notify_all();
-}
-
-// The chunk's records are indexed (or dropped): no longer staged.
-void SegmentWriter::ForgetStagedLocked(const Chunk& c) {
-  for (const cf::IndexEntry& ie : c.ends) {
-    finished_total_++;
-    auto it = staged_.find(ie.sample_id);
-    if (it == staged_.end()) continue;
-    staged_count_.fetch_sub(1, std::memory_order_release);
-    if (--it->second.count > 0) continue;
-    bool release = it->second.release_claim;
-    staged_.erase(it);
-    if (release && release_claim_) release_claim_(ie.sample_id);
-  }
+size_t SegmentWriter::staged() const {
+  RecordSink* s = sink();
+  return s ? s->staged() : 0;
 }
 
 void SegmentWriter::Flush() {
-  MutexLock l(&mu_);
-  if (!writer_running_) return;
-  // Records finish in the order they were staged: wait for those staged so
-  // far only, so Puts going on meanwhile cannot keep a flush waiting.
-  uint64_t target = staged_total_;
-  flush_waiters_++;
-  work_cv_.notify_one();
-  while (finished_total_ < target) CondWait(&done_cv_, &mu_);
-  flush_waiters_--;
+  if (RecordSink* s = sink()) s->Flush();
 }
 
 bool SegmentWriter::FlushIfStaged(uint64_t id) {
-  if (staged() == 0) return false;
-  {
-    MutexLock l(&mu_);
-    if (staged_.find(id) == staged_.end()) return false;
-  }
-  Flush();
-  return true;
+  RecordSink* s = sink();
+  return s && s->FlushIfStaged(id);
 }
 
 bool SegmentWriter::ReleaseWhenStored(uint64_t id) {
-  if (staged() == 0) return false;
-  MutexLock l(&mu_);
-  auto it = staged_.find(id);
-  if (it == staged_.end()) return false;
-  it->second.release_claim = true;
-  return true;
-}
-
-// Writes what is staged, stops the writer thread, cuts the last segment's
-// padding and syncs.
-void SegmentWriter::StopWriter() {
-  {
-    MutexLock l(&mu_);
-    if (!writer_running_) return;
-    stop_writer_ = true;
-    work_cv_.notify_one();
-  }
-  writer_.join();
-  MutexLock l(&mu_);
-  writer_running_ = false;
-  MutexLock files(&files_mu_);
-  if (!wdat_) return;
-  Status s = opts_.env->TruncateFile(wdat_->path(), file_end_);
-  if (s.ok()) s = SyncFiles();
-  // A failure here loses only the unsynced tail, as a crash would.
-  (void)wdat_->Close();
-  (void)widx_->Close();
-  wdat_.reset();
-  widx_.reset();
+  RecordSink* s = sink();
+  return s && s->ReleaseWhenStored(id);
 }
 
 }  // namespace ssdfeed

@@ -27,20 +27,7 @@ void SampleFetcher::SyncCacheCounters() {
   stats_->Set(Ctr::kCacheDirectReads, c.direct_reads.load(std::memory_order_relaxed));
   stats_->Set(Ctr::kCacheDirectWrites, c.direct_writes.load(std::memory_order_relaxed));
   stats_->Set(Ctr::kCacheLockTimeouts, CapacityLockTimeouts());  // this process's
-  Admission a = Admission::kAdmitting;
-  if (cache_->read_only()) {
-    a = Admission::kReadOnly;
-  } else if (!cache_->admitting()) {
-    const std::string& w = cache_->warning();
-    if (c.write_errors.load() == 0)
-      a = Admission::kCapacity;
-    else if (w.find("No space") != std::string::npos || w.find("ENOSPC") != std::string::npos ||
-             w.find("no space") != std::string::npos)
-      a = Admission::kDiskFull;
-    else
-      a = Admission::kIOError;
-  }
-  stats_->SetAdmission(a);
+  stats_->SetAdmission(cache_->admission());
 }
 
 void SampleFetcher::MaybeRefresh() {
