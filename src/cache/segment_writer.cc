@@ -114,8 +114,8 @@ Status SegmentWriter::PlaceLocked(uint64_t rec_len, uint64_t* charged) {
   // A direct segment's last block is padded to 4 KiB while it is written:
   // its first record pays for the padding, so the files stay within what
   // was reserved.
-  bool new_segment = !owned_sink_ || owned_sink_->StartsSegment(rec_len);
-  uint64_t need = rec_len + cf::kIndexEntrySize + (direct_ && new_segment ? kDirectIoAlignment : 0);
+  bool pads = direct_ && (!owned_sink_ || owned_sink_->StartsSegment(rec_len));
+  uint64_t need = rec_len + cf::kIndexEntrySize + (pads ? kDirectIoAlignment : 0);
   if (reserved_left_ < need) {
     if (opts_.env->MonotonicMicros() < lock_retry_us_) return Status::Busy(lock_warning_);
     // What is staged but not yet written stays charged: it is on no disk
