@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ssdfeed/counters.h"
 #include "ssdfeed/env.h"
 #include "ssdfeed/status.h"
 
@@ -91,18 +92,39 @@ struct EntryKey {
   std::string fingerprint() const;  // hex; the entry's directory name
 };
 
-// Counters of one open entry's store side (copied into the job's metrics).
-// Hits and misses are counted once, by the fetcher, in the job's stats
-// (ssdfeed/metrics.h), not here.
+// Counters of one open entry's store side: the CACHE(member) rows of
+// SSDFEED_COUNTERS (ssdfeed/counters.h), copied into the job's metrics.
+// Hits and misses are counted once, by the fetcher, in the job's stats, not
+// here.
 struct CacheCounters {
-  std::atomic<uint64_t> puts{0}, put_bytes{0};
+#define SSDFEED_CACHE_FIELD_LOADER
+#define SSDFEED_CACHE_FIELD_PROCESS
+#define SSDFEED_CACHE_FIELD_CACHE(member) std::atomic<uint64_t> member{0};
+#define SSDFEED_CACHE_FIELD(slot, key, name, help, owner) SSDFEED_CACHE_FIELD_##owner
+  SSDFEED_COUNTERS(SSDFEED_CACHE_FIELD)
+#undef SSDFEED_CACHE_FIELD
+#undef SSDFEED_CACHE_FIELD_LOADER
+#undef SSDFEED_CACHE_FIELD_PROCESS
+#undef SSDFEED_CACHE_FIELD_CACHE
+  // The entry's own view of bad reads (tests); the job's published
+  // corrupt_records is counted by the fetcher.
   std::atomic<uint64_t> corrupt_records{0};
-  std::atomic<uint64_t> write_errors{0};     // ENOSPC / EIO while filling
-  std::atomic<uint64_t> capacity_denied{0};  // puts refused: capacity reached
-  std::atomic<uint64_t> evictions{0};        // entries this process evicted
-  std::atomic<uint64_t> direct_reads{0};     // records read with O_DIRECT
-  std::atomic<uint64_t> direct_writes{0};    // records written with O_DIRECT
 };
+
+// CacheCounters' member of each Ctr slot, nullptr where the cache does not
+// count it.
+inline constexpr std::atomic<uint64_t> CacheCounters::*kCacheCounterOf[] = {
+#define SSDFEED_CACHE_MEMBER_LOADER nullptr
+#define SSDFEED_CACHE_MEMBER_PROCESS nullptr
+#define SSDFEED_CACHE_MEMBER_CACHE(member) &CacheCounters::member
+#define SSDFEED_CACHE_MEMBER(slot, key, name, help, owner) SSDFEED_CACHE_MEMBER_##owner,
+    SSDFEED_COUNTERS(SSDFEED_CACHE_MEMBER)
+#undef SSDFEED_CACHE_MEMBER
+#undef SSDFEED_CACHE_MEMBER_LOADER
+#undef SSDFEED_CACHE_MEMBER_PROCESS
+#undef SSDFEED_CACHE_MEMBER_CACHE
+};
+static_assert(std::size(kCacheCounterOf) == kNumCounters);
 
 // A prepared sample read from the cache; pixels point into the caller's buffer.
 struct CachedSample {

@@ -8,10 +8,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ssdfeed/augment.h"
 #include "ssdfeed/cache.h"
+#include "ssdfeed/counters.h"
 #include "ssdfeed/image.h"
 #include "ssdfeed/source.h"
 
@@ -100,24 +102,45 @@ struct Batch {
 };
 
 struct LoaderStats {
-  uint64_t cache_hits = 0, cache_misses = 0, cache_bytes = 0, origin_bytes = 0;
-  uint64_t decode_errors = 0, corrupt_records = 0, skipped = 0, prepared = 0;
-  uint64_t cache_write_errors = 0, cache_capacity_denied = 0, evictions = 0;
-  // Records read / written with O_DIRECT (warm_read, fill_write).
-  uint64_t cache_direct_reads = 0, cache_direct_writes = 0;
-  uint64_t batches = 0, samples = 0;
+  // One field per row of SSDFEED_COUNTERS (ssdfeed/counters.h), named by
+  // its stats key: cache_hits, cache_misses, cache_bytes, ...
+#define SSDFEED_LOADER_STATS_FIELD(slot, key, name, help, owner) uint64_t key = 0;
+  SSDFEED_COUNTERS(SSDFEED_LOADER_STATS_FIELD)
+#undef SSDFEED_LOADER_STATS_FIELD
   // 1 when the cache entry could not be opened (I/O error, no space, no file
   // descriptors): the loader then serves everything from the origin.
   uint64_t cache_open_errors = 0;
-  uint64_t cache_miss_bytes = 0, corrupt_repaired = 0, claim_waits = 0;
-  uint64_t cache_puts = 0, cache_put_bytes = 0;
   double wait_seconds = 0;                    // consumer time spent waiting for batches
   std::vector<double> wait_histogram_bounds;  // seconds (upper bounds)
   std::vector<uint64_t> wait_histogram;       // one more than bounds (+Inf)
   std::string cache_dir, cache_warning;
   bool cache_admitting = false;
   std::string stats_file;  // this process's stats file under the root; empty: in memory
+
+  uint64_t operator[](Ctr c) const;
+  void SetCounters(const CounterArray& c);  // every counter field from a snapshot
 };
+
+// LoaderStats' field of each Ctr slot.
+inline constexpr uint64_t LoaderStats::*kLoaderStatsCounterOf[] = {
+#define SSDFEED_LOADER_STATS_MEMBER(slot, key, name, help, owner) &LoaderStats::key,
+    SSDFEED_COUNTERS(SSDFEED_LOADER_STATS_MEMBER)
+#undef SSDFEED_LOADER_STATS_MEMBER
+};
+static_assert(std::size(kLoaderStatsCounterOf) == kNumCounters);
+
+inline uint64_t LoaderStats::operator[](Ctr c) const {
+  return this->*kLoaderStatsCounterOf[static_cast<size_t>(c)];
+}
+inline void LoaderStats::SetCounters(const CounterArray& c) {
+  for (size_t i = 0; i < kNumCounters; ++i) this->*kLoaderStatsCounterOf[i] = c[i];
+}
+
+// The numeric fields of LoaderStats by name (the counters' stats keys, then
+// wait_seconds): the one list that Loader.stats() in Python and `ssdfeed
+// bench loader --json` print, so both say the same thing. docs/metrics.md
+// maps each name to its Prometheus metric.
+std::vector<std::pair<std::string, double>> LoaderStatsFields(const LoaderStats& s);
 
 // Plan positions consumed in an interrupted epoch by each rank of the worlds
 // that ran it: layers[0][r] by rank r of the world that started the epoch,

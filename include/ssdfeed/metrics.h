@@ -11,37 +11,11 @@
 #include <vector>
 
 #include "ssdfeed/cache.h"
+#include "ssdfeed/counters.h"
 #include "ssdfeed/env.h"
 #include "ssdfeed/status.h"
 
 namespace ssdfeed {
-
-// Counter slots. The order is the on-disk order of a stats file: append only
-// (a new slot keeps the file version; reordering needs a new one).
-enum class Ctr : uint32_t {
-  kCacheHits,
-  kCacheMisses,
-  kCacheHitBytes,   // prepared bytes served from the cache
-  kCacheMissBytes,  // prepared bytes of samples that missed
-  kOriginBytes,     // encoded bytes read from the origin
-  kPrepared,        // samples decoded + prepared
-  kSamplesServed,   // samples handed to the consumer in batches
-  kBatchesServed,
-  kDecodeErrors,
-  kCorruptRecords,   // cache records that failed their checks
-  kCorruptRepaired,  // ... and were stored again from the origin
-  kSkipped,          // samples dropped under on_error=skip
-  kClaimWaits,       // waits for another process preparing the same sample
-  kCachePuts,        // records this process stored
-  kCachePutBytes,    // bytes of those records
-  kCacheWriteErrors,
-  kCacheCapacityDenied,
-  kEvictions,          // entries this process evicted to make room
-  kCacheDirectReads,   // records read with O_DIRECT (warm_read)
-  kCacheDirectWrites,  // records written with O_DIRECT (fill_write)
-  kCacheLockTimeouts,  // capacity.lock held too long by another process
-  kCount
-};
 
 // Histograms (seconds). Same slot rules as Ctr.
 enum class Hist : uint32_t {
@@ -68,7 +42,7 @@ struct HistSnapshot {
 
 // A copy of one process's (or a sum of several) counters and histograms.
 struct StatsSnapshot {
-  std::array<uint64_t, static_cast<size_t>(Ctr::kCount)> counters{};
+  CounterArray counters{};
   std::array<HistSnapshot, static_cast<size_t>(Hist::kCount)> hists{};
   Admission admission = Admission::kAdmitting;
   uint64_t operator[](Ctr c) const { return counters[static_cast<size_t>(c)]; }
@@ -148,12 +122,5 @@ class MetricsServer {
 
 // The Prometheus text of a root (what ServeRoot answers), for tests and CLIs.
 Result<std::string> RenderRootMetrics(const CacheOptions& cache);
-
-struct LoaderStats;
-// The numeric fields of LoaderStats by name (cache_hits, origin_bytes, ...),
-// the one list that Loader.stats() in Python and `ssdfeed bench loader
-// --json` print, so both say the same thing. docs/metrics.md maps each name
-// to its Prometheus metric.
-std::vector<std::pair<std::string, double>> LoaderStatsFields(const LoaderStats& s);
 
 }  // namespace ssdfeed

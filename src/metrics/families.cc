@@ -15,49 +15,6 @@ using prometheus::ClientMetric;
 using prometheus::MetricFamily;
 using prometheus::MetricType;
 
-struct CounterName {
-  Ctr slot;
-  const char* name;
-  const char* help;
-};
-
-const CounterName kCounterNames[] = {
-    {Ctr::kCacheHits, "ssdfeed_cache_hits_total", "Samples served from the cache."},
-    {Ctr::kCacheMisses, "ssdfeed_cache_misses_total",
-     "Samples not in the cache (read from the origin and prepared)."},
-    {Ctr::kCacheHitBytes, "ssdfeed_cache_hit_bytes_total", "Prepared bytes served from the cache."},
-    {Ctr::kCacheMissBytes, "ssdfeed_cache_miss_bytes_total",
-     "Prepared bytes of the samples that missed the cache."},
-    {Ctr::kOriginBytes, "ssdfeed_origin_read_bytes_total",
-     "Encoded bytes read from the origin (slow storage)."},
-    {Ctr::kPrepared, "ssdfeed_samples_prepared_total", "Samples decoded and prepared."},
-    {Ctr::kSamplesServed, "ssdfeed_samples_served_total",
-     "Samples handed to the consumer in batches."},
-    {Ctr::kBatchesServed, "ssdfeed_batches_served_total", "Batches handed to the consumer."},
-    {Ctr::kDecodeErrors, "ssdfeed_decode_errors_total", "Samples whose decode failed."},
-    {Ctr::kCorruptRecords, "ssdfeed_corrupt_records_total",
-     "Cache records that failed their checks when read."},
-    {Ctr::kCorruptRepaired, "ssdfeed_corrupt_records_repaired_total",
-     "Corrupt cache records stored again from the origin."},
-    {Ctr::kSkipped, "ssdfeed_samples_skipped_total", "Bad samples dropped (on_error=skip)."},
-    {Ctr::kClaimWaits, "ssdfeed_claim_waits_total",
-     "Waits for another process preparing the same sample."},
-    {Ctr::kCachePuts, "ssdfeed_cache_puts_total", "Records stored into the cache."},
-    {Ctr::kCachePutBytes, "ssdfeed_cache_put_bytes_total",
-     "Bytes of the records stored into the cache."},
-    {Ctr::kCacheWriteErrors, "ssdfeed_cache_write_errors_total",
-     "Cache writes or syncs that failed (ENOSPC, EIO)."},
-    {Ctr::kCacheCapacityDenied, "ssdfeed_cache_capacity_denied_total",
-     "Cache stores refused because the root's capacity is reached."},
-    {Ctr::kEvictions, "ssdfeed_evictions_total", "Unused entries evicted to make room."},
-    {Ctr::kCacheDirectReads, "ssdfeed_cache_direct_reads_total",
-     "Cache records read with O_DIRECT, bypassing the page cache (warm_read)."},
-    {Ctr::kCacheDirectWrites, "ssdfeed_cache_direct_writes_total",
-     "Cache records written with O_DIRECT by the writer thread (fill_write)."},
-    {Ctr::kCacheLockTimeouts, "ssdfeed_cache_lock_timeouts_total",
-     "Reservations that gave up waiting for the root's capacity lock (its holder stopped?)."},
-};
-
 struct HistName {
   const char* name;
   const char* help;
@@ -214,8 +171,8 @@ Result<DiskStats> DiskStatsFor(const std::string& path) {
 
 void AddStatsFamilies(const std::vector<std::pair<std::string, StatsSnapshot>>& per_entry,
                       Families* out) {
-  for (const auto& c : kCounterNames) {
-    auto f = Family(c.name, c.help, MetricType::Counter);
+  for (const auto& c : kCounters) {
+    auto f = Family(std::string(c.name), std::string(c.help), MetricType::Counter);
     for (const auto& [entry, s] : per_entry)
       AddCounter(&f, {L("entry", entry)}, static_cast<double>(s[c.slot]));
     out->push_back(std::move(f));

@@ -19,13 +19,10 @@ SampleFetcher::SampleFetcher(const Source* source, PrepareSpec spec, CacheEntry*
 
 void SampleFetcher::SyncCacheCounters() {
   CacheCounters& c = cache_->counters();
-  stats_->Set(Ctr::kCachePuts, c.puts.load(std::memory_order_relaxed));
-  stats_->Set(Ctr::kCachePutBytes, c.put_bytes.load(std::memory_order_relaxed));
-  stats_->Set(Ctr::kCacheWriteErrors, c.write_errors.load(std::memory_order_relaxed));
-  stats_->Set(Ctr::kCacheCapacityDenied, c.capacity_denied.load(std::memory_order_relaxed));
-  stats_->Set(Ctr::kEvictions, c.evictions.load(std::memory_order_relaxed));
-  stats_->Set(Ctr::kCacheDirectReads, c.direct_reads.load(std::memory_order_relaxed));
-  stats_->Set(Ctr::kCacheDirectWrites, c.direct_writes.load(std::memory_order_relaxed));
+  for (const auto& k : kCounters) {
+    auto member = kCacheCounterOf[static_cast<size_t>(k.slot)];
+    if (member != nullptr) stats_->Set(k.slot, (c.*member).load(std::memory_order_relaxed));
+  }
   stats_->Set(Ctr::kCacheLockTimeouts, CapacityLockTimeouts());  // this process's
   stats_->SetAdmission(cache_->admission());
 }
