@@ -55,7 +55,7 @@ def main():
              "--resize-short", str(args.resize_short), "--rounds", str(args.rounds), "--json"],
             check=True, capture_output=True, text=True).stdout
         res = json.loads(out)
-        src = ssdfeed.open_source(rep["uri"])
+        src = ssdfeed.Source(rep["uri"])
         files = [src.read(i)[0] for i in range(len(src))]
         mp = sum(Image.open(io.BytesIO(f)).size[0] * Image.open(io.BytesIO(f)).size[1]
                  for f in files) / 1e6

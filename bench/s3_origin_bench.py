@@ -80,12 +80,12 @@ def main():
                               config=Config(max_pool_connections=max(conc, 10)))
             for layout in ("folder", "tfrecord"):
                 if layout == "folder":
-                    src = ssdfeed.open_source("folder:s3://bench/folder")
+                    src = ssdfeed.Source("folder:s3://bench/folder")
                     boto_fn = (lambda k: len(b3.get_object(Bucket="bench", Key=k)["Body"]
                                              .read()))
                     boto_jobs = keys
                 else:
-                    src = ssdfeed.open_source("tfrecord:s3://bench/tfr/*.tfrecord")
+                    src = ssdfeed.Source("tfrecord:s3://bench/tfr/*.tfrecord")
                     boto_fn = (lambda j: len(b3.get_object(
                         Bucket="bench", Key=j[0],
                         Range=f"bytes={j[1]}-{j[1] + j[2] - 1}")["Body"].read()))

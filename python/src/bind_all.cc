@@ -48,20 +48,6 @@ nb::object ImageToArray(Image&& img) {
   return nb::cast(nb::ndarray<nb::numpy, uint8_t>(owned->pixels.data(), 3, shape, owner));
 }
 
-PrepareSpec MakeSpec(int resize_short, int max_long, std::pair<int, int> resize,
-                     std::pair<int, int> center_crop, bool gray) {
-  PrepareSpec s;
-  s.resize_short = resize_short;
-  s.max_long = max_long;
-  s.resize_h = resize.first;
-  s.resize_w = resize.second;
-  s.crop_h = center_crop.first;
-  s.crop_w = center_crop.second;
-  s.gray = gray;
-  ThrowIfError(s.Validate());
-  return s;
-}
-
 void BindAll(nb::module_& m) {
   nb::exception<CorruptionError> corruption(m, "CorruptionError", PyExc_ValueError);
   corruption.attr("__doc__") =

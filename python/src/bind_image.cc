@@ -27,13 +27,8 @@ nb::object DecodeOrThrow(nb::bytes data, const PrepareSpec& spec, uint64_t max_p
 }  // namespace
 
 void BindImage(nb::module_& m) {
-  nb::enum_<DType>(m, "DType", "OutputSpec.dtype")
-      .value("UINT8", DType::kUint8)
-      .value("FLOAT32", DType::kFloat32)
-      .value("FLOAT16", DType::kFloat16);
-  nb::enum_<Layout>(m, "Layout", "OutputSpec.layout")
-      .value("NHWC", Layout::kNHWC)
-      .value("NCHW", Layout::kNCHW);
+  BindEnum<DType>(m, "DType", "OutputSpec.dtype");
+  BindEnum<Layout>(m, "Layout", "OutputSpec.layout");
 
   nb::class_<PrepareSpec>(m, "PrepareSpec", "The cached preparation (C++ PrepareSpec).")
       .def(nb::init<>())
@@ -58,18 +53,6 @@ void BindImage(nb::module_& m) {
   m.def("_decode_with", &DecodeOrThrow, nb::arg("data"), nb::arg("spec"),
         nb::arg("max_pixels") = DecodeLimits{}.max_pixels,
         "Decodes JPEG/PNG bytes and prepares them with a PrepareSpec.");
-  m.def(
-      "decode",
-      [](nb::bytes data, int resize_short, int max_long, std::pair<int, int> resize,
-         std::pair<int, int> center_crop, bool gray, uint64_t max_pixels) {
-        return DecodeOrThrow(data, MakeSpec(resize_short, max_long, resize, center_crop, gray),
-                             max_pixels);
-      },
-      nb::arg("data"), nb::arg("resize_short") = 0, nb::arg("max_long") = 0,
-      nb::arg("resize") = std::pair<int, int>{0, 0},
-      nb::arg("center_crop") = std::pair<int, int>{0, 0}, nb::arg("gray") = false,
-      nb::arg("max_pixels") = DecodeLimits{}.max_pixels,
-      "Decodes JPEG/PNG bytes and prepares them (uint8 HWC numpy array).");
 
   m.def(
       "make_dataset",

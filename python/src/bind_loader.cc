@@ -18,18 +18,6 @@ namespace ssdfeed::py {
 
 namespace {
 
-const char* ShardName(ShardMode m) {
-  return m == ShardMode::kSticky ? "sticky" : m == ShardMode::kRotate ? "rotate" : "global";
-}
-
-ShardMode ParseShard(const std::string& name) {
-  if (name != "global" && name != "sticky" && name != "rotate")
-    ThrowIfError(Status::InvalidArgument("shard must be 'global', 'sticky' or 'rotate'"));
-  return name == "sticky"   ? ShardMode::kSticky
-         : name == "rotate" ? ShardMode::kRotate
-                            : ShardMode::kGlobal;
-}
-
 // A state as the dict state_dict() returns; the elastic-resume keys only
 // when they say something, so other states keep their old shape.
 nb::dict StateToDict(const LoaderState& s) {
@@ -42,7 +30,7 @@ nb::dict StateToDict(const LoaderState& s) {
   d["world_size"] = s.world_size;
   d["num_samples"] = s.num_samples;
   d["batch_size"] = s.batch_size;
-  d["shard"] = ShardName(s.shard);
+  d["shard"] = EnumName(s.shard);
   d["rotate_every"] = s.rotate_every;
   if (!s.resumed_from.empty()) {
     nb::list layers;
@@ -67,7 +55,8 @@ LoaderState DictToState(const nb::dict& d) {
   s.world_size = nb::cast<int>(d["world_size"]);
   s.num_samples = nb::cast<uint64_t>(d["num_samples"]);
   s.batch_size = nb::cast<size_t>(d["batch_size"]);
-  if (d.contains("shard")) s.shard = ParseShard(nb::cast<std::string>(d["shard"]));
+  if (d.contains("shard"))
+    s.shard = ValueOrThrow(ParseEnum<ShardMode>(nb::cast<std::string>(d["shard"])));
   if (d.contains("rotate_every")) s.rotate_every = nb::cast<int>(d["rotate_every"]);
   if (d.contains("resumed_from")) s.resumed_from = nb::cast<ResumeLayers>(d["resumed_from"]);
   if (d.contains("merged")) s.merged = nb::cast<bool>(d["merged"]);
@@ -128,18 +117,9 @@ nb::dict StatsDict(const LoaderStats& s) {
 // Each C++ option struct bound once, field by field: ssdfeed.Loader fills
 // a LoaderOptions directly, so no option is restated on the way down.
 void BindOptions(nb::module_& m) {
-  nb::enum_<ShardMode>(m, "ShardMode", "LoaderOptions.shard")
-      .value("GLOBAL", ShardMode::kGlobal)
-      .value("STICKY", ShardMode::kSticky)
-      .value("ROTATE", ShardMode::kRotate);
-  nb::enum_<WarmRead>(m, "WarmRead", "CacheOptions.warm_read")
-      .value("AUTO", WarmRead::kAuto)
-      .value("BUFFERED", WarmRead::kBuffered)
-      .value("DIRECT", WarmRead::kDirect);
-  nb::enum_<FillWrite>(m, "FillWrite", "CacheOptions.fill_write")
-      .value("AUTO", FillWrite::kAuto)
-      .value("BUFFERED", FillWrite::kBuffered)
-      .value("DIRECT", FillWrite::kDirect);
+  BindEnum<ShardMode>(m, "ShardMode", "LoaderOptions.shard");
+  BindEnum<WarmRead>(m, "WarmRead", "CacheOptions.warm_read");
+  BindEnum<FillWrite>(m, "FillWrite", "CacheOptions.fill_write");
 
   nb::class_<AugmentSpec>(m, "AugmentSpec", "RandomResizedCrop + flip (C++ AugmentSpec).")
       .def(nb::init<>())
@@ -214,28 +194,21 @@ void BindOptions(nb::module_& m) {
       .def_rw("metrics_port", &LoaderOptions::metrics_port)
       .def_rw("metrics_host", &LoaderOptions::metrics_host);
 
-  nb::class_<LoaderStats>(m, "LoaderStats", "C++ LoaderStats (Loader.stats() gives a dict).")
-      .def_ro("cache_hits", &LoaderStats::cache_hits)
-      .def_ro("cache_misses", &LoaderStats::cache_misses)
-      .def_ro("cache_bytes", &LoaderStats::cache_bytes)
-      .def_ro("origin_bytes", &LoaderStats::origin_bytes)
-      .def_ro("decode_errors", &LoaderStats::decode_errors)
-      .def_ro("corrupt_records", &LoaderStats::corrupt_records)
-      .def_ro("skipped", &LoaderStats::skipped)
-      .def_ro("prepared", &LoaderStats::prepared)
-      .def_ro("cache_write_errors", &LoaderStats::cache_write_errors)
-      .def_ro("cache_capacity_denied", &LoaderStats::cache_capacity_denied)
-      .def_ro("evictions", &LoaderStats::evictions)
-      .def_ro("cache_direct_reads", &LoaderStats::cache_direct_reads)
-      .def_ro("cache_direct_writes", &LoaderStats::cache_direct_writes)
-      .def_ro("batches", &LoaderStats::batches)
-      .def_ro("samples", &LoaderStats::samples)
-      .def_ro("cache_open_errors", &LoaderStats::cache_open_errors)
-      .def_ro("cache_miss_bytes", &LoaderStats::cache_miss_bytes)
-      .def_ro("corrupt_repaired", &LoaderStats::corrupt_repaired)
-      .def_ro("claim_waits", &LoaderStats::claim_waits)
-      .def_ro("cache_puts", &LoaderStats::cache_puts)
-      .def_ro("cache_put_bytes", &LoaderStats::cache_put_bytes)
+  m.def(
+      "_counters",
+      [] {
+        nb::list rows;
+        for (const auto& c : kCounters)
+          rows.append(nb::make_tuple(std::string(c.key), std::string(c.name), std::string(c.help)));
+        return rows;
+      },
+      "The counter table (stats key, Prometheus name, help), for tests.");
+  auto stats =
+      nb::class_<LoaderStats>(m, "LoaderStats", "C++ LoaderStats (Loader.stats() gives a dict).");
+  // One attribute per counter of the table (ssdfeed/counters.h).
+  for (const auto& c : kCounters)
+    stats.def_ro(c.key.data(), kLoaderStatsCounterOf[static_cast<size_t>(c.slot)]);
+  stats.def_ro("cache_open_errors", &LoaderStats::cache_open_errors)
       .def_ro("wait_seconds", &LoaderStats::wait_seconds)
       .def_ro("wait_histogram_bounds", &LoaderStats::wait_histogram_bounds)
       .def_ro("wait_histogram", &LoaderStats::wait_histogram)

@@ -13,13 +13,6 @@ namespace ssdfeed::py {
 
 namespace {
 
-OnError ParseOnError(const std::string& s) {
-  if (s == "raise") return OnError::kRaise;
-  if (s == "skip") return OnError::kSkip;
-  ThrowIfError(Status::InvalidArgument("on_error must be 'raise' or 'skip', not '" + s + "'"));
-  return OnError::kRaise;
-}
-
 std::unique_ptr<Source> OpenSourceOrThrow(const std::string& uri, const SourceOptions& o) {
   Result<std::unique_ptr<Source>> r = Status::Aborted("unset");
   {
@@ -32,12 +25,20 @@ std::unique_ptr<Source> OpenSourceOrThrow(const std::string& uri, const SourceOp
 }  // namespace
 
 void BindSource(nb::module_& m) {
-  nb::enum_<OnError>(m, "OnError", "SourceOptions.on_error")
-      .value("RAISE", OnError::kRaise)
-      .value("SKIP", OnError::kSkip);
+  BindEnum<OnError>(m, "OnError", "SourceOptions.on_error");
 
   nb::class_<Source>(m, "Source",
                      "An origin dataset: folder:DIR, tfrecord:GLOB, tar:GLOB or s3://BUCKET/....")
+      .def(nb::new_([](const std::string& uri, const std::string& image_key,
+                       const std::string& label_key, const std::string& on_error) {
+             SourceOptions o;
+             o.image_key = image_key;
+             o.label_key = label_key;
+             o.on_error = ValueOrThrow(ParseEnum<OnError>(on_error));
+             return OpenSourceOrThrow(uri, o);
+           }),
+           nb::arg("uri"), nb::arg("image_key") = "", nb::arg("label_key") = "",
+           nb::arg("on_error") = "raise", "Opens a source URI.")
       .def("__len__", &Source::size)
       .def(
           "read",
@@ -60,18 +61,6 @@ void BindSource(nb::module_& m) {
 
   m.def("open_source_with", &OpenSourceOrThrow, nb::arg("uri"), nb::arg("options"),
         "Opens a source URI with a SourceOptions.");
-  m.def(
-      "open_source",
-      [](const std::string& uri, const std::string& image_key, const std::string& label_key,
-         const std::string& on_error) {
-        SourceOptions o;
-        o.image_key = image_key;
-        o.label_key = label_key;
-        o.on_error = ParseOnError(on_error);
-        return OpenSourceOrThrow(uri, o);
-      },
-      nb::arg("uri"), nb::arg("image_key") = "", nb::arg("label_key") = "",
-      nb::arg("on_error") = "raise", "Opens a source URI.");
 
   // For tests only: the SigV4 signature of an S3 request, to compare with
   // botocore's signer.

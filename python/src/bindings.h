@@ -2,7 +2,12 @@
 #pragma once
 
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
 
+#include <cctype>
+#include <string>
+
+#include "ssdfeed/enum_names.h"
 #include "ssdfeed/image.h"
 #include "ssdfeed/status.h"
 
@@ -25,8 +30,22 @@ T ValueOrThrow(Result<T> r) {
 // Hands an Image to numpy without copying: the array owns the Image.
 nanobind::object ImageToArray(Image&& img);
 
-// PrepareSpec from the keyword arguments of ssdfeed.Prepare.
-PrepareSpec MakeSpec(int resize_short, int max_long, std::pair<int, int> resize,
-                     std::pair<int, int> center_crop, bool gray);
+// A Python enum from the spelling table (ssdfeed/enum_names.h): members
+// are the spellings upper-cased (ShardMode.STICKY), and E.parse(text) takes
+// the spelling the keyword argument takes, raising the C++ option check's
+// ValueError (naming the bad value and the allowed ones) otherwise.
+template <typename E>
+nanobind::enum_<E> BindEnum(nanobind::module_& m, const char* name, const char* doc) {
+  nanobind::enum_<E> e(m, name, doc);
+  for (const auto& s : Spellings<E>()) {
+    std::string upper = s.name;
+    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    e.value(upper.c_str(), s.value);
+  }
+  e.attr("parse") = nanobind::cpp_function(
+      [](const std::string& text) { return ValueOrThrow(ParseEnum<E>(text)); },
+      nanobind::arg("name"), "The member spelled name (as the keyword argument takes it).");
+  return e;
+}
 
 }  // namespace ssdfeed::py

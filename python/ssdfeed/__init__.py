@@ -4,9 +4,7 @@ from ssdfeed._ssdfeed import (
     CorruptionError,
     Source,
     __version__,
-    decode,
     make_dataset,
-    open_source,
 )
 from ssdfeed.loader import Loader, RandomResizedCrop, default_cache_dir, merge_states
 from ssdfeed.prepare import Prepare
@@ -19,8 +17,6 @@ __all__ = [
     "default_cache_dir",
     "Source",
     "__version__",
-    "decode",
     "make_dataset",
     "merge_states",
-    "open_source",
 ]

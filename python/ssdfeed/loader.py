@@ -77,6 +77,12 @@ def _channel_values(name: str, values, channels: int) -> Tuple[float, float, flo
     return tuple(vals)
 
 
+def _spelling(value) -> str:
+    """The text of an enum keyword; the C++ spelling table checks it (one
+    check, whose ValueError names the allowed values)."""
+    return value if isinstance(value, str) else repr(value)
+
+
 def _cache_root(cache) -> str:
     if cache is True:
         return default_cache_dir()
@@ -98,9 +104,7 @@ def _fill_source_side(o, source, cache, prepare, on_error, image_key, label_key)
     if not isinstance(prepare, Prepare):
         raise ValueError(f"prepare must be an ssdfeed.Prepare, not {prepare!r}")
     o.prepare = prepare._spec()
-    if on_error not in ("raise", "skip"):
-        raise ValueError(f"on_error must be 'raise' or 'skip', not {on_error!r}")
-    o.source_options.on_error = _ssdfeed.OnError[on_error.upper()]
+    o.source_options.on_error = _ssdfeed.OnError.parse(_spelling(on_error))
     o.source_options.image_key = image_key or ""
     o.source_options.label_key = label_key or ""
 
@@ -222,13 +226,8 @@ class Loader:
         _fill_source_side(o, source, cache, prepare, on_error, image_key, label_key)
         o.cache.capacity_bytes = 0 if cache_capacity is None else _int("cache_capacity",
                                                                         cache_capacity, 1)
-        if warm_read not in ("auto", "buffered", "direct"):
-            raise ValueError(f"warm_read must be 'auto', 'buffered' or 'direct', not {warm_read!r}")
-        o.cache.warm_read = _ssdfeed.WarmRead[warm_read.upper()]
-        if fill_write not in ("auto", "buffered", "direct"):
-            raise ValueError(
-                f"fill_write must be 'auto', 'buffered' or 'direct', not {fill_write!r}")
-        o.cache.fill_write = _ssdfeed.FillWrite[fill_write.upper()]
+        o.cache.warm_read = _ssdfeed.WarmRead.parse(_spelling(warm_read))
+        o.cache.fill_write = _ssdfeed.FillWrite.parse(_spelling(fill_write))
         # metrics: publish counters for `ssdfeed serve-metrics`; metrics_port:
         # also serve this process's own /metrics on metrics_host:metrics_port.
         o.metrics = bool(metrics)
@@ -256,9 +255,7 @@ class Loader:
             raise ValueError(f"rank must be in [0, world_size={o.world_size}), not {rank!r}")
         o.drop_last = bool(drop_last)
         o.sampler_drop_last = bool(sampler_drop_last)
-        if shard not in ("global", "sticky", "rotate"):
-            raise ValueError(f"shard must be 'global', 'sticky' or 'rotate', not {shard!r}")
-        o.shard = _ssdfeed.ShardMode[shard.upper()]
+        o.shard = _ssdfeed.ShardMode.parse(_spelling(shard))
         o.rotate_every = _int("rotate_every", rotate_every, 1)
         if ids is not None:
             if not isinstance(ids, range) or ids.step != 1 or not 0 <= ids.start < ids.stop:
@@ -267,11 +264,8 @@ class Loader:
             o.id_begin, o.id_end = ids.start, ids.stop
         o.validation_split, o.validation_subset = _compat.split_options(validation_split, subset)
         o.split_seed = o.seed
-        if dtype not in ("uint8", "float32", "float16"):
-            raise ValueError(f"dtype must be 'uint8', 'float32' or 'float16', not {dtype!r}")
-        if layout not in ("NHWC", "NCHW"):
-            raise ValueError(f"layout must be 'NHWC' or 'NCHW', not {layout!r}")
-        o.output.dtype, o.output.layout = _ssdfeed.DType[dtype.upper()], _ssdfeed.Layout[layout]
+        o.output.dtype = _ssdfeed.DType.parse(_spelling(dtype))
+        o.output.layout = _ssdfeed.Layout.parse(_spelling(layout))
         for name, values in (("mean", mean), ("std", std)):
             if values is not None:
                 if dtype == "uint8":

@@ -7,6 +7,7 @@
 #include "cli/options.h"
 #include "ssdfeed/bench.h"
 #include "ssdfeed/entry_key.h"
+#include "ssdfeed/enum_names.h"
 #include "ssdfeed/units.h"
 
 namespace ssdfeed::cli {
@@ -139,9 +140,9 @@ int RunLoaderBench(const LoaderBenchArgs& a) {
   }
   if (!a.no_cache) {
     if (Status s = a.cache.ToOptions(&lo.cache); !s.ok()) return Fail(s.message(), kExitUsage);
-    lo.cache.warm_read = a.warm_read == "direct"     ? WarmRead::kDirect
-                         : a.warm_read == "buffered" ? WarmRead::kBuffered
-                                                     : WarmRead::kAuto;
+    auto warm_read = ParseEnum<WarmRead>(a.warm_read, "--warm-read");
+    if (!warm_read.ok()) return Fail(warm_read.status().message(), kExitUsage);
+    lo.cache.warm_read = *warm_read;
     if (a.fresh) {
       auto src = OpenSource(a.source);
       if (!src.ok()) return Fail(src.status().message());
@@ -327,7 +328,7 @@ void AddBench(CLI::App& app, RunState* st) {
   l->add_option("--warm-read", a->warm_read,
                 "How records are read back: auto (direct when the entry exceeds available "
                 "memory), buffered or direct (default auto)")
-      ->check(CLI::IsMember({"auto", "buffered", "direct"}));
+      ->check(CLI::IsMember(EnumNames<WarmRead>()));
   l->add_option("--metrics-cost", a->metrics_cost,
                 "Instead: N rounds of warm epochs with metrics on and off, side by side");
   l->callback([st, a] { st->rc = RunLoaderBench(*a); });

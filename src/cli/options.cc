@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "ssdfeed/defaults.h"
+#include "ssdfeed/enum_names.h"
 #include "ssdfeed/units.h"
 
 namespace ssdfeed::cli {
@@ -70,16 +71,16 @@ void CacheArgs::Add(CLI::App* c, bool with_capacity, bool fills) {
                   "How a fill writes records: direct (O_DIRECT from one writer thread, off the "
                   "workers' cores), buffered (write(2) from the workers) or auto (direct when the "
                   "entry will not fit in available memory; the default)")
-        ->check(CLI::IsMember({"auto", "buffered", "direct"}));
+        ->check(CLI::IsMember(EnumNames<FillWrite>()));
   c->add_flag("--group-shared", group_shared, "Create files for group sharing (0660/02770)");
 }
 
 Status CacheArgs::ToOptions(CacheOptions* o) const {
   o->root = cache.empty() ? DefaultCacheRoot() : cache;
   o->group_shared = group_shared;
-  o->fill_write = fill_write == "direct"     ? FillWrite::kDirect
-                  : fill_write == "buffered" ? FillWrite::kBuffered
-                                             : FillWrite::kAuto;
+  if (!fill_write.empty()) {
+    SSDFEED_ASSIGN_OR_RETURN(o->fill_write, ParseEnum<FillWrite>(fill_write, "--fill-write"));
+  }
   if (!capacity.empty()) {
     auto r = ParseSize(capacity);
     if (!r.ok() || *r == 0)

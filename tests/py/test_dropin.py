@@ -242,7 +242,7 @@ def _labels_of_ids(loader):
     theirs (folder labels are classes, so ids come from the split itself)."""
     from ssdfeed import _compat
     ids = list(_compat.served_ids(loader._options, loader._impl.source_size()))
-    src = ssdfeed.open_source(loader.source)
+    src = ssdfeed.Source(loader.source)
     assert sorted(_labels_of(loader)) == sorted(src.read(i)[1] for i in ids)
     return ids
 

@@ -15,7 +15,7 @@ def test_tensorflow_reads_our_tfrecords(small_datasets):
     tf = pytest.importorskip("tensorflow")
     uri = small_datasets["tfrecord"]["uri"]
     files = sorted(glob.glob(uri.split(":", 1)[1]))
-    src = ssdfeed.open_source(uri)
+    src = ssdfeed.Source(uri)
     spec = {
         "image/encoded": tf.io.FixedLenFeature([], tf.string),
         "image/class/label": tf.io.FixedLenFeature([], tf.int64),
@@ -46,15 +46,15 @@ def test_we_read_tfrecords_written_by_tensorflow(tmp_path):
                 "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[10 + k])),
             }))
             w.write(ex.SerializeToString())
-    src = ssdfeed.open_source("tfrecord:" + path)
+    src = ssdfeed.Source("tfrecord:" + path)
     assert len(src) == 5
     for k in range(5):
         data, label = src.read(k)
         assert data == images[k][0]
         assert label == 10 + k
-        np.testing.assert_array_equal(ssdfeed.decode(data), images[k][1])
+        np.testing.assert_array_equal(ssdfeed.Prepare().apply(data), images[k][1])
     # Custom keys that are absent: a clear error naming the record.
-    src2 = ssdfeed.open_source("tfrecord:" + path, image_key="img/bytes")
+    src2 = ssdfeed.Source("tfrecord:" + path, image_key="img/bytes")
     with pytest.raises(ssdfeed.CorruptionError, match=r"tf-written.tfrecord record 0.*img/bytes"):
         src2.read(0)
 
@@ -62,7 +62,7 @@ def test_we_read_tfrecords_written_by_tensorflow(tmp_path):
 def test_webdataset_reads_our_tars(small_datasets):
     wds = pytest.importorskip("webdataset")
     uri = small_datasets["tar"]["uri"]
-    src = ssdfeed.open_source(uri)
+    src = ssdfeed.Source(uri)
     files = sorted(glob.glob(os.path.join(os.path.dirname(uri.split(":", 1)[1]), "*.tar")))
     ds = wds.WebDataset(files, shardshuffle=False, empty_check=False)
     n = 0
@@ -75,17 +75,17 @@ def test_webdataset_reads_our_tars(small_datasets):
 
 
 def test_same_samples_in_every_format(small_datasets):
-    tfr = ssdfeed.open_source(small_datasets["tfrecord"]["uri"])
-    tar = ssdfeed.open_source(small_datasets["tar"]["uri"])
+    tfr = ssdfeed.Source(small_datasets["tfrecord"]["uri"])
+    tar = ssdfeed.Source(small_datasets["tar"]["uri"])
     for i in range(len(tfr)):
         assert tfr.read(i) == tar.read(i)
 
 
 def test_pixels_match_pillow_full_decode(small_datasets):
-    src = ssdfeed.open_source(small_datasets["folder"]["uri"])
+    src = ssdfeed.Source(small_datasets["folder"]["uri"])
     for i in range(0, len(src), 7):
         data, _ = src.read(i)
-        ours = ssdfeed.decode(data).astype(int)
+        ours = ssdfeed.Prepare().apply(data).astype(int)
         theirs = np.asarray(Image.open(io.BytesIO(data)).convert("RGB")).astype(int)
         assert ours.shape == theirs.shape
         assert np.abs(ours - theirs).max() <= 2, src.describe(i)
@@ -95,7 +95,7 @@ def test_resize_is_an_exact_area_filter_like_pillow_reduce(small_datasets):
     # Pillow's reduce(2) is an exact 2x2 box average; our antialiasing
     # (OpenCV INTER_AREA) must agree on lossless input. (Pillow's BOX filter
     # at fractional scales uses a narrower window, so it is not a reference.)
-    src = ssdfeed.open_source(small_datasets["folder"]["uri"])
+    src = ssdfeed.Source(small_datasets["folder"]["uri"])
     for i in range(0, len(src), 5):
         data, _ = src.read(i)
         im = Image.open(io.BytesIO(data)).convert("RGB")
@@ -103,14 +103,14 @@ def test_resize_is_an_exact_area_filter_like_pillow_reduce(small_datasets):
         im = im.crop((0, 0, w, h))
         buf = io.BytesIO()
         im.save(buf, format="PNG")
-        ours = ssdfeed.decode(buf.getvalue(), resize=(h // 2, w // 2)).astype(int)
+        ours = ssdfeed.Prepare(resize=(h // 2, w // 2)).apply(buf.getvalue()).astype(int)
         theirs = np.asarray(im.reduce(2)).astype(int)
         assert np.abs(ours - theirs).max() <= 1
         # From the JPEG itself the decoder scales in the DCT domain: close to
         # the full decode + box average, not equal.
         jpg = io.BytesIO()
         im.save(jpg, format="JPEG", quality=95)
-        ours_jpg = ssdfeed.decode(jpg.getvalue(), resize=(h // 2, w // 2)).astype(int)
+        ours_jpg = ssdfeed.Prepare(resize=(h // 2, w // 2)).apply(jpg.getvalue()).astype(int)
         ref = np.asarray(Image.open(io.BytesIO(jpg.getvalue())).convert("RGB").reduce(2)).astype(int)
         assert np.abs(ours_jpg - ref).mean() < 4.0
 
@@ -124,7 +124,7 @@ def test_png_modes_match_pillow(tmp_path, mode):
         im = Image.fromarray(np.asarray(im).astype(np.uint16) * 257)
     buf = io.BytesIO()
     im.save(buf, format="PNG")
-    ours = ssdfeed.decode(buf.getvalue())
+    ours = ssdfeed.Prepare().apply(buf.getvalue())
     # libspng scales 16-bit samples to 8 bits by taking the high byte.
     ref = im if mode != "I;16" else Image.fromarray((np.asarray(im) >> 8).astype(np.uint8))
     theirs = np.asarray(ref.convert("RGB"))
@@ -138,20 +138,20 @@ def test_progressive_cmyk_and_gray_jpegs(tmp_path):
     base = Image.fromarray(arr)
     buf = io.BytesIO()
     base.save(buf, format="JPEG", progressive=True, quality=92)
-    np.testing.assert_allclose(ssdfeed.decode(buf.getvalue()).astype(int),
+    np.testing.assert_allclose(ssdfeed.Prepare().apply(buf.getvalue()).astype(int),
                                np.asarray(Image.open(io.BytesIO(buf.getvalue()))).astype(int),
                                atol=2)
     buf = io.BytesIO()
     base.convert("CMYK").save(buf, format="JPEG", quality=95)
-    ours = ssdfeed.decode(buf.getvalue()).astype(int)
+    ours = ssdfeed.Prepare().apply(buf.getvalue()).astype(int)
     theirs = np.asarray(Image.open(io.BytesIO(buf.getvalue())).convert("RGB")).astype(int)
     assert ours.shape == theirs.shape
     assert np.abs(ours - theirs).mean() < 6
     buf = io.BytesIO()
     base.convert("L").save(buf, format="JPEG", quality=92)
-    g = ssdfeed.decode(buf.getvalue(), gray=True)
+    g = ssdfeed.Prepare(color="gray").apply(buf.getvalue())
     assert g.shape == (40, 60, 1)
-    rgb = ssdfeed.decode(buf.getvalue())
+    rgb = ssdfeed.Prepare().apply(buf.getvalue())
     assert rgb.shape == (40, 60, 3)
     assert (rgb[..., 0] == rgb[..., 2]).all()
 
@@ -172,14 +172,14 @@ def test_png_bomb_is_refused(tmp_path):
         _png_chunk(b"IEND", b"")
     assert len(png) < 10_000
     with pytest.raises(ValueError, match="exceeds the decode limit"):
-        ssdfeed.decode(png)
+        ssdfeed.Prepare().apply(png)
 
 
 def test_bad_bytes_raise_corruption():
     with pytest.raises(ssdfeed.CorruptionError, match="empty file"):
-        ssdfeed.decode(b"")
+        ssdfeed.Prepare().apply(b"")
     with pytest.raises(ssdfeed.CorruptionError, match="not a JPEG or PNG"):
-        ssdfeed.decode(b"GIF89a....")
+        ssdfeed.Prepare().apply(b"GIF89a....")
 
 
 def test_prepare_spec_validation():
@@ -195,10 +195,10 @@ def test_importing_tensorflow_first_then_ssdfeed_works(small_datasets):
     pytest.importorskip("tensorflow")
     import subprocess
     import sys
-    code = ("import tensorflow, ssdfeed, sys; s = ssdfeed.open_source(sys.argv[1]); "
+    code = ("import tensorflow, ssdfeed, sys; s = ssdfeed.Source(sys.argv[1]); "
             "print(len(s), s.read(3)[1])")
     r = subprocess.run([sys.executable, "-c", code, small_datasets["tfrecord"]["uri"]],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
-    src = ssdfeed.open_source(small_datasets["tfrecord"]["uri"])
+    src = ssdfeed.Source(small_datasets["tfrecord"]["uri"])
     assert r.stdout.split() == ["48", str(src.read(3)[1])]

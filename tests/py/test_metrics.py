@@ -245,3 +245,48 @@ def test_bench_loader_reports_loader_stats_names(dataset, tmp_path):
     assert set(epochs[1]["stats"]) <= names
     assert epochs[1]["stats"]["cache_hits"] == loader.stats()["cache_hits"] == 96
     assert epochs[0]["stats"]["cache_misses"] == 96
+
+
+def test_every_counter_of_the_table_is_in_each_listing(dataset, tmp_path):
+    """The counter table (ssdfeed/counters.h) is the one list: each row is a
+    Loader.stats() key, a LoaderStats attribute with the same number, and a
+    family with its help text on /metrics, so no listing drifts from it."""
+    uri = dataset["uri"] if isinstance(dataset, dict) else dataset.uri
+    port = free_port()
+    loader = ssdfeed.Loader(uri, cache=str(tmp_path / "c"), prepare=ssdfeed.Prepare(resize=(32, 32)),
+                            batch_size=16, metrics_port=port)
+    for _ in loader:
+        pass
+    # One stats() (it copies the cache's counters into the block), then the
+    # scrape: nothing stores after the pass, so both see the same block.
+    native = loader._impl.stats()
+    stats = native.as_dict()
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    m = parse_metrics(text)
+    table = ssdfeed._ssdfeed._counters()
+    assert len(table) >= 21 and "cache_lock_timeouts" in {k for k, _, _ in table}
+    for key, name, help_text in table:
+        assert getattr(native, key) == stats[key], key
+        assert f"# HELP {name} {help_text}\n" in text, name
+        assert total(m, name) == stats[key], name
+    loader.close()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(shard="ring"), "shard must be 'global', 'sticky' or 'rotate', not 'ring'"),
+    (dict(on_error="ignore"), "on_error must be 'raise' or 'skip', not 'ignore'"),
+    (dict(dtype="int8"), "dtype must be 'uint8', 'float32' or 'float16', not 'int8'"),
+    (dict(layout="HWC"), "layout must be 'NHWC' or 'NCHW', not 'HWC'"),
+    (dict(warm_read=None), "warm_read must be 'auto', 'buffered' or 'direct', not 'None'"),
+])
+def test_enum_keywords_are_checked_once_by_the_spelling_table(dataset, kwargs, message):
+    uri = dataset["uri"] if isinstance(dataset, dict) else dataset.uri
+    with pytest.raises(ValueError) as e:
+        ssdfeed.Loader(uri, cache=False, **kwargs)
+    assert message in str(e.value)
+    for enum in ("OnError", "ShardMode", "WarmRead", "FillWrite", "DType", "Layout"):
+        cls = getattr(ssdfeed._ssdfeed, enum)
+        for member in cls:
+            spelled = member.name if enum == "Layout" else member.name.lower()
+            assert cls.parse(spelled) is member

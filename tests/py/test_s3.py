@@ -77,8 +77,8 @@ def read_all(src):
 @pytest.mark.parametrize("fmt", ["tfrecord", "tar", "folder"])
 def test_s3_reads_what_the_local_copy_holds(s3env, bucket, small_datasets, fmt):
     s3env.setenv("SSDFEED_S3_LIST_PAGE_SIZE", "7")  # listings of several pages
-    local = ssdfeed.open_source(small_datasets[fmt]["uri"])
-    remote = ssdfeed.open_source(S3_URIS[fmt])
+    local = ssdfeed.Source(small_datasets[fmt]["uri"])
+    remote = ssdfeed.Source(S3_URIS[fmt])
     assert len(remote) == len(local) == 48
     assert read_all(remote) == read_all(local)
     assert remote.describe(0).startswith(f"s3://{BUCKET}/{fmt}/")
@@ -89,8 +89,8 @@ def test_bare_s3_uri_infers_the_layout(s3env, bucket, small_datasets):
     for fmt, uri in [("tar", f"s3://{BUCKET}/tar/shard-*.tar"),
                      ("tfrecord", f"s3://{BUCKET}/tfrecord/train-*.tfrecord"),
                      ("folder", f"s3://{BUCKET}/folder/")]:
-        local = ssdfeed.open_source(small_datasets[fmt]["uri"])
-        assert read_all(ssdfeed.open_source(uri)) == read_all(local), fmt
+        local = ssdfeed.Source(small_datasets[fmt]["uri"])
+        assert read_all(ssdfeed.Source(uri)) == read_all(local), fmt
 
 
 def test_warm_then_loader_serves_from_the_cache(s3env, bucket, small_datasets, tmp_path):
@@ -117,10 +117,10 @@ def test_replaced_object_is_a_new_identity_and_old_reads_fail(s3env, moto, tmp_p
     rep = ssdfeed.make_dataset(str(tmp_path / "d"), format="folder", count=6, classes=2, seed=1,
                                min_side=32, max_side=48)
     keys = upload_tree(s3, "replace", rep["uri"].split(":", 1)[1], "")
-    before = ssdfeed.open_source("folder:s3://replace/")
+    before = ssdfeed.Source("folder:s3://replace/")
     other = open(os.path.join(rep["uri"].split(":", 1)[1], keys[1]), "rb").read()
     s3.put_object(Bucket="replace", Key=keys[0], Body=other)  # same size class, new ETag
-    after = ssdfeed.open_source("folder:s3://replace/")
+    after = ssdfeed.Source("folder:s3://replace/")
     assert after.identity != before.identity
     assert after.read(0)[0] == other
     with pytest.raises(Exception, match=f"s3://replace/{keys[0]}.*changed since"):
@@ -137,10 +137,10 @@ SPECIAL = ["sp ace/a b.jpg", "eq=ual/x=1+2.jpg", "co:lon/t:1 +.png", "ünï/ça 
 def test_special_character_keys(s3env, moto, small_datasets):
     s3 = client(moto.url)
     s3.create_bucket(Bucket="special")
-    src = ssdfeed.open_source(small_datasets["folder"]["uri"])
+    src = ssdfeed.Source(small_datasets["folder"]["uri"])
     for i, key in enumerate(SPECIAL):
         s3.put_object(Bucket="special", Key="p re+fix/" + key, Body=src.read(i)[0])
-    got = ssdfeed.open_source("folder:s3://special/p re+fix")
+    got = ssdfeed.Source("folder:s3://special/p re+fix")
     order = sorted(SPECIAL, key=lambda k: (k.split("/")[0].encode(), k.encode()))
     assert [got.describe(i) for i in range(len(got))] == \
         [f"s3://special/p re+fix/{k}" for k in order]
@@ -190,18 +190,18 @@ def test_retries_through_injected_faults(s3env, bucket, small_datasets):
     try:
         s3env.setenv("AWS_ENDPOINT_URL", proxy.url)
         for fmt in ("tfrecord", "tar", "folder"):
-            local = ssdfeed.open_source(small_datasets[fmt]["uri"])
-            assert read_all(ssdfeed.open_source(S3_URIS[fmt])) == read_all(local), fmt
+            local = ssdfeed.Source(small_datasets[fmt]["uri"])
+            assert read_all(ssdfeed.Source(S3_URIS[fmt])) == read_all(local), fmt
         assert proxy.injected["500"] > 48 and proxy.injected["drop"] > 48, proxy.injected
         fates[0] = "503"
         proxy.seen.clear()
-        assert len(read_all(ssdfeed.open_source(S3_URIS["tar"]))) == 48
+        assert len(read_all(ssdfeed.Source(S3_URIS["tar"]))) == 48
         assert proxy.injected["503"] > 0
         s3env.setenv("SSDFEED_S3_MAX_ATTEMPTS", "2")
         proxy.seen.clear()
         listings[0] = False
         with pytest.raises(Exception, match=r"s3://data/tar/shard-000000.tar.*gave up after 2"):
-            ssdfeed.open_source(S3_URIS["tar"])
+            ssdfeed.Source(S3_URIS["tar"])
     finally:
         proxy.close()
 
@@ -213,8 +213,8 @@ def test_stalled_transfer_times_out_and_is_retried(s3env, bucket, small_datasets
     try:
         s3env.setenv("AWS_ENDPOINT_URL", proxy.url)
         s3env.setenv("SSDFEED_S3_TIMEOUT_S", "1")
-        src = ssdfeed.open_source(S3_URIS["folder"])
-        local = ssdfeed.open_source(small_datasets["folder"]["uri"])
+        src = ssdfeed.Source(S3_URIS["folder"])
+        local = ssdfeed.Source(small_datasets["folder"]["uri"])
         assert src.read(5) == local.read(5)
         assert proxy.injected["stall"] == 1
     finally:
@@ -227,9 +227,9 @@ def s3env_port(s3):
 
 def test_missing_keys_and_bucket_are_named(s3env, bucket):
     with pytest.raises(Exception, match=r"no objects match s3://data/tfrecord/nope-\*"):
-        ssdfeed.open_source(f"tfrecord:s3://{BUCKET}/tfrecord/nope-*.tfrecord")
+        ssdfeed.Source(f"tfrecord:s3://{BUCKET}/tfrecord/nope-*.tfrecord")
     with pytest.raises(Exception, match=r"s3://no-such-bucket/.*404"):
-        ssdfeed.open_source("tar:s3://no-such-bucket/x/*.tar")
+        ssdfeed.Source("tar:s3://no-such-bucket/x/*.tar")
 
 
 def require_signatures(url):
@@ -255,7 +255,7 @@ def test_wrong_secret_is_rejected_by_a_checking_server(monkeypatch, small_datase
         key = iam.create_access_key(UserName="reader")["AccessKey"]
         s3 = client(server.url, AWS_ACCESS_KEY_ID="x", AWS_SECRET_ACCESS_KEY="x")
         s3.create_bucket(Bucket="locked")
-        src = ssdfeed.open_source(small_datasets["tar"]["uri"])
+        src = ssdfeed.Source(small_datasets["tar"]["uri"])
         shards = src.describe(0).split(" sample ")[0]
         for name in ["a.tar", "b.tar", "c.tar", "d.tar"]:
             s3.upload_file(shards, "locked", "shards/" + name)
@@ -271,12 +271,12 @@ def test_wrong_secret_is_rejected_by_a_checking_server(monkeypatch, small_datase
         monkeypatch.setenv("AWS_ENDPOINT_URL", server.url)
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])
-        good = ssdfeed.open_source("tar:s3://locked/shards/*.tar")
+        good = ssdfeed.Source("tar:s3://locked/shards/*.tar")
         assert len(good) == 4 * 20
         assert good.read(3)[0] == src.read(3)[0]
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", wrong)
         with pytest.raises(Exception, match=r"s3://locked/shards/.*403.*access denied"):
-            ssdfeed.open_source("tar:s3://locked/shards/*.tar")
+            ssdfeed.Source("tar:s3://locked/shards/*.tar")
     finally:
         server.close()
 
@@ -346,13 +346,13 @@ def test_aws_ca_bundle_is_trusted_as_the_sdks_do(monkeypatch, tmp_path):
         monkeypatch.setenv("SSDFEED_S3_MAX_ATTEMPTS", "1")
         uri = "tar:s3://bkt/x/*.tar"
         with pytest.raises(Exception, match=r"(?i)certificate"):
-            ssdfeed.open_source(uri)
+            ssdfeed.Source(uri)
         monkeypatch.setenv("AWS_CA_BUNDLE", cert)
         with pytest.raises(Exception, match=r"no objects match s3://bkt/x/\*\.tar"):
-            ssdfeed.open_source(uri)
+            ssdfeed.Source(uri)
         monkeypatch.setenv("AWS_CA_BUNDLE", str(tmp_path / "missing.pem"))
         with pytest.raises(Exception, match=r"AWS_CA_BUNDLE .*missing\.pem.*no readable file"):
-            ssdfeed.open_source(uri)
+            ssdfeed.Source(uri)
     finally:
         server.shutdown()
         server.server_close()

@@ -132,7 +132,7 @@ def test_labels_match_imagefolder(tmp_path):
     messy_tree(root)
     expected = imagefolder_samples(root, allow_empty=True)
     assert expected == imagefolder_reference(root, allow_empty=True)
-    got = samples(ssdfeed.open_source("folder:" + root + "?allow_empty=1"))
+    got = samples(ssdfeed.Source("folder:" + root + "?allow_empty=1"))
     assert got == expected
     # Empty classes keep their index: .hidden=0, __MACOSX=1, a=2, ...
     assert sorted({label for _, label in got}) == [2, 3, 4, 6]
@@ -140,7 +140,7 @@ def test_labels_match_imagefolder(tmp_path):
     with pytest.raises(FileNotFoundError) as ref:
         imagefolder_samples(root, allow_empty=False)
     with pytest.raises(FileNotFoundError) as ours:
-        ssdfeed.open_source("folder:" + root)
+        ssdfeed.Source("folder:" + root)
     named = "no valid file for the classes .hidden, __MACOSX, d_text_only"
     assert named in str(ref.value) and named in str(ours.value)
     assert root in str(ours.value)
@@ -151,9 +151,9 @@ def test_empty_class_changes_the_fingerprint(tmp_path):
     for c in ("cat", "dog"):
         os.makedirs(os.path.join(root, c))
         save_png(os.path.join(root, c, "x.png"), len(c))
-    before = ssdfeed.open_source("folder:" + root)
+    before = ssdfeed.Source("folder:" + root)
     os.makedirs(os.path.join(root, "bird"))  # empty: shifts cat and dog up by one
-    after = ssdfeed.open_source("folder:" + root + "?allow_empty=1")
+    after = ssdfeed.Source("folder:" + root + "?allow_empty=1")
     assert [after.read(i)[1] for i in range(2)] == [1, 2]
     assert after.identity != before.identity
 
