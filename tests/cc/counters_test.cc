@@ -12,6 +12,7 @@
 
 #include "metrics/families.h"
 #include "ssdfeed/cache.h"
+#include "ssdfeed/enum_names.h"
 #include "ssdfeed/loader.h"
 #include "ssdfeed/metrics.h"
 
@@ -121,6 +122,35 @@ TEST(CounterTable, CacheCountersMapToDistinctSlots) {
   EXPECT_EQ(n, 7u);
   EXPECT_EQ(kCacheCounterOf[static_cast<size_t>(Ctr::kCachePuts)], &CacheCounters::puts);
   EXPECT_EQ(kCacheCounterOf[static_cast<size_t>(Ctr::kCacheHits)], nullptr);
+}
+
+// Each spelling parses back to its value and names it; a bad one is an
+// InvalidArgument naming the option, the value given and every allowed one.
+template <typename E>
+void ExpectRoundTrip(const std::string& bad_message) {
+  std::set<std::string> seen;
+  for (const auto& s : Spellings<E>()) {
+    EXPECT_TRUE(seen.insert(s.name).second) << s.name;
+    auto parsed = ParseEnum<E>(s.name);
+    ASSERT_TRUE(parsed.ok()) << s.name;
+    EXPECT_EQ(*parsed, s.value);
+    EXPECT_STREQ(EnumName(s.value), s.name);
+  }
+  auto bad = ParseEnum<E>("bogus");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(bad.status().IsInvalidArgument());
+  EXPECT_EQ(bad.status().message(), bad_message);
+}
+
+TEST(EnumTable, SpellingsRoundTripAndBadOnesNameTheAllowed) {
+  ExpectRoundTrip<OnError>("on_error must be 'raise' or 'skip', not 'bogus'");
+  ExpectRoundTrip<ShardMode>("shard must be 'global', 'sticky' or 'rotate', not 'bogus'");
+  ExpectRoundTrip<WarmRead>("warm_read must be 'auto', 'buffered' or 'direct', not 'bogus'");
+  ExpectRoundTrip<FillWrite>("fill_write must be 'auto', 'buffered' or 'direct', not 'bogus'");
+  ExpectRoundTrip<DType>("dtype must be 'uint8', 'float32' or 'float16', not 'bogus'");
+  ExpectRoundTrip<Layout>("layout must be 'NHWC' or 'NCHW', not 'bogus'");
+  EXPECT_EQ(ParseEnum<FillWrite>("x", "--fill-write").status().message(),
+            "--fill-write must be 'auto', 'buffered' or 'direct', not 'x'");
 }
 
 }  // namespace
