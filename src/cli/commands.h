@@ -25,8 +25,6 @@ void AddDoctor(CLI::App& app, RunState* st);
 
 // Prints "ssdfeed: <msg>" on stderr and returns the failure code.
 int Fail(const std::string& msg, int code = 1);
-// For commands whose issue has not landed yet.
-int NotImplemented(const std::string& what);
 
 // Exit codes, documented in docs/cli.md.
 inline constexpr int kExitFailure = 1;        // an error (bad sample, I/O, corrupt records)

@@ -12,8 +12,6 @@ int Fail(const std::string& msg, int code) {
   return code;
 }
 
-int NotImplemented(const std::string& what) { return Fail(what + ": not yet implemented", 2); }
-
 std::string Plural(uint64_t n, const std::string& one, const std::string& many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
 }
