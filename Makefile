@@ -60,8 +60,16 @@ install-py: $(VENV)/.ssdfeed-base
 test-cc: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# Two passes, the same tests as one plain `pytest`: those that are safe beside
+# others on $(JOBS) workers (pytest-xdist), then the `serial` ones (ports picked
+# free then bound, torchrun ranks, drop_caches, timing) alone. Both always run;
+# either failing fails the target.
+PYTEST := $(abspath $(PY)) -m pytest -q -p no:cacheprovider
 test-py: install-py $(VENV)/.ssdfeed-test
-	cd tests/py && $(abspath $(PY)) -m pytest -q -p no:cacheprovider .
+	cd tests/py && { rc=0; \
+	  $(PYTEST) -n $(JOBS) -m "not serial" . || rc=$$?; \
+	  $(PYTEST) -m serial . || rc=$$?; \
+	  exit $$rc; }
 
 # A separate CMake project that finds the installed package with
 # find_package(ssdfeed) and links ssdfeed::ssdfeed.

@@ -29,3 +29,12 @@ def small_datasets(tmp_path_factory):
             min_side=64, max_side=128,
         )
     return out
+
+
+def pytest_collection_modifyitems(config, items):
+    """torchrun tests start two ranks each: heavy, and their rendezvous and
+    process group ports are picked free then bound, which another test on a
+    parallel worker can race. They run in the serial pass."""
+    for item in items:
+        if item.get_closest_marker("torchrun"):
+            item.add_marker(pytest.mark.serial)

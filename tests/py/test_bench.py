@@ -86,6 +86,8 @@ def test_bench_loader_unknown_preset_is_a_clear_error(small_datasets):
     assert r.stderr.count("\n") == 1
 
 
+@pytest.mark.root
+@pytest.mark.serial
 def test_bench_loader_warm_from_device(small_datasets, tmp_path):
     # The direct reads, device stats and bounds are what the issue's ratios
     # are read from.
@@ -112,6 +114,7 @@ def test_bench_loader_warm_from_device(small_datasets, tmp_path):
         assert dev["read_mb_s"] >= 0 and 0 <= dev["util_pct"] <= 100
 
 
+@pytest.mark.root
 def test_bench_loader_drop_caches_refused_says_what_is_missing(small_datasets, tmp_path):
     """Where the page cache cannot be dropped, bench says why (the errno and
     what it means) before it fills anything."""

@@ -31,6 +31,7 @@ def small_tmpfs(tmp_path):
     subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
+@pytest.mark.root
 def test_warm_on_a_full_disk_stops_early_and_exits_3(small_tmpfs, tmp_path):
     rep = ssdfeed.make_dataset(str(tmp_path / "d"), format="folder", count=300, classes=3,
                                min_side=64, max_side=96)

@@ -11,6 +11,8 @@ import pytest
 
 import ssdfeed
 
+pytestmark = pytest.mark.torchrun
+
 torch = pytest.importorskip("torch")
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -267,6 +267,7 @@ def test_doctor_on_a_missing_root_checks_its_parent(tmp_path):
     assert "does not exist yet" in checks["root"]["value"]
 
 
+@pytest.mark.root
 def test_doctor_fails_tmpfs(tmp_path):
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")

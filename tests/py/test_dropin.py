@@ -110,6 +110,7 @@ def _torchrun(script, args, tmp_path, nproc=2, env=None):
     return r
 
 
+@pytest.mark.torchrun
 def test_imagenet_example_loaders_under_torchrun(folder45, tmp_path):
     pytest.importorskip("torch")
     script = tmp_path / "imagenet_loaders.py"
@@ -153,6 +154,7 @@ REFUSE_OR_SPLIT = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.torchrun
 def test_torchrun_without_a_process_group_splits_and_shares_cpus(folder45, tmp_path):
     """No init_process_group at all: RANK/WORLD_SIZE still split the
     dataset, and LOCAL_WORLD_SIZE shares the node's CPUs between ranks."""

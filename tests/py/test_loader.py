@@ -133,6 +133,7 @@ def large_dataset(tmp_path_factory):
     return f"tar:{d}/shard-000.tar"
 
 
+@pytest.mark.serial
 def test_gil_released_while_waiting(large_dataset):
     # No cache: the consumer must really wait (on decoding) for the batch; a
     # batch already cached by another test arrives before the thread ticks.

@@ -108,6 +108,7 @@ def test_dashboard_is_importable_with_datasource_and_entry_variables():
             assert "ssdfeed_" in t["expr"], p["title"]
 
 
+@pytest.mark.serial
 @pytest.mark.skipif(PROMETHEUS is None, reason="prometheus not installed (Debian package)")
 def test_prometheus_scrapes_two_jobs_and_every_panel_has_data(dataset, tmp_path):
     uri = dataset["uri"] if isinstance(dataset, dict) else dataset.uri
@@ -193,6 +194,7 @@ def test_prometheus_scrapes_two_jobs_and_every_panel_has_data(dataset, tmp_path)
                     p.kill()
 
 
+@pytest.mark.serial
 def test_loader_metrics_port_serves_its_own_counters(dataset, tmp_path):
     uri = dataset["uri"] if isinstance(dataset, dict) else dataset.uri
     port = free_port()

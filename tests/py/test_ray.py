@@ -11,6 +11,9 @@ import ssdfeed.ray as sray  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
 
+# A local multi-node cluster per test: heavy, and its own ports and /tmp/ray.
+pytestmark = pytest.mark.serial
+
 N = 96
 PREP = ssdfeed.Prepare(resize=(24, 24))
 MB = 1 << 20
