@@ -16,6 +16,17 @@ PIP := $(PY) -m pip install --disable-pip-version-check
 # Build requirements from pyproject.toml: `pip install --no-build-isolation`
 # builds against these, so the build directory stays valid between installs.
 BUILD_REQS := "scikit-build-core>=0.10" "nanobind>=2.0"
+# ccache, where installed (scripts/deps.sh installs it), under every compile:
+# build/, pip's build of the module, the sanitizer builds. CCACHE_BASEDIR makes
+# the cached paths relative, so another clone of the repo hits the same cache.
+ifneq ($(shell command -v ccache 2>/dev/null),)
+export CMAKE_C_COMPILER_LAUNCHER ?= ccache
+export CMAKE_CXX_COMPILER_LAUNCHER ?= ccache
+export CCACHE_BASEDIR ?= $(CURDIR)
+export CCACHE_NOHASHDIR ?= 1
+# Needed to cache compiles that use the precompiled headers (CMakeLists.txt).
+export CCACHE_SLOPPINESS ?= pch_defines,time_macros,include_file_mtime,include_file_ctime
+endif
 # The venv's bin first: pytest and the demo find the venv's `ssdfeed` command.
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
@@ -52,7 +63,9 @@ build: deps
 
 # The package as users get it: `pip install .` (extension + `ssdfeed` command).
 # -v shows CMake's and Ninja's progress; the build directory is per
-# interpreter (build/py-<tag>), so reinstalling only rebuilds what changed.
+# interpreter (build-py-<tag>), so reinstalling only rebuilds what changed. It
+# sits beside build/ at the same depth: with ccache, the core and CLI objects
+# `make build` compiled are cache hits here (the same relative paths).
 install-py: $(VENV)/.ssdfeed-base
 	@echo "== pip install . into $(VENV) (compiles the C++ core and the extension)"
 	$(PIP) -v --no-build-isolation . 2>&1 | grep --line-buffered -v -E '^ *(Link requirement|Skipping link|Found link|Given no hashes)'

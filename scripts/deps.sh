@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages that building ssdfeed needs: compilers,
-# CMake, Python headers and venv, and the libraries the core links.
+# ccache (the Makefile puts it under every build), CMake, Python headers and
+# venv, and the libraries the core links.
 # Python packages are not installed here: the Makefile puts them into the
 # project's virtual environment (.venv), never into the system Python.
 #
 #   scripts/deps.sh          build, test and demo (library, CLI, Python package)
-#   scripts/deps.sh --dev    also clang, libFuzzer runtime, clang-format (make fuzz/format)
+#   scripts/deps.sh --dev    also clang, libFuzzer runtime, clang-format (make asan/fuzz/format)
 #   scripts/deps.sh --test   also prometheus (server + promtool) for the tests
 #
 # Idempotent and quiet when everything is there; runs apt-get as root or via sudo.
 set -euo pipefail
 
 APT_PACKAGES=(
-  ca-certificates build-essential cmake ninja-build pkg-config
+  ca-certificates build-essential cmake ninja-build pkg-config ccache
   python3 python3-dev python3-venv
   libturbojpeg0-dev libspng-dev libopencv-imgproc-dev liburing-dev libxxhash-dev
   libarchive-dev libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev
