@@ -5,7 +5,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BUILD  ?= build
-ASAN   ?= build-asan
+SAN    ?= build-san
 JOBS   ?= $(shell nproc)
 CMAKE_FLAGS ?=
 SHELL := /bin/bash
@@ -31,7 +31,7 @@ endif
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 .PHONY: all deps venv build install-py test test-cc test-py test-consumer demo \
-        asan tsan fuzz format format-check clean image image-test
+        san-build asan tsan fuzz format format-check clean image image-test
 
 all: build
 
@@ -99,11 +99,18 @@ test: test-cc test-py
 demo: install-py
 	$(PY) -m ssdfeed.demo
 
-asan: deps
-	cmake -S . -B $(ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSSDFEED_SANITIZE=ON \
-	  -DSSDFEED_BUILD_BENCH=OFF >/dev/null
-	cmake --build $(ASAN) -j $(JOBS)
-	cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+# One clang build with ASan + UBSan whose -Wthread-safety (an error, as every
+# warning) checks the GUARDED_BY / REQUIRES annotations, and which also links
+# the libFuzzer targets: `make asan` runs the C++ tests in it, `make fuzz` the
+# fuzzers, so CI compiles the sources once for both.
+san-build:
+	@bash scripts/deps.sh --dev
+	CC=clang CXX=clang++ cmake -S . -B $(SAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+	  -DSSDFEED_SANITIZE=ON -DSSDFEED_FUZZ=ON -DSSDFEED_BUILD_BENCH=OFF >/dev/null
+	cmake --build $(SAN) -j $(JOBS) $(SAN_TARGETS)
+
+asan: san-build
+	cd $(SAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS)
 
 # ThreadSanitizer over the concurrency tests (loader, cache, claims).
@@ -114,12 +121,11 @@ tsan: deps
 	TSAN_OPTIONS="halt_on_error=1 report_mutex_bugs=0 suppressions=$(CURDIR)/tests/tsan.supp" \
 	  build-tsan/tests/cc/ssdfeed_tests --gtest_filter='Loader*:Cache.*:CacheDirect*:CacheCapacity*:CacheProcess*:SharedNode*:Metrics*:EpochOrder*:S3Source*'
 
-fuzz:
-	@bash scripts/deps.sh --dev
-	CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DSSDFEED_FUZZ=ON \
-	  -DSSDFEED_BUILD_TESTS=OFF -DSSDFEED_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-	cmake --build build-fuzz -j $(JOBS)
-	bash fuzz/run_all.sh build-fuzz $${FUZZ_SECONDS:-20}
+# Only the fuzzers (and the CLI that makes their seeds) when run alone; after
+# `make asan` nothing is left to build.
+fuzz: SAN_TARGETS = --target ssdfeed_fuzzers
+fuzz: san-build
+	bash fuzz/run_all.sh $(SAN) $${FUZZ_SECONDS:-20}
 
 format:
 	@bash scripts/deps.sh --dev
@@ -143,4 +149,4 @@ image-test: $(VENV)/.ssdfeed-base
 	PYTHON_FOR_WHEEL=$(PY) JOBS=$(JOBS) bash scripts/image.sh test
 
 clean:
-	rm -rf $(BUILD) $(ASAN) build-fuzz build-tsan
+	rm -rf $(BUILD) $(SAN) build-tsan build-py-*
