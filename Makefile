@@ -66,9 +66,13 @@ build: deps
 # interpreter (build-py-<tag>), so reinstalling only rebuilds what changed. It
 # sits beside build/ at the same depth: with ccache, the core and CLI objects
 # `make build` compiled are cache hits here (the same relative paths).
+# scikit-build-core hands CMake Python's compiler (sysconfig's CXX: g++ or
+# x86_64-linux-gnu-g++) unless CC/CXX are set, and ccache keys on the
+# compiler's name: CMake's own default for `make build` (cc, c++) keeps the
+# objects shared.
 install-py: $(VENV)/.ssdfeed-base
 	@echo "== pip install . into $(VENV) (compiles the C++ core and the extension)"
-	$(PIP) -v --no-build-isolation . 2>&1 | grep --line-buffered -v -E '^ *(Link requirement|Skipping link|Found link|Given no hashes)'
+	CC=$${CC:-cc} CXX=$${CXX:-c++} $(PIP) -v --no-build-isolation . 2>&1 | grep --line-buffered -v -E '^ *(Link requirement|Skipping link|Found link|Given no hashes)'
 
 test-cc: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
