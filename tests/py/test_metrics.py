@@ -249,6 +249,7 @@ def test_bench_loader_reports_loader_stats_names(dataset, tmp_path):
     assert epochs[0]["stats"]["cache_misses"] == 96
 
 
+@pytest.mark.serial  # metrics_port: a port picked free, then bound
 def test_every_counter_of_the_table_is_in_each_listing(dataset, tmp_path):
     """The counter table (ssdfeed/counters.h) is the one list: each row is a
     Loader.stats() key, a LoaderStats attribute with the same number, and a
