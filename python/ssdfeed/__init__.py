@@ -10,6 +10,7 @@ from ssdfeed._ssdfeed import (
 )
 from ssdfeed.loader import Loader, RandomResizedCrop, default_cache_dir, merge_states
 from ssdfeed.prepare import Prepare
+from ssdfeed.warm import warm
 
 __all__ = [
     "CorruptionError",
@@ -23,4 +24,5 @@ __all__ = [
     "make_dataset",
     "merge_states",
     "open_source",
+    "warm",
 ]
