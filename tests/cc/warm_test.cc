@@ -4,8 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "ssdfeed/dataset.h"
 #include "ssdfeed/entry_key.h"
+#include "ssdfeed/units.h"
 #include "test_util.h"
 
 namespace ssdfeed {
@@ -104,6 +107,25 @@ TEST(Warm, AMissingSourceIsAnErrorNamingIt) {
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find(d.Sub("nope")), std::string::npos) << s.message();
   EXPECT_FALSE(r.started);
+}
+
+// `plan` and the line `warm` prints first size the entry with one
+// estimator: they once differed by the format's per-sample overhead.
+TEST(Warm, PrintsTheEntrySizePlanPrints) {
+  WarmFixture f;
+  std::string plan, warm;
+  ASSERT_EQ(
+      test::RunCommand(test::CliPath() + " plan --json --samples 32 --source " + f.uri, &plan), 0)
+      << plan;
+  uint64_t bytes = nlohmann::json::parse(plan)["entry_bytes"].get<uint64_t>();
+  ASSERT_EQ(test::RunCommand(test::CliPath() + " warm --workers 1 --source " + f.uri + " --cache " +
+                                 f.opts.cache.root + " 2>&1",
+                             &warm),
+            0)
+      << warm;
+  EXPECT_NE(warm.find("pixels: ~" + FormatBytes(bytes) + " for 24 samples"), std::string::npos)
+      << FormatBytes(bytes) << "\n"
+      << warm;
 }
 
 }  // namespace
