@@ -4,10 +4,10 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "bench/bench.h"
 #include "cli/options.h"
-#include "ssdfeed/bench.h"
-#include "ssdfeed/entry_key.h"
-#include "ssdfeed/units.h"
+#include "pipeline/entry_key.h"
+#include "util/units.h"
 
 namespace ssdfeed::cli {
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "cli/options.h"
-#include "ssdfeed/units.h"
+#include "util/units.h"
 
 namespace ssdfeed::cli {
 

@@ -4,7 +4,7 @@
 #include <cstdlib>
 
 #include "ssdfeed/defaults.h"
-#include "ssdfeed/units.h"
+#include "util/units.h"
 
 namespace ssdfeed::cli {
 

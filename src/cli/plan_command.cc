@@ -11,8 +11,8 @@
 
 #include "cli/options.h"
 #include "ssdfeed/defaults.h"
-#include "ssdfeed/plan.h"
-#include "ssdfeed/units.h"
+#include "ssdfeed/warm.h"
+#include "util/units.h"
 
 namespace ssdfeed::cli {
 

@@ -1,4 +1,4 @@
-#include "ssdfeed/plan.h"
+#include "ssdfeed/warm.h"
 
 namespace ssdfeed {
 

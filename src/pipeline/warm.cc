@@ -12,9 +12,9 @@
 #include <random>
 #include <thread>
 
+#include "pipeline/entry_key.h"
+#include "pipeline/fetcher.h"
 #include "ssdfeed/defaults.h"
-#include "ssdfeed/entry_key.h"
-#include "ssdfeed/fetcher.h"
 #include "ssdfeed/metrics.h"
 
 namespace ssdfeed {

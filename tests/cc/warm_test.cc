@@ -6,10 +6,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pipeline/entry_key.h"
 #include "ssdfeed/dataset.h"
-#include "ssdfeed/entry_key.h"
-#include "ssdfeed/units.h"
 #include "test_util.h"
+#include "util/units.h"
 
 namespace ssdfeed {
 namespace {
