@@ -8,7 +8,7 @@
 #include <string>
 
 #include "cache/entry_files.h"
-#include "ssdfeed/entry_key.h"
+#include "pipeline/entry_key.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace ssdfeed;

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "ssdfeed/entry_key.h"
+#include "pipeline/entry_key.h"
 #include "ssdfeed/image.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -288,6 +288,12 @@ Result<std::vector<std::string>> CollectGarbage(const CacheOptions& opts, uint64
                                                 int64_t max_age_seconds);
 // Bytes the cache root holds (every file under entries/).
 Result<uint64_t> RootBytes(const CacheOptions& opts);
+// The most bytes the root may hold under opts: opts.capacity_bytes when set;
+// when 0, what the root holds now, counted as writers count it (each entry
+// charged at least its small files' allowance, plus trash/ and stats/),
+// plus 80% of the filesystem's free space. The one computation writers,
+// `ssdfeed doctor` and the exporter's ssdfeed_cache_capacity_bytes share.
+Result<uint64_t> EffectiveCapacity(const CacheOptions& opts);
 
 // Rewrites an entry nobody uses into few segment files (its current, intact
 // records only) and deletes the old ones; Busy while the entry is in use.

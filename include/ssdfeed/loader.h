@@ -224,4 +224,11 @@ std::vector<uint64_t> ResumedEpochOrder(uint64_t n, bool shuffle, uint64_t seed,
 std::vector<uint64_t> SplitIds(uint64_t begin, uint64_t end, double validation_split, uint64_t seed,
                                bool validation);
 
+// What a node's cache root holds of one (source, preparation), for a
+// scheduler that sends work where it is cached: half-open [begin, end) runs
+// of ids present in the entry that `opts` (source, source_options, prepare,
+// cache.root) reads. Empty when the root or the entry does not exist: asking
+// never creates either, nor counts as a use.
+Result<std::vector<std::pair<uint64_t, uint64_t>>> CachedIdRanges(const LoaderOptions& opts);
+
 }  // namespace ssdfeed

@@ -64,6 +64,7 @@ void BindAll(nb::module_& m) {
   BindSource(m);
   BindImage(m);
   BindLoader(m);
+  BindWarm(m);
 }
 
 }  // namespace ssdfeed::py

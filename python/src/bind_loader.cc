@@ -6,11 +6,10 @@
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
-#include "pipeline/locality.h"
 #include "python/src/bindings.h"
 #include "ssdfeed/loader.h"
 #include "ssdfeed/metrics.h"
-#include "ssdfeed/plan.h"
+#include "ssdfeed/warm.h"
 
 namespace nb = nanobind;
 

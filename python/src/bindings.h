@@ -17,6 +17,7 @@ void BindAll(nanobind::module_& m);
 void BindSource(nanobind::module_& m);
 void BindImage(nanobind::module_& m);
 void BindLoader(nanobind::module_& m);
+void BindWarm(nanobind::module_& m);
 
 // Raises the Python exception that fits the Status (no-op when OK).
 void ThrowIfError(const Status& s);

@@ -8,6 +8,7 @@ from ssdfeed._ssdfeed import (
 )
 from ssdfeed.loader import Loader, RandomResizedCrop, default_cache_dir, merge_states
 from ssdfeed.prepare import Prepare
+from ssdfeed.warm import warm
 
 __all__ = [
     "CorruptionError",
@@ -19,4 +20,5 @@ __all__ = [
     "__version__",
     "make_dataset",
     "merge_states",
+    "warm",
 ]

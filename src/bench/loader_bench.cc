@@ -17,9 +17,9 @@
 #include <sstream>
 #include <thread>
 
+#include "bench/bench.h"
 #include "image/augment.h"
 #include "image/cv_call.h"
-#include "ssdfeed/bench.h"
 #include "ssdfeed/defaults.h"
 #include "ssdfeed/metrics.h"
 

@@ -12,7 +12,7 @@
 #include <random>
 #include <thread>
 
-#include "ssdfeed/bench.h"
+#include "bench/bench.h"
 
 #ifdef SSDFEED_HAVE_URING
 #include <liburing.h>

@@ -131,4 +131,11 @@ Result<uint64_t> RootBytes(const CacheOptions& in) {
   return UsedBytesSnapshot(opts);
 }
 
+Result<uint64_t> EffectiveCapacity(const CacheOptions& in) {
+  if (in.capacity_bytes != 0) return in.capacity_bytes;
+  CacheOptions opts = WithEnv(in);
+  SSDFEED_RETURN_IF_ERROR(ConfineIfPresent(opts));
+  return DefaultCapacity(opts);
+}
+
 }  // namespace ssdfeed

@@ -99,7 +99,8 @@ class Capacity {
   bool lock_timed_out_ = false;
 };
 
-// The default capacity: what the root holds now plus 80% of the free space.
+// EffectiveCapacity's default (capacity_bytes 0), for opts whose env is set
+// and root confined: what the root holds now plus 80% of the free space.
 Result<uint64_t> DefaultCapacity(const CacheOptions& opts);
 
 // Bytes an entry's small files may take, for an entry of n samples.

@@ -4,11 +4,11 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "bench/bench.h"
 #include "cli/options.h"
-#include "ssdfeed/bench.h"
-#include "ssdfeed/entry_key.h"
+#include "pipeline/entry_key.h"
 #include "ssdfeed/enum_names.h"
-#include "ssdfeed/units.h"
+#include "util/units.h"
 
 namespace ssdfeed::cli {
 

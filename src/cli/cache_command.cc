@@ -12,11 +12,11 @@
 #include <thread>
 
 #include "cli/options.h"
+#include "pipeline/entry_key.h"
+#include "pipeline/fetcher.h"
+#include "pipeline/origin_check.h"
 #include "ssdfeed/defaults.h"
-#include "ssdfeed/entry_key.h"
-#include "ssdfeed/fetcher.h"
-#include "ssdfeed/origin_check.h"
-#include "ssdfeed/units.h"
+#include "util/units.h"
 
 namespace ssdfeed::cli {
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "cli/options.h"
-#include "ssdfeed/units.h"
+#include "util/units.h"
 
 namespace ssdfeed::cli {
 
@@ -188,10 +188,13 @@ void CheckSpace(Doctor* d, const CacheOptions& c, const std::string& fs_path, bo
       FormatBytes(free_b) + " free of " + FormatBytes(total) + ", cache holds " + FormatBytes(held);
   if (c.capacity_bytes > 0) {
     v += ", capacity " + FormatBytes(c.capacity_bytes);
+    CacheOptions unset = c;
+    unset.capacity_bytes = 0;
+    auto fits = exists ? EffectiveCapacity(unset) : Result<uint64_t>(free_b / 5 * 4);
     if (c.capacity_bytes > held + free_b)
       return d->Add("space", "fail", v,
                     "the capacity exceeds what the filesystem can hold: lower --capacity to " +
-                        FormatBytes(held + free_b / 5 * 4) + " or free space");
+                        (fits.ok() ? FormatBytes(*fits) : std::string("less")) + " or free space");
   }
   if (total && free_b < total / 20)
     return d->Add(

@@ -7,7 +7,7 @@
 
 #include "cli/options.h"
 #include "cli/placement.h"
-#include "ssdfeed/entry_key.h"
+#include "pipeline/entry_key.h"
 
 namespace ssdfeed::cli {
 

@@ -5,7 +5,7 @@
 
 #include "ssdfeed/defaults.h"
 #include "ssdfeed/enum_names.h"
-#include "ssdfeed/units.h"
+#include "util/units.h"
 
 namespace ssdfeed::cli {
 

@@ -11,18 +11,13 @@
 
 #include "cli/options.h"
 #include "ssdfeed/defaults.h"
-#include "ssdfeed/units.h"
+#include "ssdfeed/warm.h"
+#include "util/units.h"
 
 namespace ssdfeed::cli {
 
 namespace {
 
-// Per sample: a 40-byte record header in the .dat, a 48-byte index entry in
-// the .idx and a u32 in the claims file.
-constexpr uint64_t kPerSampleOverhead = 40 + 48 + 4;
-// Per entry: the claims header and the small files (manifest.json,
-// status.json, skipped.json, last_used, locks), generously.
-constexpr uint64_t kPerEntryOverhead = 64 + 4096;
 // The mission's sizing rule: room for the entry plus a margin for growth,
 // repairs and a second spec while the old one is still used.
 constexpr double kSizeLow = 1.2, kSizeHigh = 1.5;
@@ -36,29 +31,13 @@ struct PlanArgs {
 };
 
 struct Probe {
-  uint64_t total = 0, probed = 0, failed = 0;
-  uint64_t origin_bytes = 0, pixel_bytes = 0;
+  EntryEstimate e;
   double seconds = 0;  // one thread reading, decoding and preparing them
 };
 
 Probe Measure(const Source& src, const PrepareSpec& spec, int want) {
-  Probe p;
-  p.total = src.size();
-  uint64_t n = std::min<uint64_t>(p.total, static_cast<uint64_t>(want));
-  Decoder decoder;
-  EncodedSample enc;
-  Image img;
   auto t0 = std::chrono::steady_clock::now();
-  for (uint64_t i = 0; i < n; ++i) {
-    uint64_t id = i * p.total / n;
-    if (!src.Read(id, &enc).ok() || !decoder.DecodeAndPrepare(enc.bytes, spec, &img).ok()) {
-      p.failed++;
-      continue;
-    }
-    p.probed++;
-    p.origin_bytes += enc.bytes.size();
-    p.pixel_bytes += img.bytes();
-  }
+  Probe p{EstimateEntry(src, spec, want)};
   p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return p;
 }
@@ -80,25 +59,25 @@ int RunPlan(const PlanArgs& a) {
   auto src = OpenSource(a.source);
   if (!src.ok()) return Fail(src.status().message());
   Probe p = Measure(**src, spec, a.samples);
-  if (p.probed == 0)
-    return Fail(a.source + ": none of the " + std::to_string(p.failed) +
+  const EntryEstimate& e = p.e;
+  uint64_t failed = e.tried - e.probed;
+  if (e.probed == 0)
+    return Fail(a.source + ": none of the " + std::to_string(failed) +
                 " sampled items could be read and prepared");
-  double per_sample = static_cast<double>(p.pixel_bytes) / p.probed;
-  uint64_t entry =
-      static_cast<uint64_t>(std::llround(p.total * (per_sample + kPerSampleOverhead))) +
-      kPerEntryOverhead;
+  double per_sample = static_cast<double>(e.pixel_bytes) / e.probed;
+  uint64_t entry = e.entry_bytes();
   int workers = a.workers > 0 ? a.workers : DefaultWorkers();
-  double warm_s = p.seconds / (p.probed + p.failed) * p.total / workers;
+  double warm_s = p.seconds / e.tried * e.samples / workers;
   uint64_t lo = static_cast<uint64_t>(entry * kSizeLow),
            hi = static_cast<uint64_t>(entry * kSizeHigh);
   if (a.json) {
     std::cout << nlohmann::json{{"source", a.source},
                                 {"spec", spec.Canonical()},
-                                {"samples_total", p.total},
-                                {"samples_probed", p.probed},
-                                {"samples_failed", p.failed},
+                                {"samples_total", e.samples},
+                                {"samples_probed", e.probed},
+                                {"samples_failed", failed},
                                 {"bytes_per_sample", std::llround(per_sample)},
-                                {"origin_bytes_per_sample", p.origin_bytes / p.probed},
+                                {"origin_bytes_per_sample", e.origin_bytes / e.probed},
                                 {"entry_bytes", entry},
                                 {"capacity_min_bytes", lo},
                                 {"capacity_max_bytes", hi},
@@ -109,14 +88,14 @@ int RunPlan(const PlanArgs& a) {
     return 0;
   }
   std::printf("source      %s (%llu samples)\n", a.source.c_str(),
-              static_cast<unsigned long long>(p.total));
+              static_cast<unsigned long long>(e.samples));
   std::printf("spec        %s\n", DescribeSpec(spec.Canonical()).c_str());
   std::printf("sampled     %llu prepared (%llu failed), %s per sample (%s encoded)\n",
-              static_cast<unsigned long long>(p.probed), static_cast<unsigned long long>(p.failed),
+              static_cast<unsigned long long>(e.probed), static_cast<unsigned long long>(failed),
               FormatBytes(static_cast<uint64_t>(per_sample)).c_str(),
-              FormatBytes(p.origin_bytes / p.probed).c_str());
+              FormatBytes(e.origin_bytes / e.probed).c_str());
   std::printf("entry       ~%s (pixels + %llu bytes of record, index and claim per sample)\n",
-              FormatBytes(entry).c_str(), static_cast<unsigned long long>(kPerSampleOverhead));
+              FormatBytes(entry).c_str(), static_cast<unsigned long long>(kEntryBytesPerSample));
   std::printf("cache size  %s to %s (1.2-1.5x the entry; --capacity, or the volume's size)\n",
               FormatBytes(lo).c_str(), FormatBytes(hi).c_str());
   std::printf("warm-up     ~%s on this machine with %d workers (ssdfeed warm)\n",

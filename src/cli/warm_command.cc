@@ -10,18 +10,16 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
-#include <mutex>
+#include <memory>
 #include <nlohmann/json.hpp>
-#include <random>
-#include <thread>
 
 #include "cli/options.h"
 #include "ssdfeed/defaults.h"
-#include "ssdfeed/entry_key.h"
-#include "ssdfeed/fetcher.h"
-#include "ssdfeed/plan.h"
-#include "ssdfeed/units.h"
+#include "ssdfeed/enum_names.h"
+#include "ssdfeed/warm.h"
+#include "util/units.h"
 
 namespace ssdfeed::cli {
 
@@ -47,10 +45,6 @@ void CatchSigint() {
   sa.sa_flags = SA_RESETHAND;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
-}
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 void Progress(uint64_t done, uint64_t total, double elapsed, bool final) {
@@ -81,61 +75,9 @@ void PrintPlan(const Source& src, const PrepareSpec& spec, bool spec_given) {
                  "images\n");
 }
 
-struct Skipped {
-  uint64_t id;
-  std::string sample, error;
-};
-
-// Everything the workers share.
-struct WarmRun {
-  Source* src = nullptr;
-  CacheEntry* entry = nullptr;
-  SampleFetcher* fetcher = nullptr;
-  OnError on_error = OnError::kRaise;
-  std::string spec;  // PrepareSpec::Canonical()
-  uint64_t n = 0, start = 0;
-  std::atomic<uint64_t> next{0}, done{0}, errors{0};
-  std::atomic<bool> cache_full{false};
-  std::mutex mu;
-  std::string first_error;
-  std::vector<Skipped> skipped;
-
-  bool stopping() const {
-    return g_interrupted || cache_full || (on_error == OnError::kRaise && errors > 0);
-  }
-  void Work() {
-    FetchScratch scratch;
-    for (uint64_t k; !stopping() && (k = next.fetch_add(1)) < n;) {
-      uint64_t id = (start + k) % n;
-      if (!entry->Contains(id)) Fetch(id, &scratch);
-      done++;
-    }
-  }
-  void Fetch(uint64_t id, FetchScratch* scratch) {
-    // Preparing what cannot be stored would only burn CPU.
-    if (!entry->admitting()) {
-      cache_full = true;
-      return;
-    }
-    CachedSample out;
-    Status s = fetcher->Fetch(id, scratch, &out);
-    if (s.ok()) return;
-    errors++;
-    std::lock_guard<std::mutex> l(mu);
-    if (first_error.empty()) first_error = s.message();
-    if (on_error == OnError::kSkip) skipped.push_back({id, src->Describe(id), s.message()});
-  }
-};
-
-// Names each skipped sample (stderr or --skipped-file) and records the list
-// in the entry, so `cache ls` says "complete (N skipped)" instead of
-// "partial" for good.
-int ReportSkipped(const WarmArgs& a, WarmRun& r, bool pass_complete, mode_t mode) {
-  std::sort(r.skipped.begin(), r.skipped.end(),
-            [](const Skipped& x, const Skipped& y) { return x.id < y.id; });
-  nlohmann::json list = nlohmann::json::array();
-  for (const auto& s : r.skipped)
-    list.push_back({{"id", s.id}, {"sample", s.sample}, {"error", s.error}});
+// Names each skipped sample (stderr or --skipped-file); the library has
+// recorded them in the entry's skipped.json.
+int ReportSkipped(const WarmArgs& a, const WarmResult& r) {
   if (!a.skipped_file.empty()) {
     std::ofstream f(a.skipped_file);
     for (const auto& s : r.skipped) f << s.sample << "\t" << s.error << "\n";
@@ -145,120 +87,100 @@ int ReportSkipped(const WarmArgs& a, WarmRun& r, bool pass_complete, mode_t mode
   }
   std::cerr << "ssdfeed: skipped " << Plural(r.skipped.size(), "bad sample", "bad samples")
             << (a.skipped_file.empty() ? "" : ", listed in " + a.skipped_file) << "\n";
-  if (!pass_complete) return 0;
-  nlohmann::json doc = {{"samples_total", r.n}, {"skipped", list}};
-  Status s = Env::Default()->WriteFileAtomic(JoinPath(r.entry->dir(), "skipped.json"),
-                                             doc.dump(1) + "\n", mode);
-  if (!s.ok()) std::cerr << "ssdfeed: warning: " << s.message() << "\n";
   return 0;
 }
 
-void PrintReport(const WarmArgs& a, WarmRun& r, double secs) {
-  StatsSnapshot fc = r.fetcher->stats().Snapshot();
-  uint64_t present = r.entry->samples_present();
+void PrintReport(const WarmArgs& a, const WarmResult& r) {
   if (a.json) {
-    std::cout << nlohmann::json{{"entry", Basename(r.entry->dir())},
-                                {"dir", r.entry->dir()},
+    std::cout << nlohmann::json{{"entry", Basename(r.dir)},
+                                {"dir", r.dir},
                                 {"spec", r.spec},
-                                {"samples_total", r.n},
-                                {"samples_present", present},
-                                {"prepared", fc[Ctr::kPrepared]},
-                                {"cache_hits", fc[Ctr::kCacheHits]},
-                                {"claim_waits", fc[Ctr::kClaimWaits]},
-                                {"errors", r.errors.load()},
+                                {"samples_total", r.samples_total},
+                                {"samples_present", r.samples_present},
+                                {"prepared", r.prepared},
+                                {"cache_hits", r.cache_hits},
+                                {"claim_waits", r.claim_waits},
+                                {"errors", r.errors},
                                 {"skipped", r.skipped.size()},
-                                {"cache_full", r.cache_full.load()},
-                                {"interrupted", g_interrupted.load()},
-                                {"seconds", std::round(secs * 10) / 10},
-                                {"warning", r.entry->warning()}}
+                                {"cache_full", r.cache_full},
+                                {"interrupted", r.interrupted},
+                                {"seconds", std::round(r.seconds * 10) / 10},
+                                {"warning", r.warning}}
                      .dump()
               << "\n";
     return;
   }
   char t[32];
-  std::snprintf(t, sizeof t, "%.1f", secs);
-  std::cout << "entry " << Basename(r.entry->dir()) << ": " << present << "/" << r.n
-            << " samples present, " << fc[Ctr::kPrepared] << " prepared in " << t << " s\n";
+  std::snprintf(t, sizeof t, "%.1f", r.seconds);
+  std::cout << "entry " << Basename(r.dir) << ": " << r.samples_present << "/" << r.samples_total
+            << " samples present, " << r.prepared << " prepared in " << t << " s\n";
 }
 
-int RunWarm(const WarmArgs& a) {
-  PrepareSpec spec;
-  CacheOptions copts;
-  SourceOptions so;
-  so.on_error = a.on_error == "skip" ? OnError::kSkip : OnError::kRaise;
-  if (Status s = a.prep.ToSpec(&spec); !s.ok()) return Fail(s.message(), kExitUsage);
-  if (Status s = a.cache.ToOptions(&copts); !s.ok()) return Fail(s.message(), kExitUsage);
-  CatchSigint();  // before the plan line, so a Ctrl-C after it is always handled
-  auto src = OpenSource(a.source, so);
-  if (!src.ok()) return Fail(src.status().message());
-  if (!a.quiet) PrintPlan(**src, spec, a.prep.given());
-  auto entry = CacheEntry::Open(copts, MakeEntryKey(**src, so, spec));
-  if (!entry.ok() && entry.status().IsNoSpace()) {
-    // Not even room for a new entry: the same outcome as filling up at once.
-    std::string msg = "cache full: stored 0 of " + std::to_string((*src)->size()) +
-                      " samples: " + entry.status().message();
-    if (!a.allow_partial) return Fail(msg + "; --allow-partial accepts this", kExitPartial);
-    std::cerr << "ssdfeed: " << msg << "\n";
-    return 0;
-  }
-  if (!entry.ok()) return Fail(entry.status().message());
-  if ((*entry)->read_only()) return Fail((*entry)->dir() + ": owned by another user, read only");
-  // Published like a Loader's, so serve-metrics counts warm-up jobs too.
-  std::string stats_warning;
-  auto stats = StatsPublisher::Create(copts.env, copts, Basename((*entry)->dir()), &stats_warning);
-  if (!stats_warning.empty() && !a.quiet)
-    std::cerr << "ssdfeed: warning: " << stats_warning << "\n";
-  SampleFetcher fetcher(src->get(), spec, entry->get(), copts.claim_wait_seconds, stats.get());
-  WarmRun r;
-  r.src = src->get();
-  r.entry = entry->get();
-  r.fetcher = &fetcher;
-  r.on_error = so.on_error;
-  r.spec = spec.Canonical();
-  r.n = (*src)->size();
-  // Each warmer starts at a random point so concurrent ones rarely collide.
-  r.start = r.n ? std::random_device{}() % r.n : 0;
-  int workers = a.workers > 0 ? a.workers : DefaultWorkers();
-  double t0 = Now();
-  std::vector<std::thread> ts;
-  for (int w = 0; w < workers; ++w) ts.emplace_back([&r] { r.Work(); });
-  bool tty = ::isatty(2), show = !a.quiet && !a.json;
-  double last_print = 0;
-  while (r.done < r.n && !r.stopping()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    double el = Now() - t0;
-    if (show && (tty ? el - last_print > 0.25 : el - last_print > 5)) {
-      Progress(r.done, r.n, el, false);
-      last_print = el;
+// The progress bar, redrawn every 0.25 s on a terminal (5 s in a log); it
+// also stops the workers on a Ctrl-C.
+std::function<bool(const WarmProgress&)> ProgressBar(bool show) {
+  auto last = std::make_shared<double>(0);
+  bool tty = ::isatty(2);
+  return [show, tty, last](const WarmProgress& p) {
+    if (show && p.seconds - *last > (tty ? 0.25 : 5)) {
+      Progress(p.done, p.total, p.seconds, false);
+      *last = p.seconds;
     }
-  }
-  for (auto& t : ts) t.join();
-  Status synced = (*entry)->Sync();
-  double secs = Now() - t0;
-  if (show) Progress(r.done, r.n, secs, true);
-  PrintReport(a, r, secs);
-  uint64_t present = (*entry)->samples_present();
-  if (!(*entry)->warning().empty() && !a.json)
-    std::cerr << "ssdfeed: warning: " << (*entry)->warning() << "\n";
-  if (g_interrupted)
-    return Fail("interrupted: " + std::to_string(present) + "/" + std::to_string(r.n) +
+    return !g_interrupted;
+  };
+}
+
+// Exit status and last words, once the library has warmed what it could.
+int Finish(const WarmArgs& a, const WarmResult& r, const Status& s) {
+  for (const auto& w : r.warnings)
+    if (!a.quiet) std::cerr << "ssdfeed: warning: " << w << "\n";
+  if (!r.warning.empty() && !a.json) std::cerr << "ssdfeed: warning: " << r.warning << "\n";
+  if (r.interrupted || g_interrupted)
+    return Fail("interrupted: " + std::to_string(r.samples_present) + "/" +
+                    std::to_string(r.samples_total) +
                     " samples stored; rerun the same command to resume",
                 kExitInterrupted);
-  if (r.errors > 0 && so.on_error == OnError::kRaise) return Fail(r.first_error);
-  bool pass_complete = r.done >= r.n && !r.cache_full;
-  if (!r.skipped.empty()) {
-    mode_t mode = copts.group_shared ? 0660 : 0600;
-    if (int rc = ReportSkipped(a, r, pass_complete, mode); rc != 0) return rc;
-  }
-  if (!synced.ok()) return Fail(synced.message());
-  if (present + r.skipped.size() < r.n) {
-    std::string msg = "cache full: stored " + std::to_string(present) + " of " +
-                      std::to_string(r.n) + " samples in " + (*entry)->dir() +
+  if (!r.skipped.empty())
+    if (int rc = ReportSkipped(a, r); rc != 0) return rc;
+  if (!s.ok()) return Fail(s.message());
+  if (!r.complete()) {
+    std::string msg = "cache full: stored " + std::to_string(r.samples_present) + " of " +
+                      std::to_string(r.samples_total) + " samples in " + r.dir +
                       " (free space or raise --capacity, then rerun to resume)";
     if (!a.allow_partial) return Fail(msg + "; --allow-partial accepts this", kExitPartial);
     std::cerr << "ssdfeed: " << msg << "\n";
   }
   return 0;
+}
+
+int RunWarm(const WarmArgs& a) {
+  WarmOptions o;
+  Result<OnError> on_error = ParseEnum<OnError>(a.on_error, "--on-error");
+  if (!on_error.ok()) return Fail(on_error.status().message(), kExitUsage);
+  o.source.on_error = *on_error;
+  o.workers = a.workers;
+  if (Status s = a.prep.ToSpec(&o.prepare); !s.ok()) return Fail(s.message(), kExitUsage);
+  if (Status s = a.cache.ToOptions(&o.cache); !s.ok()) return Fail(s.message(), kExitUsage);
+  CatchSigint();  // before the plan line, so a Ctrl-C after it is always handled
+  auto src = OpenSource(a.source, o.source);
+  if (!src.ok()) return Fail(src.status().message());
+  if (!a.quiet) PrintPlan(**src, o.prepare, a.prep.given());
+  bool show = !a.quiet && !a.json;
+  o.progress = ProgressBar(show);
+  WarmResult r;
+  Status s = Warm(**src, o, &r);
+  if (!r.started && r.dir.empty() && s.IsNoSpace()) {
+    // Not even room for a new entry: the same outcome as filling up at once.
+    std::string msg =
+        "cache full: stored 0 of " + std::to_string(r.samples_total) + " samples: " + s.message();
+    if (!a.allow_partial) return Fail(msg + "; --allow-partial accepts this", kExitPartial);
+    std::cerr << "ssdfeed: " << msg << "\n";
+    return 0;
+  }
+  if (!r.started) return Fail(s.message());
+  if (show) Progress(r.samples_visited, r.samples_total, r.seconds, true);
+  PrintReport(a, r);
+  return Finish(a, r, s);
 }
 
 }  // namespace
@@ -275,7 +197,7 @@ void AddWarm(CLI::App& app, RunState* st) {
   c->add_option("--workers", a->workers, "Threads (default 0: one per core)")
       ->check(AtLeast(0, " (0: one per core)"));
   c->add_option("--on-error", a->on_error, "raise (default) or skip bad samples")
-      ->check(CLI::IsMember({"raise", "skip"}));
+      ->check(CLI::IsMember(EnumNames<OnError>()));
   c->add_option("--skipped-file", a->skipped_file,
                 "With --on-error skip: write the skipped samples here (default: stderr)");
   c->add_flag("--allow-partial", a->allow_partial,

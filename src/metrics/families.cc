@@ -218,10 +218,8 @@ Status AddRootFamilies(Env* env, const CacheOptions& c, const RootStats& stats,
   auto sampled = RootBytes(c);
   if (!sampled.ok() && !sampled.status().IsBusy()) return sampled.status();
   double used = sampled.ok() ? static_cast<double>(*sampled) : -1;
-  // The capacity every job gets by default (bytes held + 80% of free) unless set.
-  double capacity = c.capacity_bytes != 0 ? static_cast<double>(c.capacity_bytes)
-                    : used >= 0           ? used + 0.8 * free_bytes
-                                          : -1;
+  auto effective = EffectiveCapacity(c);
+  double capacity = effective.ok() ? static_cast<double>(*effective) : -1;
   struct {
     const char* name;
     const char* help;

@@ -1,4 +1,4 @@
-#include "ssdfeed/entry_key.h"
+#include "pipeline/entry_key.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,4 +1,4 @@
-#include "ssdfeed/fetcher.h"
+#include "pipeline/fetcher.h"
 
 #include "cache/capacity.h"
 

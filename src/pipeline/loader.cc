@@ -16,9 +16,9 @@
 
 #include "image/augment.h"
 #include "pipeline/batch_pool.h"
+#include "pipeline/entry_key.h"
+#include "pipeline/fetcher.h"
 #include "ssdfeed/defaults.h"
-#include "ssdfeed/entry_key.h"
-#include "ssdfeed/fetcher.h"
 #include "ssdfeed/metrics.h"
 
 namespace ssdfeed {

@@ -1,8 +1,8 @@
-#include "pipeline/locality.h"
-
+// CachedIdRanges (ssdfeed/loader.h): the id runs a node's cache root holds.
 #include <algorithm>
 
-#include "ssdfeed/entry_key.h"
+#include "pipeline/entry_key.h"
+#include "ssdfeed/loader.h"
 
 namespace ssdfeed {
 

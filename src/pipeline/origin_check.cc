@@ -1,4 +1,4 @@
-#include "ssdfeed/origin_check.h"
+#include "pipeline/origin_check.h"
 
 #include <algorithm>
 #include <atomic>
@@ -6,7 +6,7 @@
 #include <mutex>
 #include <thread>
 
-#include "ssdfeed/fetcher.h"
+#include "pipeline/fetcher.h"
 
 namespace ssdfeed {
 

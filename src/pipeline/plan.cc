@@ -1,4 +1,4 @@
-#include "ssdfeed/plan.h"
+#include "ssdfeed/warm.h"
 
 namespace ssdfeed {
 
@@ -12,6 +12,7 @@ EntryEstimate EstimateEntry(const Source& source, const PrepareSpec& spec, int p
   Image image;
   for (uint64_t i = 0; i < n; ++i) {
     uint64_t id = i * e.samples / n;
+    e.tried++;
     if (!source.Read(id, &encoded).ok()) continue;
     if (!decoder.DecodeAndPrepare(encoded.bytes, spec, &image).ok()) continue;
     e.probed++;

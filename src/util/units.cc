@@ -1,4 +1,4 @@
-#include "ssdfeed/units.h"
+#include "util/units.h"
 
 #include <cmath>
 #include <cstdio>

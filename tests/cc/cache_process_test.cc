@@ -20,10 +20,10 @@
 
 #include "cache/capacity.h"
 #include "cache_test_util.h"
+#include "pipeline/entry_key.h"
+#include "pipeline/fetcher.h"
 #include "ssdfeed/cache.h"
 #include "ssdfeed/dataset.h"
-#include "ssdfeed/entry_key.h"
-#include "ssdfeed/fetcher.h"
 #include "test_util.h"
 
 extern char** environ;

@@ -7,9 +7,9 @@
 #include <mutex>
 
 #include "cache/claims.h"
+#include "pipeline/entry_key.h"
+#include "pipeline/fetcher.h"
 #include "ssdfeed/dataset.h"
-#include "ssdfeed/entry_key.h"
-#include "ssdfeed/fetcher.h"
 #include "ssdfeed/metrics.h"
 #include "ssdfeed/source.h"
 #include "test_util.h"

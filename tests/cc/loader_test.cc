@@ -7,8 +7,8 @@
 #include <set>
 #include <thread>
 
+#include "pipeline/entry_key.h"
 #include "ssdfeed/dataset.h"
-#include "ssdfeed/entry_key.h"
 #include "test_util.h"
 
 namespace ssdfeed {

@@ -1,14 +1,14 @@
 // `cache verify --verify-source=content`: records against the origin.
-#include "ssdfeed/origin_check.h"
+#include "pipeline/origin_check.h"
 
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <iterator>
 
+#include "pipeline/entry_key.h"
+#include "pipeline/fetcher.h"
 #include "ssdfeed/dataset.h"
-#include "ssdfeed/entry_key.h"
-#include "ssdfeed/fetcher.h"
 #include "test_util.h"
 
 namespace ssdfeed {

@@ -4,7 +4,6 @@
 
 #include <set>
 
-#include "pipeline/locality.h"
 #include "ssdfeed/dataset.h"
 #include "ssdfeed/loader.h"
 #include "test_util.h"

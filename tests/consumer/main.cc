@@ -6,6 +6,7 @@
 
 #include "ssdfeed/dataset.h"
 #include "ssdfeed/loader.h"
+#include "ssdfeed/warm.h"
 
 namespace {
 
@@ -56,6 +57,14 @@ int main(int argc, char** argv) {
     return Fail("second epoch not served from the cache: " + std::to_string(stats.cache_hits) +
                 " hits");
   }
+  // The warm-up `ssdfeed warm` runs, through the installed header.
+  ssdfeed::WarmOptions w;
+  w.cache.root = work + "/warm-cache";
+  w.prepare = opts.prepare;
+  ssdfeed::WarmResult warmed;
+  if (auto st = ssdfeed::Warm(report.uri, w, &warmed); !st.ok()) return Fail(st.ToString());
+  if (!warmed.complete())
+    return Fail("warm stored " + std::to_string(warmed.samples_present) + " samples");
   std::printf("ssdfeed %s consumer: 2 epochs of %zu samples, %llu cache hits\n", SSDFEED_VERSION,
               make.count, static_cast<unsigned long long>(stats.cache_hits));
   return 0;

@@ -1,0 +1,165 @@
+// The warm-up's worker pool: each worker takes the next id (from a random
+// start, so concurrent warmers of one entry rarely collide), skips what the
+// entry holds and fetches the rest through the SampleFetcher, which stores
+// it. The calling thread only reports progress.
+#include "ssdfeed/warm.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "pipeline/entry_key.h"
+#include "pipeline/fetcher.h"
+#include "ssdfeed/defaults.h"
+#include "ssdfeed/metrics.h"
+
+namespace ssdfeed {
+
+namespace {
+
+// Everything the workers share.
+struct WarmRun {
+  const Source* src = nullptr;
+  CacheEntry* entry = nullptr;
+  SampleFetcher* fetcher = nullptr;
+  OnError on_error = OnError::kRaise;
+  uint64_t n = 0, start = 0;
+  std::atomic<uint64_t> next{0}, done{0}, errors{0};
+  std::atomic<bool> cache_full{false}, stop{false};
+  std::mutex mu;
+  Status first_error;
+  std::vector<WarmSkipped> skipped;
+
+  bool stopping() const {
+    return stop || cache_full || (on_error == OnError::kRaise && errors > 0);
+  }
+  void Work() {
+    FetchScratch scratch;
+    for (uint64_t k; !stopping() && (k = next.fetch_add(1)) < n;) {
+      uint64_t id = (start + k) % n;
+      if (!entry->Contains(id)) Fetch(id, &scratch);
+      done++;
+    }
+  }
+  void Fetch(uint64_t id, FetchScratch* scratch) {
+    // Preparing what cannot be stored would only burn CPU.
+    if (!entry->admitting()) {
+      cache_full = true;
+      return;
+    }
+    CachedSample out;
+    Status s = fetcher->Fetch(id, scratch, &out);
+    if (s.ok()) return;
+    errors++;
+    std::lock_guard<std::mutex> l(mu);
+    if (first_error.ok()) first_error = s;
+    if (on_error == OnError::kSkip) skipped.push_back({id, src->Describe(id), s.message()});
+  }
+};
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Runs the workers to the end (or a stop), reporting progress meanwhile.
+void RunWorkers(WarmRun& r, const WarmOptions& o, WarmResult* out) {
+  int workers = o.workers > 0 ? o.workers : DefaultWorkers();
+  double t0 = Now();
+  auto report = [&] {
+    if (o.progress && !o.progress({r.done, r.n, Now() - t0})) {
+      r.stop = true;
+      out->interrupted = true;
+    }
+  };
+  report();  // a first report before any work: a caller can stop it there
+  std::vector<std::thread> ts;
+  for (int w = 0; w < workers; ++w) ts.emplace_back([&r] { r.Work(); });
+  while (r.done < r.n && !r.stopping()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    report();
+  }
+  for (auto& t : ts) t.join();
+  out->seconds = Now() - t0;
+}
+
+// Records the skipped samples in the entry, so listings say "complete (N
+// skipped)" instead of "partial" for good; only after a whole pass (a
+// partial list would hide samples never tried).
+void WriteSkippedList(const WarmOptions& o, WarmResult* r) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& s : r->skipped)
+    list.push_back({{"id", s.id}, {"sample", s.sample}, {"error", s.error}});
+  nlohmann::json doc = {{"samples_total", r->samples_total}, {"skipped", list}};
+  Env* env = o.cache.env ? o.cache.env : Env::Default();
+  uint32_t mode = o.cache.group_shared ? 0660 : 0600;
+  Status s = env->WriteFileAtomic(JoinPath(r->dir, "skipped.json"), doc.dump(1) + "\n", mode);
+  if (!s.ok()) r->warnings.push_back(s.message());
+}
+
+void Collect(WarmRun& r, SampleFetcher& fetcher, WarmResult* out) {
+  StatsSnapshot fc = fetcher.stats().Snapshot();
+  out->samples_visited = std::min(r.done.load(), r.n);
+  out->samples_present = r.entry->samples_present();
+  out->prepared = fc[Ctr::kPrepared];
+  out->cache_hits = fc[Ctr::kCacheHits];
+  out->claim_waits = fc[Ctr::kClaimWaits];
+  out->bytes_prepared = fc[Ctr::kCacheMissBytes];
+  out->origin_bytes = fc[Ctr::kOriginBytes];
+  out->errors = r.errors;
+  out->cache_full = r.cache_full;
+  out->warning = r.entry->warning();
+  out->skipped = std::move(r.skipped);
+  std::sort(out->skipped.begin(), out->skipped.end(),
+            [](const WarmSkipped& x, const WarmSkipped& y) { return x.id < y.id; });
+}
+
+}  // namespace
+
+Status Warm(const Source& source, const WarmOptions& o, WarmResult* out) {
+  *out = WarmResult{};
+  out->spec = o.prepare.Canonical();
+  out->samples_total = source.size();
+  auto entry = CacheEntry::Open(o.cache, MakeEntryKey(source, o.source, o.prepare));
+  if (!entry.ok()) {
+    out->cache_full = entry.status().IsNoSpace();
+    return entry.status();
+  }
+  out->dir = (*entry)->dir();
+  if ((*entry)->read_only())
+    return Status::InvalidArgument(out->dir + ": owned by another user, read only");
+  // Published like a Loader's, so serve-metrics counts warm-up jobs too.
+  std::string stats_warning;
+  auto stats = StatsPublisher::Create(o.cache.env, o.cache, Basename(out->dir), &stats_warning);
+  if (!stats_warning.empty()) out->warnings.push_back(stats_warning);
+  SampleFetcher fetcher(&source, o.prepare, entry->get(), o.cache.claim_wait_seconds, stats.get());
+  WarmRun r;
+  r.src = &source;
+  r.entry = entry->get();
+  r.fetcher = &fetcher;
+  r.on_error = o.source.on_error;
+  r.n = source.size();
+  r.start = r.n ? std::random_device{}() % r.n : 0;
+  out->started = true;
+  RunWorkers(r, o, out);
+  Status synced = (*entry)->Sync();
+  Collect(r, fetcher, out);
+  if (!r.first_error.ok() && r.on_error == OnError::kRaise) return r.first_error;
+  bool pass_complete = r.done >= r.n && !r.cache_full && !out->interrupted;
+  if (!out->skipped.empty() && pass_complete) WriteSkippedList(o, out);
+  return synced;
+}
+
+Status Warm(const std::string& uri, const WarmOptions& o, WarmResult* out) {
+  auto src = OpenSource(uri, o.source);
+  if (!src.ok()) {
+    *out = WarmResult{};
+    return src.status();
+  }
+  return Warm(**src, o, out);
+}
+
+}  // namespace ssdfeed
