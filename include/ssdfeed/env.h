@@ -118,9 +118,9 @@ struct RandomAccessFileOptions {
   // must then be multiples of kDirectIoAlignment. NotSupported where the
   // filesystem refuses it (tmpfs). Default false.
   bool direct = false;
-  // Where warnings raised while using the file go (io_uring refused, ...);
-  // null: the opening Env's GetLogger(). EnvWrapper fills in its own, so the
-  // innermost Env's file still warns through the outermost's logger.
+  // Where warnings raised using the file go (io_uring refused); outlives the
+  // file. Null: the opening Env's GetLogger(). EnvWrapper fills in its own, so
+  // the innermost Env's file still warns through the outermost's logger.
   Logger* logger = nullptr;
 };
 

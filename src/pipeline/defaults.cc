@@ -49,6 +49,7 @@ int CgroupCpus(Env* env) {
     if (q == "max") return 0;
     quota = std::atof(q.c_str());
   } else {
+    // Missing (no cgroup v1 CPU controller): no quota.
     env->ReadPseudoFile("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", &qf).IgnoreError();
     env->ReadPseudoFile("/sys/fs/cgroup/cpu/cpu.cfs_period_us", &pf).IgnoreError();
     if (!(std::istringstream(qf) >> quota) || !(std::istringstream(pf) >> period)) return 0;
