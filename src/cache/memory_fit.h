@@ -17,7 +17,7 @@ namespace ssdfeed {
 // and its cgroup's memory limit. 0 when unknown (not Linux).
 uint64_t AvailableMemoryBytes(Env* env);
 
-// False when bytes exceed AvailableMemoryBytes() (known and non-zero).
+// False when bytes exceed AvailableMemoryBytes(env) (known and non-zero).
 bool FitsInMemory(Env* env, uint64_t bytes);
 
 // warm_read=auto's choice for an entry of data_bytes with avail_bytes
