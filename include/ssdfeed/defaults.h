@@ -5,12 +5,15 @@
 
 #include <string>
 
+#include "ssdfeed/env.h"
 #include "ssdfeed/image.h"
 
 namespace ssdfeed {
 
 // The cache root when none is given: $SSDFEED_CACHE if set and non-empty,
-// else $HOME/.cache/ssdfeed (./.cache/ssdfeed without $HOME).
+// else $HOME/.cache/ssdfeed (./.cache/ssdfeed without $HOME). The variables
+// come from env (Env::Default(): the process's).
+std::string DefaultCacheRoot(Env* env);
 std::string DefaultCacheRoot();
 
 // The preparation when none is given: decode to RGB at full size, no resize,
@@ -22,7 +25,8 @@ PrepareSpec DefaultPrepareSpec();
 bool IsDefaultPrepareSpec(const PrepareSpec& spec);
 
 // Worker threads when 0 is given: one per CPU the process may use (its
-// affinity mask, capped by the cgroup CPU quota), at least 1.
+// affinity mask, capped by the cgroup CPU quota read through env), at least 1.
+int DefaultWorkers(Env* env);
 int DefaultWorkers();
 
 // A short human form of a PrepareSpec::Canonical() text, for listings:

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -117,6 +118,10 @@ struct RandomAccessFileOptions {
   // must then be multiples of kDirectIoAlignment. NotSupported where the
   // filesystem refuses it (tmpfs). Default false.
   bool direct = false;
+  // Where warnings raised using the file go (io_uring refused); outlives the
+  // file. Null: the opening Env's GetLogger(). EnvWrapper fills in its own, so
+  // the innermost Env's file still warns through the outermost's logger.
+  Logger* logger = nullptr;
 };
 
 // What offsets, lengths and buffers of direct reads are aligned to: the
@@ -160,6 +165,8 @@ struct WritableFileOptions {
   // then refused). NotSupported where the filesystem refuses it (tmpfs).
   // Default false.
   bool direct = false;
+  // As RandomAccessFileOptions::logger.
+  Logger* logger = nullptr;
 };
 
 class Env {
@@ -261,6 +268,16 @@ class Env {
   // while processes live.
   Status WriteFileAtomic(const std::string& path, const std::string& data, uint32_t mode = 0600,
                          bool durable = true);
+
+  // --- The process's surroundings: environment variables and the kernel's
+  // pseudo-files (/proc, /sys), so a test can give chosen ones. ---
+
+  // The value of environment variable name; nullopt when unset.
+  virtual std::optional<std::string> GetEnvVar(const std::string& name) = 0;
+  // Reads a whole file to its end whatever size it reports: /proc and /sys
+  // files say 0 (ReadFileToString would read nothing). Follows symlinks
+  // (/proc/self is one).
+  Status ReadPseudoFile(const std::string& path, std::string* out);
 };
 
 // Forwards every call to a target Env: a wrapper (fault injection, a fake
@@ -271,13 +288,18 @@ class EnvWrapper : public Env {
   explicit EnvWrapper(Env* target) : target_(target) {}
   Env* target() const { return target_; }
 
+  // Both hand the target this Env's logger for the file's warnings.
   Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
       const std::string& path, const RandomAccessFileOptions& opts = {}) override {
-    return target_->NewRandomAccessFile(path, opts);
+    RandomAccessFileOptions o = opts;
+    if (o.logger == nullptr) o.logger = GetLogger();
+    return target_->NewRandomAccessFile(path, o);
   }
   Result<std::unique_ptr<WritableFile>> NewWritableFile(
       const std::string& path, const WritableFileOptions& opts = {}) override {
-    return target_->NewWritableFile(path, opts);
+    WritableFileOptions o = opts;
+    if (o.logger == nullptr) o.logger = GetLogger();
+    return target_->NewWritableFile(path, o);
   }
   Status GetChildren(const std::string& dir, std::vector<std::string>* names) override {
     return target_->GetChildren(dir, names);
@@ -326,6 +348,10 @@ class EnvWrapper : public Env {
     return target_->RemoveDirAndFiles(dir);
   }
   Status ConfineRoot(const std::string& root) override { return target_->ConfineRoot(root); }
+
+  std::optional<std::string> GetEnvVar(const std::string& name) override {
+    return target_->GetEnvVar(name);
+  }
 
  private:
   Env* target_;

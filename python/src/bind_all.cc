@@ -53,14 +53,17 @@ void BindAll(nb::module_& m) {
   corruption.attr("__doc__") =
       "Bytes in a source or cache are not what they claim (names the file).";
   corruption.attr("__module__") = "ssdfeed";  // users catch ssdfeed.CorruptionError
-  m.def("default_cache_root", &DefaultCacheRoot,
-        "$SSDFEED_CACHE, then ~/.cache/ssdfeed: the root the CLI uses too.");
+  m.def(
+      "default_cache_root", [] { return DefaultCacheRoot(); },
+      "$SSDFEED_CACHE, then ~/.cache/ssdfeed: the root the CLI uses too.");
   m.def(
       "default_prepare_canonical", [] { return DefaultPrepareSpec().Canonical(); },
       "Canonical text of the default preparation (full size, RGB).");
   m.def("describe_spec", &DescribeSpec, nb::arg("canonical"),
         "Short human form of a canonical prepare spec.");
-  m.def("default_workers", &DefaultWorkers, "Worker threads used when workers is 0/None.");
+  m.def(
+      "default_workers", [] { return DefaultWorkers(); },
+      "Worker threads used when workers is 0/None.");
   BindSource(m);
   BindImage(m);
   BindLoader(m);

@@ -103,7 +103,9 @@ class CacheEntryImpl final : public CacheEntry {
         uint64_t samples = key_.samples_total;
         writer_ = std::make_unique<SegmentWriter>(
             opts_, dir_, slot_->id(), std::move(capacity), &index_, &counters_,
-            [samples](uint64_t record_bytes) { return !FitsInMemory(samples * record_bytes); },
+            [env, samples](uint64_t record_bytes) {
+              return !FitsInMemory(env, samples * record_bytes);
+            },
             [this](uint64_t id) { claims_.Release(id); });
       } else {
         env->Warn(slot.status().message() + "; this process only reads the cache");
@@ -111,7 +113,7 @@ class CacheEntryImpl final : public CacheEntry {
     }
     last_touch_us_ = opts_.env->NowMicros();
     SSDFEED_RETURN_IF_ERROR(index_.Refresh());
-    index_.SetDirect(UseDirect(opts_.warm_read, index_.DataBytes(), false));
+    index_.SetDirect(UseDirect(opts_.env, opts_.warm_read, index_.DataBytes(), false));
     last_decide_us_ = last_touch_us_.load();
     return Status::OK();
   }
@@ -199,7 +201,7 @@ class CacheEntryImpl final : public CacheEntry {
       TouchLastUsed(opts_.env, dir_, FileMode(opts_));
     if (redecide && opts_.warm_read == WarmRead::kAuto &&
         Due(&last_decide_us_, now, kRedecideEveryMicros))
-      index_.SetDirect(UseDirect(opts_.warm_read, index_.DataBytes(), index_.direct()));
+      index_.SetDirect(UseDirect(opts_.env, opts_.warm_read, index_.DataBytes(), index_.direct()));
   }
 
   // True for the one thread that finds *last at least every micros old and

@@ -1,7 +1,7 @@
 #include "cache/memory_fit.h"
 
 #include <cstdlib>
-#include <fstream>
+#include <sstream>
 #include <string>
 
 namespace ssdfeed {
@@ -10,8 +10,10 @@ namespace {
 
 // MemAvailable of /proc/meminfo: what the page cache could give this entry
 // without evicting what others need. 0 when unknown (not Linux).
-uint64_t MemAvailableBytes() {
-  std::ifstream in("/proc/meminfo");
+uint64_t MemAvailableBytes(Env* env) {
+  std::string text;
+  if (!env->ReadPseudoFile("/proc/meminfo", &text).ok()) return 0;
+  std::istringstream in(text);
   std::string key;
   uint64_t kb = 0;
   std::string unit;
@@ -20,13 +22,22 @@ uint64_t MemAvailableBytes() {
   return 0;
 }
 
+// The first word of a small pseudo-file; "" when it cannot be read.
+std::string FirstWord(Env* env, const std::string& path) {
+  std::string text, word;
+  if (env->ReadPseudoFile(path, &text).ok()) std::istringstream(text) >> word;
+  return word;
+}
+
 // The memory limit of this process's cgroup (v2 memory.max, or v1
 // memory.limit_in_bytes); 0 when unlimited or unknown. In a container the
 // page cache it can fill is bounded by its own limit, not by the host's
 // MemAvailable. A container sees its own cgroup either at its path or (with
 // a cgroup namespace, or v1 mounted for it) at the mount's root.
-uint64_t CgroupMemoryLimit() {
-  std::ifstream cg("/proc/self/cgroup");
+uint64_t CgroupMemoryLimit(Env* env) {
+  std::string text;
+  if (!env->ReadPseudoFile("/proc/self/cgroup", &text).ok()) return 0;
+  std::istringstream cg(text);
   std::string line;
   while (std::getline(cg, line)) {
     bool v2 = line.rfind("0::", 0) == 0;
@@ -36,9 +47,8 @@ uint64_t CgroupMemoryLimit() {
     std::string base = v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory";
     std::string file = v2 ? "/memory.max" : "/memory.limit_in_bytes";
     for (const std::string& dir : {base + (path == "/" ? "" : path), base}) {
-      std::ifstream in(dir + file);
-      std::string v;
-      if (!(in >> v)) continue;
+      std::string v = FirstWord(env, dir + file);
+      if (v.empty()) continue;
       uint64_t n = v == "max" ? 0 : std::strtoull(v.c_str(), nullptr, 10);
       return n >= (1ull << 60) ? 0 : n;  // v1 says "unlimited" with a huge number
     }
@@ -48,14 +58,14 @@ uint64_t CgroupMemoryLimit() {
 
 }  // namespace
 
-uint64_t AvailableMemoryBytes() {
-  uint64_t avail = MemAvailableBytes(), limit = CgroupMemoryLimit();
+uint64_t AvailableMemoryBytes(Env* env) {
+  uint64_t avail = MemAvailableBytes(env), limit = CgroupMemoryLimit(env);
   if (limit > 0 && (avail == 0 || limit < avail)) avail = limit;
   return avail;
 }
 
-bool FitsInMemory(uint64_t bytes) {
-  uint64_t avail = AvailableMemoryBytes();
+bool FitsInMemory(Env* env, uint64_t bytes) {
+  uint64_t avail = AvailableMemoryBytes(env);
   return avail == 0 || bytes <= avail;
 }
 
@@ -65,9 +75,9 @@ bool AutoReadsDirect(uint64_t data_bytes, uint64_t avail_bytes, bool now_direct)
   return data_bytes > avail_bytes;
 }
 
-bool UseDirect(WarmRead mode, uint64_t data_bytes, bool now_direct) {
+bool UseDirect(Env* env, WarmRead mode, uint64_t data_bytes, bool now_direct) {
   if (mode != WarmRead::kAuto) return mode == WarmRead::kDirect;
-  return AutoReadsDirect(data_bytes, AvailableMemoryBytes(), now_direct);
+  return AutoReadsDirect(data_bytes, AvailableMemoryBytes(env), now_direct);
 }
 
 }  // namespace ssdfeed

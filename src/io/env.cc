@@ -25,6 +25,21 @@ Status Env::ReadFileToString(const std::string& path, std::string* out,
   return Status::OK();
 }
 
+Status Env::ReadPseudoFile(const std::string& path, std::string* out) {
+  out->clear();
+  RandomAccessFileOptions opts;
+  opts.no_follow = false;
+  SSDFEED_ASSIGN_OR_RETURN(auto file, NewRandomAccessFile(path, opts));
+  constexpr size_t kChunk = 4096;
+  for (size_t got = kChunk; got == kChunk;) {
+    size_t at = out->size();
+    out->resize(at + kChunk);
+    SSDFEED_RETURN_IF_ERROR(file->Read(at, kChunk, out->data() + at, &got));
+    out->resize(at + got);
+  }
+  return Status::OK();
+}
+
 namespace {
 struct DoneReads final : PendingReads {
   void Wait() override {}

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -31,7 +32,8 @@ namespace {
 
 class PosixRandomAccessFile final : public RandomAccessFile {
  public:
-  PosixRandomAccessFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  PosixRandomAccessFile(std::string path, int fd, Logger* logger)
+      : path_(std::move(path)), fd_(fd), logger_(logger) {}
   ~PosixRandomAccessFile() override { ::close(fd_); }
 
   Status Read(uint64_t offset, size_t n, char* scratch, size_t* got) const override {
@@ -57,10 +59,12 @@ class PosixRandomAccessFile final : public RandomAccessFile {
   }
   const std::string& path() const override { return path_; }
   int fd() const { return fd_; }
+  Logger* logger() const { return logger_; }
 
  private:
   std::string path_;
   int fd_;
+  Logger* logger_;  // for warnings (io_uring refused): the opener's
 };
 
 #ifdef SSDFEED_HAVE_URING
@@ -69,24 +73,26 @@ class PosixRandomAccessFile final : public RandomAccessFile {
 // or a seccomp policy refuses io_uring: reads then go one after another.
 constexpr unsigned kRingDepth = 128;
 
-io_uring* ThreadRing() {
+// The first refusal warns through log: the logger of the Env the caller
+// opened its files through (a wrapper's, not this Env's stderr one).
+io_uring* ThreadRing(Logger* log) {
   struct Ring {
     io_uring ring;
     bool ok = false;
-    Ring() {
+    explicit Ring(Logger* log) {
       int rc = io_uring_queue_init(kRingDepth, &ring, 0);
       ok = rc == 0;
       static std::atomic<bool> warned{false};
       if (!ok && !warned.exchange(true))
-        Env::Default()->Warn(
-            std::string("io_uring unavailable (") + std::strerror(-rc) +
-            "): direct cache reads go one at a time, not the device's queue depth");
+        log->Log(Logger::Level::kWarning,
+                 std::string("io_uring unavailable (") + std::strerror(-rc) +
+                     "): direct cache reads go one at a time, not the device's queue depth");
     }
     ~Ring() {
       if (ok) io_uring_queue_exit(&ring);
     }
   };
-  thread_local Ring r;
+  thread_local Ring r(log);
   return r.ok ? &r.ring : nullptr;
 }
 
@@ -172,8 +178,8 @@ class UringReads final : public PendingReads {
 
 class PosixWritableFile final : public WritableFile {
  public:
-  PosixWritableFile(std::string path, int fd, uint64_t size, bool direct)
-      : path_(std::move(path)), fd_(fd), size_(size), direct_(direct) {}
+  PosixWritableFile(std::string path, int fd, uint64_t size, bool direct, Logger* logger)
+      : path_(std::move(path)), fd_(fd), size_(size), direct_(direct), logger_(logger) {}
   ~PosixWritableFile() override {
     if (fd_ >= 0) ::close(fd_);
   }
@@ -225,6 +231,7 @@ class PosixWritableFile final : public WritableFile {
   }
   int fd() const { return fd_; }
   bool direct() const { return direct_; }
+  Logger* logger() const { return logger_; }
   Status Sync() override {
     if (::fdatasync(fd_) != 0) return Status::FromErrno(errno, "fdatasync " + path_);
     return Status::OK();
@@ -244,6 +251,7 @@ class PosixWritableFile final : public WritableFile {
   int fd_;
   std::atomic<uint64_t> size_;  // read by a syncing thread while appends go on
   const bool direct_;
+  Logger* logger_;  // for warnings (io_uring refused): the opener's
 };
 
 #ifdef SSDFEED_HAVE_URING
@@ -457,7 +465,8 @@ class PosixEnv final : public Env {
     // O_NONBLOCK only kept a FIFO from blocking the open; io_uring would
     // return EAGAIN for a non-blocking file instead of waiting for the disk.
     if (o.direct) ::fcntl(*fd, F_SETFL, ::fcntl(*fd, F_GETFL) & ~O_NONBLOCK);
-    return std::unique_ptr<RandomAccessFile>(new PosixRandomAccessFile(path, *fd));
+    return std::unique_ptr<RandomAccessFile>(
+        new PosixRandomAccessFile(path, *fd, o.logger ? o.logger : GetLogger()));
   }
 
   std::unique_ptr<PendingReads> StartReads(ReadRequest* reqs, size_t n) override {
@@ -466,7 +475,10 @@ class PosixEnv final : public Env {
     bool all_posix = true;
     for (size_t i = 0; i < n && all_posix; ++i)
       all_posix = dynamic_cast<const PosixRandomAccessFile*>(reqs[i].file) != nullptr;
-    io_uring* ring = n > 0 && all_posix ? ThreadRing() : nullptr;
+    io_uring* ring =
+        n > 0 && all_posix
+            ? ThreadRing(static_cast<const PosixRandomAccessFile*>(reqs[0].file)->logger())
+            : nullptr;
     if (ring != nullptr) return std::make_unique<UringReads>(ring, reqs, n);
 #endif
     return Env::StartReads(reqs, n);
@@ -479,7 +491,8 @@ class PosixEnv final : public Env {
       auto* f = dynamic_cast<PosixWritableFile*>(reqs[i].file);
       all_direct = f != nullptr && f->direct();
     }
-    io_uring* ring = all_direct ? ThreadRing() : nullptr;
+    io_uring* ring =
+        all_direct ? ThreadRing(static_cast<PosixWritableFile*>(reqs[0].file)->logger()) : nullptr;
     if (ring != nullptr) return UringWriteMany(ring, reqs, n);
 #endif
     Env::WriteMany(reqs, n);
@@ -518,7 +531,8 @@ class PosixEnv final : public Env {
       return Status::FromErrno(e, "chmod " + path);
     }
     uint64_t size = o.truncate ? 0 : static_cast<uint64_t>(st.st_size);
-    return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd, size, o.direct));
+    return std::unique_ptr<WritableFile>(
+        new PosixWritableFile(path, fd, size, o.direct, o.logger ? o.logger : GetLogger()));
   }
 
   Status GetChildren(const std::string& dir, std::vector<std::string>* names) override {
@@ -744,6 +758,10 @@ class PosixEnv final : public Env {
   }
   std::thread StartThread(std::function<void()> fn) override { return std::thread(std::move(fn)); }
   Logger* GetLogger() override { return &logger_; }
+  std::optional<std::string> GetEnvVar(const std::string& name) override {
+    const char* v = std::getenv(name.c_str());
+    return v ? std::optional<std::string>(v) : std::nullopt;
+  }
 
   Status ConfineRoot(const std::string& root) override { return roots_.Add(root); }
 

@@ -6,18 +6,19 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <sstream>
 #include <thread>
 #include <vector>
 
 namespace ssdfeed {
 
-std::string DefaultCacheRoot() {
-  if (const char* c = std::getenv("SSDFEED_CACHE"); c != nullptr && *c != '\0') return c;
-  const char* home = std::getenv("HOME");
-  return std::string(home != nullptr && *home != '\0' ? home : ".") + "/.cache/ssdfeed";
+std::string DefaultCacheRoot(Env* env) {
+  if (auto c = env->GetEnvVar("SSDFEED_CACHE"); c && !c->empty()) return *c;
+  auto home = env->GetEnvVar("HOME");
+  return (home && !home->empty() ? *home : ".") + "/.cache/ssdfeed";
 }
+
+std::string DefaultCacheRoot() { return DefaultCacheRoot(Env::Default()); }
 
 PrepareSpec DefaultPrepareSpec() { return PrepareSpec{}; }
 
@@ -38,17 +39,20 @@ int AffinityCpus() {
 
 // The container's CPU quota, rounded up (0: none): cgroup v2 cpu.max
 // ("max 100000" or "200000 100000"), else cgroup v1's cfs files.
-int CgroupCpus() {
+int CgroupCpus(Env* env) {
   double quota = -1, period = 0;
-  std::ifstream v2("/sys/fs/cgroup/cpu.max");
+  std::string v2, qf, pf;
+  env->ReadPseudoFile("/sys/fs/cgroup/cpu.max", &v2).IgnoreError();  // "": not v2
+  std::istringstream v2in(v2);
   std::string q;
-  if (v2 >> q >> period) {
+  if (v2in >> q >> period) {
     if (q == "max") return 0;
     quota = std::atof(q.c_str());
   } else {
-    std::ifstream qf("/sys/fs/cgroup/cpu/cpu.cfs_quota_us");
-    std::ifstream pf("/sys/fs/cgroup/cpu/cpu.cfs_period_us");
-    if (!(qf >> quota) || !(pf >> period)) return 0;
+    // Missing (no cgroup v1 CPU controller): no quota.
+    env->ReadPseudoFile("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", &qf).IgnoreError();
+    env->ReadPseudoFile("/sys/fs/cgroup/cpu/cpu.cfs_period_us", &pf).IgnoreError();
+    if (!(std::istringstream(qf) >> quota) || !(std::istringstream(pf) >> period)) return 0;
   }
   if (quota <= 0 || period <= 0) return 0;
   return std::max(1, static_cast<int>(std::ceil(quota / period)));
@@ -56,12 +60,14 @@ int CgroupCpus() {
 
 }  // namespace
 
-int DefaultWorkers() {
+int DefaultWorkers(Env* env) {
   int n = static_cast<int>(std::thread::hardware_concurrency());
   if (int a = AffinityCpus(); a > 0) n = a;  // taskset, numactl, Slurm's binding
-  if (int c = CgroupCpus(); c > 0) n = std::min(n, c);
+  if (int c = CgroupCpus(env); c > 0) n = std::min(n, c);
   return std::max(1, n);
 }
+
+int DefaultWorkers() { return DefaultWorkers(Env::Default()); }
 
 std::string DescribeSpec(const std::string& canonical) {
   // Fields that are off ("=0", "=0x0") and the fixed codec fields are left out.

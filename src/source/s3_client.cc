@@ -17,10 +17,8 @@ namespace ssdfeed::s3 {
 
 namespace {
 
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
+// An environment variable through env (a test's, or the process's); "" when unset.
+std::string Var(ssdfeed::Env* env, const char* name) { return env->GetEnvVar(name).value_or(""); }
 
 // Whole-string decimal parse; false on anything else (sign, space, overflow).
 template <typename T>
@@ -30,8 +28,8 @@ bool ParseInt(std::string_view s, T* out) {
 }
 
 template <typename T>
-Status IntFromEnv(const char* name, int64_t lo, int64_t hi, T* out) {
-  std::string v = Env(name);
+Status IntFromEnv(ssdfeed::Env* env, const char* name, int64_t lo, int64_t hi, T* out) {
+  std::string v = Var(env, name);
   if (v.empty()) return Status::OK();
   int64_t x = 0;
   if (!ParseInt(v, &x) || x < lo || x > hi)
@@ -274,18 +272,18 @@ Status ParseListPage(const std::string& xml, const std::string& what, std::vecto
   return Status::OK();
 }
 
-Result<Config> Config::FromEnv() {
+Result<Config> Config::FromEnv(ssdfeed::Env* env) {
   Config c;
-  c.endpoint = Env("AWS_ENDPOINT_URL_S3");
-  if (c.endpoint.empty()) c.endpoint = Env("AWS_ENDPOINT_URL");
+  c.endpoint = Var(env, "AWS_ENDPOINT_URL_S3");
+  if (c.endpoint.empty()) c.endpoint = Var(env, "AWS_ENDPOINT_URL");
   while (!c.endpoint.empty() && c.endpoint.back() == '/') c.endpoint.pop_back();
   std::string scheme, authority;
   if (!c.endpoint.empty()) {
     Status s = ParseEndpoint(c.endpoint, &scheme, &authority);
     if (!s.ok()) return Status::InvalidArgument("AWS_ENDPOINT_URL: " + s.message());
   }
-  std::string region = Env("AWS_REGION");
-  if (region.empty()) region = Env("AWS_DEFAULT_REGION");
+  std::string region = Var(env, "AWS_REGION");
+  if (region.empty()) region = Var(env, "AWS_DEFAULT_REGION");
   if (!region.empty()) c.region = region;
   // The region names the default endpoint's host: one DNS label, as botocore requires.
   if (c.region.size() > 63 || c.region.front() == '-' || c.region.back() == '-' ||
@@ -293,13 +291,14 @@ Result<Config> Config::FromEnv() {
           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-") != std::string::npos)
     return Status::InvalidArgument("AWS_REGION '" + Printable(c.region) +
                                    "' is not a region name (letters, digits, '-')");
-  c.ca_bundle = Env("AWS_CA_BUNDLE");
+  c.ca_bundle = Var(env, "AWS_CA_BUNDLE");
   if (!c.ca_bundle.empty() && ::access(c.ca_bundle.c_str(), R_OK) != 0)
     return Status::InvalidArgument("AWS_CA_BUNDLE '" + c.ca_bundle + "': no readable file there");
-  c.creds = {Env("AWS_ACCESS_KEY_ID"), Env("AWS_SECRET_ACCESS_KEY"), Env("AWS_SESSION_TOKEN")};
+  c.creds = {Var(env, "AWS_ACCESS_KEY_ID"), Var(env, "AWS_SECRET_ACCESS_KEY"),
+             Var(env, "AWS_SESSION_TOKEN")};
   if (!c.creds.access_key.empty() && c.creds.secret_key.empty())
     return Status::InvalidArgument("AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not");
-  std::string style = Env("SSDFEED_S3_ADDRESSING_STYLE");
+  std::string style = Var(env, "SSDFEED_S3_ADDRESSING_STYLE");
   if (style.empty() || style == "auto")
     c.path_style = !c.endpoint.empty();
   else if (style == "path" || style == "virtual")
@@ -308,14 +307,14 @@ Result<Config> Config::FromEnv() {
     return Status::InvalidArgument(
         "SSDFEED_S3_ADDRESSING_STYLE must be path, virtual or auto, not '" + style + "'");
   constexpr int64_t kM = 1000000;
-  SSDFEED_RETURN_IF_ERROR(IntFromEnv("SSDFEED_S3_MAX_REQUESTS", 1, kM, &c.max_requests));
-  SSDFEED_RETURN_IF_ERROR(IntFromEnv("SSDFEED_S3_MAX_ATTEMPTS", 1, kM, &c.max_attempts));
-  SSDFEED_RETURN_IF_ERROR(IntFromEnv("SSDFEED_S3_BACKOFF_MS", 0, kM, &c.backoff_ms));
-  SSDFEED_RETURN_IF_ERROR(IntFromEnv("SSDFEED_S3_TIMEOUT_S", 1, kM, &c.timeout_s));
-  SSDFEED_RETURN_IF_ERROR(IntFromEnv("SSDFEED_S3_LIST_PAGE_SIZE", 0, kM, &c.list_page_size));
-  SSDFEED_RETURN_IF_ERROR(IntFromEnv("SSDFEED_S3_MAX_KEYS", 1, 1000 * kM, &c.max_keys));
+  SSDFEED_RETURN_IF_ERROR(IntFromEnv(env, "SSDFEED_S3_MAX_REQUESTS", 1, kM, &c.max_requests));
+  SSDFEED_RETURN_IF_ERROR(IntFromEnv(env, "SSDFEED_S3_MAX_ATTEMPTS", 1, kM, &c.max_attempts));
+  SSDFEED_RETURN_IF_ERROR(IntFromEnv(env, "SSDFEED_S3_BACKOFF_MS", 0, kM, &c.backoff_ms));
+  SSDFEED_RETURN_IF_ERROR(IntFromEnv(env, "SSDFEED_S3_TIMEOUT_S", 1, kM, &c.timeout_s));
+  SSDFEED_RETURN_IF_ERROR(IntFromEnv(env, "SSDFEED_S3_LIST_PAGE_SIZE", 0, kM, &c.list_page_size));
+  SSDFEED_RETURN_IF_ERROR(IntFromEnv(env, "SSDFEED_S3_MAX_KEYS", 1, 1000 * kM, &c.max_keys));
   SSDFEED_RETURN_IF_ERROR(
-      IntFromEnv("SSDFEED_S3_MAX_OBJECT_MB", 1, int64_t{1} << 24, &c.max_object_mb));
+      IntFromEnv(env, "SSDFEED_S3_MAX_OBJECT_MB", 1, int64_t{1} << 24, &c.max_object_mb));
   return c;
 }
 

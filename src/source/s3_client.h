@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "source/s3_sigv4.h"
+#include "ssdfeed/env.h"
 #include "ssdfeed/status.h"
 
 namespace ssdfeed::s3 {
@@ -55,7 +56,8 @@ struct Config {
   // https, as the AWS SDKs read it. Default empty: the system's.
   std::string ca_bundle;
 
-  static Result<Config> FromEnv();
+  // The variables come through env (Env::Default(): the process's own).
+  static Result<Config> FromEnv(ssdfeed::Env* env);
 };
 
 struct ObjectInfo {

@@ -76,8 +76,8 @@ class ScanFile final : public ObjectFile {
   mutable uint64_t start_ = 0;
 };
 
-Result<std::shared_ptr<Client>> MakeClient() {
-  SSDFEED_ASSIGN_OR_RETURN(s3::Config config, s3::Config::FromEnv());
+Result<std::shared_ptr<Client>> MakeClient(Env* env) {
+  SSDFEED_ASSIGN_OR_RETURN(s3::Config config, s3::Config::FromEnv(env));
   return std::make_shared<Client>(std::move(config));
 }
 
@@ -241,7 +241,7 @@ Result<std::unique_ptr<Source>> OpenS3Source(const std::string& uri, const std::
   Bucket b;
   std::string pattern;
   SSDFEED_RETURN_IF_ERROR(s3::ParseUri(location, &b.name, &pattern));
-  SSDFEED_ASSIGN_OR_RETURN(b.client, MakeClient());
+  SSDFEED_ASSIGN_OR_RETURN(b.client, MakeClient(opts.env ? opts.env : Env::Default()));
   std::string kind = layout.empty() ? InferLayout(pattern) : layout;
   if (kind == "folder") return OpenFolder(uri, b, pattern, opts);
   return OpenShards(uri, b, pattern, kind == "tar", opts);

@@ -251,12 +251,12 @@ TEST(WarmReadAuto, GoesDirectPastTheMemoryAndBackOnlyWithAQuarterToSpare) {
   EXPECT_FALSE(AutoReadsDirect(1u << 30, 0, false)) << "memory unknown: buffered";
   EXPECT_FALSE(AutoReadsDirect(1u << 30, 0, true));
   // The fixed modes ignore memory.
-  EXPECT_TRUE(UseDirect(WarmRead::kDirect, 1, false));
-  EXPECT_FALSE(UseDirect(WarmRead::kBuffered, ~0ull, true));
+  EXPECT_TRUE(UseDirect(Env::Default(), WarmRead::kDirect, 1, false));
+  EXPECT_FALSE(UseDirect(Env::Default(), WarmRead::kBuffered, ~0ull, true));
   // This machine: an entry far larger than memory goes direct, a tiny one not.
-  if (AvailableMemoryBytes() > 0) {
-    EXPECT_TRUE(UseDirect(WarmRead::kAuto, ~0ull >> 1, false));
-    EXPECT_FALSE(UseDirect(WarmRead::kAuto, 4096, true));
+  if (AvailableMemoryBytes(Env::Default()) > 0) {
+    EXPECT_TRUE(UseDirect(Env::Default(), WarmRead::kAuto, ~0ull >> 1, false));
+    EXPECT_FALSE(UseDirect(Env::Default(), WarmRead::kAuto, 4096, true));
   }
 }
 

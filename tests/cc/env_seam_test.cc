@@ -1,8 +1,16 @@
 // Env as the one seam: what a wrapping Env (fake clock, captured log, fault
 // injection, counted listings) observes or controls in the core.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 
 #include <atomic>
+#include <cstddef>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 
@@ -13,49 +21,13 @@
 #include "ssdfeed/metrics.h"
 #include "ssdfeed/source.h"
 #include "test_util.h"
+#include "util/fake_env.h"
 #include "util/fault_injection_env.h"
 
 namespace ssdfeed {
 namespace {
 
 using Op = FaultInjectionEnv::Op;
-
-class CaptureLogger final : public Logger {
- public:
-  void Log(Level level, const std::string& msg) override {
-    std::lock_guard<std::mutex> l(mu_);
-    lines_.push_back(msg);
-  }
-  std::vector<std::string> lines() const {
-    std::lock_guard<std::mutex> l(mu_);
-    return lines_;
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::vector<std::string> lines_;
-};
-
-// A monotonic clock that moves only when someone sleeps, and a captured log.
-class FakeClockEnv final : public EnvWrapper {
- public:
-  explicit FakeClockEnv(Env* target) : EnvWrapper(target) {}
-  int64_t MonotonicMicros() override { return now_us_.load(); }
-  void SleepForMicroseconds(int64_t micros) override {
-    now_us_ += micros;
-    sleeps_++;
-  }
-  Logger* GetLogger() override { return &log_; }
-  int64_t now() const { return now_us_.load(); }
-  int sleeps() const { return sleeps_.load(); }
-  const CaptureLogger& log() const { return log_; }
-
- private:
-  // Far from 0, as a real monotonic clock is: "never refreshed" is 0.
-  std::atomic<int64_t> now_us_{1'000'000'000'000};
-  std::atomic<int> sleeps_{0};
-  CaptureLogger log_;
-};
 
 bool Contains(const std::vector<std::string>& lines, const std::string& what) {
   for (const auto& l : lines)
@@ -77,6 +49,76 @@ TEST(EnvWrapper, ForwardsWhatItDoesNotOverride) {
   t.join();
   EXPECT_EQ(s, "ran");
   EXPECT_GT(env.NowMicros(), 1'600'000'000'000'000) << "the wall clock is the target's";
+}
+
+// True when this process may install a seccomp filter that refuses
+// io_uring_setup (probed in a child, so this process stays unfiltered).
+bool CanRefuseIoUring();
+// Installs it: io_uring_setup then fails with EPERM, as under Docker's
+// default policy.
+bool RefuseIoUring() {
+  sock_filter f[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog prog{sizeof(f) / sizeof(f[0]), f};
+  return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+         ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
+}
+bool CanRefuseIoUring() {
+  pid_t pid = ::fork();
+  if (pid == 0) ::_exit(RefuseIoUring() ? 0 : 1);
+  int st = 0;
+  return pid > 0 && ::waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+// With io_uring refused, reads a file through a wrapper with a captured log:
+// 0 when the refusal was logged there and not on stderr.
+int ReadWithIoUringRefused(const std::string& dir) {
+  if (!RefuseIoUring()) return 2;
+  std::string err = dir + "/stderr";  // what the default logger would write
+  int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0 || ::dup2(fd, 2) < 0) return 3;
+  FakeClockEnv logged(Env::Default());
+  auto f = logged.NewRandomAccessFile(dir + "/f");
+  if (!f.ok()) return 4;
+  char buf[2][4096];
+  ReadRequest reqs[2];
+  for (int i = 0; i < 2; ++i) {
+    reqs[i].file = f->get();
+    reqs[i].offset = 4096 * i;
+    reqs[i].n = 4096;
+    reqs[i].scratch = buf[i];
+  }
+  logged.ReadMany(reqs, 2);
+  if (!reqs[0].status.ok() || reqs[1].got != 4096) return 5;  // read one at a time
+  std::string on_stderr;
+  if (!Env::Default()->ReadFileToString(err, &on_stderr).ok()) return 6;
+  if (on_stderr.find("io_uring") != std::string::npos) return 7;
+  return logged.log().Has("io_uring unavailable") ? 0 : 8;
+}
+
+// Where io_uring is refused, the POSIX Env says so once: through the logger
+// of the Env the files were opened through (a wrapper's), not on stderr.
+TEST(EnvWrapper, IoUringRefusalWarnsThroughTheWrappersLogger) {
+#ifndef SSDFEED_HAVE_URING
+  GTEST_SKIP() << "built without liburing: nothing to refuse";
+#endif
+  if (!CanRefuseIoUring()) GTEST_SKIP() << "cannot install a seccomp filter here";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh process: no ring yet
+  EXPECT_EXIT(
+      {
+        test::TempDir dir;
+        if (!Env::Default()->WriteFileAtomic(dir.Sub("f"), std::string(8192, 'x')).ok())
+          std::exit(1);
+        int rc = ReadWithIoUringRefused(dir.path());
+        std::error_code ec;
+        std::filesystem::remove_all(dir.path(), ec);
+        std::exit(rc);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 TEST(MappedFile, SharedBetweenMappingsAndRefusesLinks) {

@@ -25,6 +25,7 @@
 #include "ssdfeed/dataset.h"
 #include "ssdfeed/source.h"
 #include "test_util.h"
+#include "util/fake_env.h"
 
 namespace ssdfeed {
 namespace {
@@ -499,6 +500,24 @@ TEST(S3BucketNameTest, VirtualHostableFollowsBotocore) {
   for (const std::string& bad : std::vector<std::string>{"", "a:1", "a#", "a?b", "a@b", "a b",
                                                          "a%2f", std::string(256, 'a')})
     EXPECT_FALSE(s3::ValidateBucket(bad).ok()) << bad;
+}
+
+// The configuration comes from the Env's variables, not the process's own.
+TEST(S3Config, ReadsTheVariablesThroughTheEnv) {
+  SurroundingsEnv env(Env::Default());
+  env.SetVar("AWS_ENDPOINT_URL", "http://127.0.0.1:9/");
+  env.SetVar("AWS_REGION", "eu-west-3");
+  env.SetVar("SSDFEED_S3_MAX_REQUESTS", "7");
+  auto c = s3::Config::FromEnv(&env);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->endpoint, "http://127.0.0.1:9");
+  EXPECT_EQ(c->region, "eu-west-3");
+  EXPECT_EQ(c->max_requests, 7);
+  EXPECT_TRUE(c->path_style) << "an endpoint given: path style";
+  env.SetVar("SSDFEED_S3_MAX_REQUESTS", "0");
+  auto bad = s3::Config::FromEnv(&env);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("SSDFEED_S3_MAX_REQUESTS"), std::string::npos);
 }
 
 }  // namespace
