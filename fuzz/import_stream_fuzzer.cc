@@ -31,8 +31,6 @@ class CountingEnv : public EnvWrapper {
     SSDFEED_ASSIGN_OR_RETURN(auto f, target()->NewWritableFile(path, o));
     return std::unique_ptr<WritableFile>(new File(std::move(f), &written));
   }
-  // Our files to the default loop (WriteAt on each), never to the target.
-  void WriteMany(WriteRequest* reqs, size_t n) override { Env::WriteMany(reqs, n); }
 
  private:
   class File : public WritableFile {

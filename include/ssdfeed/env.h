@@ -34,12 +34,56 @@ struct FileInfo {
   int64_t ctime_ns = 0;
 };
 
+class RandomAccessFile;
+class WritableFile;
+
+// One read of RandomAccessFile::StartMultiRead or Env::StartReads.
+struct ReadRequest {
+  // The file to read, for Env::StartReads; a file's own StartMultiRead
+  // reads itself and ignores this.
+  const RandomAccessFile* file = nullptr;
+  uint64_t offset = 0;
+  size_t n = 0;
+  char* scratch = nullptr;
+  size_t got = 0;  // out: bytes read (< n only at end of file)
+  Status status;   // out
+};
+
+// Reads started by StartMultiRead or Env::StartReads. Wait() returns once
+// every one is done (each request's got and status set); the destructor
+// waits too, so the buffers are never written after it.
+class PendingReads {
+ public:
+  virtual ~PendingReads() = default;
+  virtual void Wait() = 0;
+};
+
+// One write of WritableFile::MultiWrite or Env::WriteMany: WriteAt(offset,
+// data, n) on the file.
+struct WriteRequest {
+  // The file to write, for Env::WriteMany; a file's own MultiWrite writes
+  // itself and ignores this.
+  WritableFile* file = nullptr;
+  uint64_t offset = 0;
+  const char* data = nullptr;
+  size_t n = 0;
+  Status status;  // out
+};
+
 // Positional reads; safe to call from many threads at once.
 class RandomAccessFile {
  public:
   virtual ~RandomAccessFile() = default;
   // Reads up to n bytes at offset into scratch; *got < n only at end of file.
   virtual Status Read(uint64_t offset, size_t n, char* scratch, size_t* got) const = 0;
+  // Starts n reads of this file, as many in flight at once as the file can
+  // (a POSIX file: io_uring, so direct reads keep the device's queue full),
+  // and returns while they run; reqs must live until Wait. Each request
+  // gets its own status. A wrapper file overrides it to hand the reads its
+  // target's own StartMultiRead, as rocksdb's FSRandomAccessFile::MultiRead.
+  // Default: one Read after another, done on return.
+  virtual std::unique_ptr<PendingReads> StartMultiRead(ReadRequest* reqs, size_t n) const;
+  void MultiRead(ReadRequest* reqs, size_t n) const { StartMultiRead(reqs, n)->Wait(); }
   virtual Result<uint64_t> Size() const = 0;
   virtual const std::string& path() const = 0;
 };
@@ -54,6 +98,12 @@ class WritableFile {
   // file opened with WritableFileOptions::direct, offset, n and data must be
   // multiples of kDirectIoAlignment. Default: NotSupported.
   virtual Status WriteAt(uint64_t offset, const void* data, size_t n);
+  // Does n WriteAt calls on this file, as many in flight at once as it can
+  // (a direct POSIX file: io_uring), and returns when all are done, each
+  // request with its own status. Not on a thread with reads still in
+  // flight (a POSIX file's ring is the thread's). Default: one WriteAt
+  // after another.
+  virtual void MultiWrite(WriteRequest* reqs, size_t n);
   // fdatasync: the data and the size, not every inode field.
   virtual Status Sync() = 0;
   virtual Status Close() = 0;
@@ -127,34 +177,6 @@ struct RandomAccessFileOptions {
 // What offsets, lengths and buffers of direct reads are aligned to: the
 // largest logical block size in use (4 KiB), so any device accepts them.
 constexpr size_t kDirectIoAlignment = 4096;
-
-// One read of Env::StartReads.
-struct ReadRequest {
-  const RandomAccessFile* file = nullptr;
-  uint64_t offset = 0;
-  size_t n = 0;
-  char* scratch = nullptr;
-  size_t got = 0;  // out: bytes read (< n only at end of file)
-  Status status;   // out
-};
-
-// Reads started by Env::StartReads. Wait() returns once every one is done
-// (each request's got and status set); the destructor waits too, so the
-// buffers are never written after it.
-class PendingReads {
- public:
-  virtual ~PendingReads() = default;
-  virtual void Wait() = 0;
-};
-
-// One write of Env::WriteMany: WriteAt(offset, data, n) on file.
-struct WriteRequest {
-  WritableFile* file = nullptr;
-  uint64_t offset = 0;
-  const char* data = nullptr;
-  size_t n = 0;
-  Status status;  // out
-};
 
 struct WritableFileOptions {
   // Truncate an existing file (false: append to it). Default false.
@@ -231,17 +253,15 @@ class Env {
   // Shorthand: GetLogger()->Log(kWarning, msg).
   void Warn(const std::string& msg);
 
-  // Starts n independent reads, as many in flight at once as the Env can
-  // (the POSIX Env: io_uring, so direct reads keep the device's queue full)
-  // and returns while they run; reqs must live until Wait. Each request
-  // gets its own status. Default: one Read after another, done on return.
-  virtual std::unique_ptr<PendingReads> StartReads(ReadRequest* reqs, size_t n);
+  // Starts n reads of any files and returns while they run; reqs must live
+  // until Wait. Each file's own StartMultiRead does its requests, so they
+  // are in flight together as far as the files allow, and a wrapped file
+  // is read through its wrapper. Each request gets its own status.
+  std::unique_ptr<PendingReads> StartReads(ReadRequest* reqs, size_t n);
   void ReadMany(ReadRequest* reqs, size_t n) { StartReads(reqs, n)->Wait(); }
-  // Does n positional writes, as many in flight at once as the Env can (the
-  // POSIX Env: io_uring, for direct files), and returns when all are done,
-  // each request with its own status. Default: one WriteAt after another.
-  // Not on a thread with StartReads still in flight (they share its ring).
-  virtual void WriteMany(WriteRequest* reqs, size_t n);
+  // Does n positional writes through each file's own MultiWrite and returns
+  // when all are done, each request with its own status.
+  void WriteMany(WriteRequest* reqs, size_t n);
 
   // Deletes dir and the files directly inside it through a directory
   // descriptor (openat/unlinkat): never follows a symlink, never descends
@@ -282,7 +302,10 @@ class Env {
 
 // Forwards every call to a target Env: a wrapper (fault injection, a fake
 // clock, a captured log) derives from it and overrides only what it changes,
-// as leveldb's EnvWrapper.
+// as leveldb's EnvWrapper. A wrapper that wraps the files it opens keeps
+// batches whole by overriding its files' StartMultiRead and MultiWrite to
+// hand them to the files it wraps (the Env's StartReads and WriteMany are
+// not virtual: they only group a batch by file).
 class EnvWrapper : public Env {
  public:
   explicit EnvWrapper(Env* target) : target_(target) {}
@@ -337,13 +360,6 @@ class EnvWrapper : public Env {
     return target_->StartThread(std::move(fn));
   }
   Logger* GetLogger() override { return target_->GetLogger(); }
-  // A wrapper that wraps files must override these two as well, handing the
-  // target its own files, or the target's fast path (io_uring) is never
-  // taken: it reads and writes files it does not know one at a time.
-  std::unique_ptr<PendingReads> StartReads(ReadRequest* reqs, size_t n) override {
-    return target_->StartReads(reqs, n);
-  }
-  void WriteMany(WriteRequest* reqs, size_t n) override { target_->WriteMany(reqs, n); }
   Status RemoveDirAndFiles(const std::string& dir) override {
     return target_->RemoveDirAndFiles(dir);
   }

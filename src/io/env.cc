@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <random>
+#include <vector>
 
 namespace ssdfeed {
 
@@ -41,20 +42,91 @@ Status Env::ReadPseudoFile(const std::string& path, std::string* out) {
 }
 
 namespace {
+
 struct DoneReads final : PendingReads {
   void Wait() override {}
 };
+
+// The positions of reqs grouped by file, each group in request order:
+// every file gets its requests in one call, so they are in flight together.
+template <typename Req>
+std::vector<std::vector<size_t>> ByFile(const Req* reqs, size_t n) {
+  std::vector<std::vector<size_t>> groups;
+  std::vector<const void*> files;
+  for (size_t i = 0; i < n; ++i) {
+    size_t g = 0;
+    while (g < files.size() && files[g] != reqs[i].file) ++g;  // a batch holds few files
+    if (g == files.size()) {
+      files.push_back(reqs[i].file);
+      groups.emplace_back();
+    }
+    groups[g].push_back(i);
+  }
+  return groups;
+}
+
+// Reads of several files: each file's requests are copied into a group of
+// its own (a file's StartMultiRead takes a contiguous array) and their
+// results copied back on Wait.
+class FileGroupReads final : public PendingReads {
+ public:
+  FileGroupReads(ReadRequest* outer, std::vector<std::vector<size_t>> groups)
+      : outer_(outer), index_(std::move(groups)), inner_(index_.size()) {
+    for (size_t g = 0; g < index_.size(); ++g) {
+      for (size_t i : index_[g]) inner_[g].push_back(outer_[i]);
+      pending_.push_back(
+          inner_[g].front().file->StartMultiRead(inner_[g].data(), inner_[g].size()));
+    }
+  }
+  ~FileGroupReads() override { Wait(); }
+  void Wait() override {
+    for (size_t g = 0; g < pending_.size(); ++g) {
+      if (pending_[g] == nullptr) continue;
+      pending_[g]->Wait();
+      pending_[g].reset();
+      for (size_t j = 0; j < index_[g].size(); ++j) {
+        outer_[index_[g][j]].got = inner_[g][j].got;
+        outer_[index_[g][j]].status = inner_[g][j].status;
+      }
+    }
+  }
+
+ private:
+  ReadRequest* outer_;
+  std::vector<std::vector<size_t>> index_;
+  std::vector<std::vector<ReadRequest>> inner_;  // never resized once reads start
+  std::vector<std::unique_ptr<PendingReads>> pending_;
+};
+
 }  // namespace
 
-std::unique_ptr<PendingReads> Env::StartReads(ReadRequest* reqs, size_t n) {
+std::unique_ptr<PendingReads> RandomAccessFile::StartMultiRead(ReadRequest* reqs, size_t n) const {
   for (size_t i = 0; i < n; ++i)
-    reqs[i].status = reqs[i].file->Read(reqs[i].offset, reqs[i].n, reqs[i].scratch, &reqs[i].got);
+    reqs[i].status = Read(reqs[i].offset, reqs[i].n, reqs[i].scratch, &reqs[i].got);
   return std::make_unique<DoneReads>();
 }
 
+void WritableFile::MultiWrite(WriteRequest* reqs, size_t n) {
+  for (size_t i = 0; i < n; ++i) reqs[i].status = WriteAt(reqs[i].offset, reqs[i].data, reqs[i].n);
+}
+
+std::unique_ptr<PendingReads> Env::StartReads(ReadRequest* reqs, size_t n) {
+  if (n == 0) return std::make_unique<DoneReads>();
+  auto groups = ByFile(reqs, n);
+  if (groups.size() == 1) return reqs[0].file->StartMultiRead(reqs, n);
+  return std::make_unique<FileGroupReads>(reqs, std::move(groups));
+}
+
 void Env::WriteMany(WriteRequest* reqs, size_t n) {
-  for (size_t i = 0; i < n; ++i)
-    reqs[i].status = reqs[i].file->WriteAt(reqs[i].offset, reqs[i].data, reqs[i].n);
+  if (n == 0) return;
+  auto groups = ByFile(reqs, n);
+  if (groups.size() == 1) return reqs[0].file->MultiWrite(reqs, n);
+  for (const auto& g : groups) {
+    std::vector<WriteRequest> inner;
+    for (size_t i : g) inner.push_back(reqs[i]);
+    inner[0].file->MultiWrite(inner.data(), inner.size());
+    for (size_t j = 0; j < g.size(); ++j) reqs[g[j]].status = inner[j].status;
+  }
 }
 
 Status Env::WriteFileAtomic(const std::string& path, const std::string& data, uint32_t mode,

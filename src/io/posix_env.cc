@@ -51,6 +51,8 @@ class PosixRandomAccessFile final : public RandomAccessFile {
     *got = done;
     return Status::OK();
   }
+  // io_uring on this thread's ring where the kernel allows it, else Read.
+  std::unique_ptr<PendingReads> StartMultiRead(ReadRequest* reqs, size_t n) const override;
 
   Result<uint64_t> Size() const override {
     struct stat st;
@@ -59,7 +61,6 @@ class PosixRandomAccessFile final : public RandomAccessFile {
   }
   const std::string& path() const override { return path_; }
   int fd() const { return fd_; }
-  Logger* logger() const { return logger_; }
 
  private:
   std::string path_;
@@ -100,11 +101,10 @@ io_uring* ThreadRing(Logger* log) {
 // a completion found while waiting for one batch is credited to its own.
 class UringReads final : public PendingReads {
  public:
-  UringReads(io_uring* ring, ReadRequest* reqs, size_t n)
-      : ring_(ring), reqs_(reqs), tags_(n), left_(n) {
+  UringReads(io_uring* ring, const PosixRandomAccessFile* file, ReadRequest* reqs, size_t n)
+      : ring_(ring), file_(file), reqs_(reqs), tags_(n), left_(n) {
     for (size_t i = 0; i < n; ++i) {
       tags_[i] = {this, i};
-      auto* f = static_cast<const PosixRandomAccessFile*>(reqs[i].file);
       io_uring_sqe* sqe = io_uring_get_sqe(ring);
       if (sqe == nullptr) {  // more in flight than the ring holds: this one now
         io_uring_submit(ring);
@@ -114,7 +114,7 @@ class UringReads final : public PendingReads {
         Finish(i, 0);
         continue;
       }
-      io_uring_prep_read(sqe, f->fd(), reqs[i].scratch, static_cast<unsigned>(reqs[i].n),
+      io_uring_prep_read(sqe, file_->fd(), reqs[i].scratch, static_cast<unsigned>(reqs[i].n),
                          reqs[i].offset);
       io_uring_sqe_set_data(sqe, &tags_[i]);
     }
@@ -165,16 +165,27 @@ class UringReads final : public PendingReads {
     // Resume at an aligned point: on an O_DIRECT file an unaligned pread is
     // EINVAL once a writer has appended past the old end of file.
     size_t done = res > 0 ? static_cast<size_t>(res) & ~(kDirectIoAlignment - 1) : 0, more = 0;
-    r.status = r.file->Read(r.offset + done, r.n - done, r.scratch + done, &more);
+    r.status = file_->Read(r.offset + done, r.n - done, r.scratch + done, &more);
     r.got = done + more;
   }
 
   io_uring* ring_;
+  const PosixRandomAccessFile* file_;
   ReadRequest* reqs_;
   std::vector<Tag> tags_;
   size_t left_;
 };
 #endif
+
+std::unique_ptr<PendingReads> PosixRandomAccessFile::StartMultiRead(ReadRequest* reqs,
+                                                                    size_t n) const {
+  for (size_t i = 0; i < n; ++i) reqs[i].got = 0;
+#ifdef SSDFEED_HAVE_URING
+  io_uring* ring = n > 0 ? ThreadRing(logger_) : nullptr;
+  if (ring != nullptr) return std::make_unique<UringReads>(ring, this, reqs, n);
+#endif
+  return RandomAccessFile::StartMultiRead(reqs, n);
+}
 
 class PosixWritableFile final : public WritableFile {
  public:
@@ -230,8 +241,8 @@ class PosixWritableFile final : public WritableFile {
     }
   }
   int fd() const { return fd_; }
-  bool direct() const { return direct_; }
-  Logger* logger() const { return logger_; }
+  // Direct writes together through io_uring where the kernel allows it.
+  void MultiWrite(WriteRequest* reqs, size_t n) override;
   Status Sync() override {
     if (::fdatasync(fd_) != 0) return Status::FromErrno(errno, "fdatasync " + path_);
     return Status::OK();
@@ -258,15 +269,14 @@ class PosixWritableFile final : public WritableFile {
 // Direct writes all in flight on this thread's ring, waited for together. A
 // write that comes back short or failed is finished (or failed again, for
 // its status) with WriteAt.
-void UringWriteMany(io_uring* ring, WriteRequest* reqs, size_t n) {
+void UringWriteMany(io_uring* ring, PosixWritableFile* f, WriteRequest* reqs, size_t n) {
   size_t queued = 0;
   for (size_t i = 0; i < n; ++i) {
     io_uring_sqe* sqe = io_uring_get_sqe(ring);
     if (sqe == nullptr) {  // no room: this one on its own (never with <= 128 requests)
-      reqs[i].status = reqs[i].file->WriteAt(reqs[i].offset, reqs[i].data, reqs[i].n);
+      reqs[i].status = f->WriteAt(reqs[i].offset, reqs[i].data, reqs[i].n);
       continue;
     }
-    auto* f = static_cast<PosixWritableFile*>(reqs[i].file);
     io_uring_prep_write(sqe, f->fd(), reqs[i].data, static_cast<unsigned>(reqs[i].n),
                         reqs[i].offset);
     io_uring_sqe_set_data64(sqe, i);
@@ -294,7 +304,6 @@ void UringWriteMany(io_uring* ring, WriteRequest* reqs, size_t n) {
     ++done;
     --in_flight;
     WriteRequest& r = reqs[i];
-    auto* f = static_cast<PosixWritableFile*>(r.file);
     if (res >= 0 && static_cast<size_t>(res) == r.n) {
       f->Extend(r.offset + r.n);
       r.status = Status::OK();
@@ -305,6 +314,14 @@ void UringWriteMany(io_uring* ring, WriteRequest* reqs, size_t n) {
   }
 }
 #endif
+
+void PosixWritableFile::MultiWrite(WriteRequest* reqs, size_t n) {
+#ifdef SSDFEED_HAVE_URING
+  io_uring* ring = direct_ && n > 1 ? ThreadRing(logger_) : nullptr;
+  if (ring != nullptr) return UringWriteMany(ring, this, reqs, n);
+#endif
+  WritableFile::MultiWrite(reqs, n);
+}
 
 class PosixFileLock final : public FileLock {
  public:
@@ -467,35 +484,6 @@ class PosixEnv final : public Env {
     if (o.direct) ::fcntl(*fd, F_SETFL, ::fcntl(*fd, F_GETFL) & ~O_NONBLOCK);
     return std::unique_ptr<RandomAccessFile>(
         new PosixRandomAccessFile(path, *fd, o.logger ? o.logger : GetLogger()));
-  }
-
-  std::unique_ptr<PendingReads> StartReads(ReadRequest* reqs, size_t n) override {
-    for (size_t i = 0; i < n; ++i) reqs[i].got = 0;
-#ifdef SSDFEED_HAVE_URING
-    bool all_posix = true;
-    for (size_t i = 0; i < n && all_posix; ++i)
-      all_posix = dynamic_cast<const PosixRandomAccessFile*>(reqs[i].file) != nullptr;
-    io_uring* ring =
-        n > 0 && all_posix
-            ? ThreadRing(static_cast<const PosixRandomAccessFile*>(reqs[0].file)->logger())
-            : nullptr;
-    if (ring != nullptr) return std::make_unique<UringReads>(ring, reqs, n);
-#endif
-    return Env::StartReads(reqs, n);
-  }
-
-  void WriteMany(WriteRequest* reqs, size_t n) override {
-#ifdef SSDFEED_HAVE_URING
-    bool all_direct = n > 1;
-    for (size_t i = 0; i < n && all_direct; ++i) {
-      auto* f = dynamic_cast<PosixWritableFile*>(reqs[i].file);
-      all_direct = f != nullptr && f->direct();
-    }
-    io_uring* ring =
-        all_direct ? ThreadRing(static_cast<PosixWritableFile*>(reqs[0].file)->logger()) : nullptr;
-    if (ring != nullptr) return UringWriteMany(ring, reqs, n);
-#endif
-    Env::WriteMany(reqs, n);
   }
 
   Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path,

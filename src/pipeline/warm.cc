@@ -67,7 +67,8 @@ double Now() {
 
 // Runs the workers to the end (or a stop), reporting progress meanwhile.
 void RunWorkers(WarmRun& r, const WarmOptions& o, WarmResult* out) {
-  int workers = o.workers > 0 ? o.workers : DefaultWorkers();
+  int workers =
+      o.workers > 0 ? o.workers : DefaultWorkers(o.cache.env ? o.cache.env : Env::Default());
   double t0 = Now();
   auto report = [&] {
     if (o.progress && !o.progress({r.done, r.n, Now() - t0})) {

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "test_util.h"
+#include "util/string_file.h"
 
 namespace ssdfeed {
 namespace {
@@ -162,7 +163,6 @@ TEST(FaultInjectionEnv, WriteManyFailsTheChosenWriteAndHandsTheRestDownAsOneBatc
   ASSERT_EQ(batches.size(), 1u);
   EXPECT_TRUE(batches[0].write);
   EXPECT_EQ(batches[0].n, 3u);
-  EXPECT_FALSE(batches[0].wrapped_files);
   ASSERT_TRUE((*f)->Close().ok());
   std::string back;
   ASSERT_TRUE(Env::Default()->ReadFileToString(dir.Sub("w"), &back).ok());
@@ -200,7 +200,119 @@ TEST(FaultInjectionEnv, StartReadsFailsTheChosenReadAndHandsTheRestDownAsOneBatc
   ASSERT_EQ(batches.size(), 1u);
   EXPECT_FALSE(batches[0].write);
   EXPECT_EQ(batches[0].n, 3u);
-  EXPECT_FALSE(batches[0].wrapped_files);
+}
+
+// The file's own MultiRead, called on a wrapped file: the wrapper fails the
+// chosen read alone and hands the rest to the file it wraps as one batch
+// (no Env in between; the requests need not name their file).
+TEST(FaultInjectionEnv, MultiReadOnAWrappedFileHandsTheRestToItsBaseFile) {
+  test::TempDir dir;
+  BatchRecordingEnv rec(Env::Default());
+  FaultInjectionEnv env(&rec);
+  std::string data;
+  for (int k = 0; k < 4; ++k) data += std::string(100, static_cast<char>('a' + k));
+  ASSERT_TRUE(Env::Default()->WriteFileAtomic(dir.Sub("r"), data).ok());
+  auto f = env.NewRandomAccessFile(dir.Sub("r"));
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  std::vector<std::string> out(4, std::string(100, '?'));
+  std::vector<ReadRequest> reqs;
+  for (size_t k = 0; k < 4; ++k) reqs.push_back({nullptr, k * 100, 100, out[k].data(), 0, {}});
+  env.FailAfter(Op::kRead, 0, 1, Status::IOError("EIO"));
+  (*f)->MultiRead(reqs.data(), reqs.size());
+  EXPECT_TRUE(reqs[0].status.IsIOError()) << reqs[0].status.ToString();
+  EXPECT_EQ(out[0], std::string(100, '?'));
+  for (size_t k : {1, 2, 3}) {
+    EXPECT_TRUE(reqs[k].status.ok()) << k << reqs[k].status.ToString();
+    EXPECT_EQ(reqs[k].got, 100u);
+    EXPECT_EQ(out[k], std::string(100, static_cast<char>('a' + k)));
+  }
+  auto batches = rec.batches();
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(batches[0].n, 3u);
+}
+
+// A file that implements only Read (as a user's file may) gets MultiRead
+// from the base class: each request read in turn, short at the end.
+TEST(FaultInjectionEnv, MultiReadDefaultsToReadingEachRequest) {
+  auto f = NewStringFile("0123456789", "mem");
+  std::string a(4, '?'), b(4, '?');
+  ReadRequest reqs[2] = {{nullptr, 2, 4, a.data(), 0, {}}, {nullptr, 8, 4, b.data(), 0, {}}};
+  f->MultiRead(reqs, 2);
+  EXPECT_TRUE(reqs[0].status.ok());
+  EXPECT_EQ(a, "2345");
+  EXPECT_EQ(reqs[1].got, 2u);
+  EXPECT_EQ(b.substr(0, 2), "89");
+}
+
+// Env::StartReads over two files interleaved: each file gets its own
+// requests in one StartMultiRead, and every result goes back to the
+// request it belongs to.
+TEST(FaultInjectionEnv, StartReadsGivesEachFileItsOwnRequestsAsOneBatch) {
+  test::TempDir dir;
+  BatchRecordingEnv rec(Env::Default());
+  ASSERT_TRUE(rec.WriteFileAtomic(dir.Sub("a"), std::string(300, 'a')).ok());
+  ASSERT_TRUE(rec.WriteFileAtomic(dir.Sub("b"), std::string(200, 'b')).ok());
+  auto fa = rec.NewRandomAccessFile(dir.Sub("a"));
+  auto fb = rec.NewRandomAccessFile(dir.Sub("b"));
+  ASSERT_TRUE(fa.ok() && fb.ok());
+  std::vector<std::string> out(5, std::string(150, '?'));
+  const RandomAccessFile* files[5] = {fa->get(), fb->get(), fa->get(), fb->get(), fa->get()};
+  const uint64_t offsets[5] = {0, 0, 150, 150, 290};
+  std::vector<ReadRequest> reqs;
+  for (size_t k = 0; k < 5; ++k) reqs.push_back({files[k], offsets[k], 150, out[k].data(), 0, {}});
+  rec.StartReads(reqs.data(), reqs.size())->Wait();
+  const size_t want[5] = {150, 150, 150, 50, 10};
+  for (size_t k = 0; k < 5; ++k) {
+    EXPECT_TRUE(reqs[k].status.ok()) << k << reqs[k].status.ToString();
+    EXPECT_EQ(reqs[k].got, want[k]) << k;
+    EXPECT_EQ(out[k].substr(0, want[k]), std::string(want[k], k % 2 ? 'b' : 'a')) << k;
+  }
+  auto batches = rec.batches();
+  ASSERT_EQ(batches.size(), 2u);
+  EXPECT_EQ(batches[0].n, 3u);
+  EXPECT_EQ(batches[1].n, 2u);
+}
+
+// Env::WriteMany over two wrapped files: each file's MultiWrite gets its
+// own writes, and a fault on one file's write fails that request alone.
+TEST(FaultInjectionEnv, WriteManyGivesEachFileItsOwnWrites) {
+  test::TempDir dir;
+  BatchRecordingEnv rec(Env::Default());
+  FaultInjectionEnv env(&rec);
+  WritableFileOptions o;
+  o.direct = true;
+  o.truncate = true;
+  auto fa = env.NewWritableFile(dir.Sub("a"), o);
+  if (fa.status().IsNotSupported()) GTEST_SKIP() << dir.path() << " refuses O_DIRECT";
+  auto fb = env.NewWritableFile(dir.Sub("b"), o);
+  ASSERT_TRUE(fa.ok() && fb.ok());
+  constexpr size_t kLen = 4096;
+  void* mem = nullptr;
+  ASSERT_EQ(::posix_memalign(&mem, kLen, 4 * kLen), 0);
+  char* buf = static_cast<char*>(mem);
+  for (size_t i = 0; i < 4 * kLen; ++i) buf[i] = static_cast<char>('a' + i / kLen);
+  std::vector<WriteRequest> reqs;
+  for (size_t k = 0; k < 4; ++k)
+    reqs.push_back({k % 2 ? fb->get() : fa->get(), k / 2 * kLen, buf + k * kLen, kLen, {}});
+  env.FailAfter(Op::kWrite, 0, 1, Status::IOError("EIO"), dir.Sub("b"));
+  env.WriteMany(reqs.data(), reqs.size());
+  EXPECT_TRUE(reqs[0].status.ok()) << reqs[0].status.ToString();
+  EXPECT_TRUE(reqs[1].status.IsIOError()) << reqs[1].status.ToString();
+  EXPECT_TRUE(reqs[2].status.ok()) << reqs[2].status.ToString();
+  EXPECT_TRUE(reqs[3].status.ok()) << reqs[3].status.ToString();
+  auto batches = rec.batches();
+  ASSERT_EQ(batches.size(), 2u);
+  EXPECT_TRUE(batches[0].write && batches[1].write);
+  EXPECT_EQ(batches[0].n, 2u);
+  EXPECT_EQ(batches[1].n, 1u);
+  ASSERT_TRUE((*fa)->Close().ok());
+  ASSERT_TRUE((*fb)->Close().ok());
+  std::string a, b;
+  ASSERT_TRUE(Env::Default()->ReadFileToString(dir.Sub("a"), &a).ok());
+  ASSERT_TRUE(Env::Default()->ReadFileToString(dir.Sub("b"), &b).ok());
+  EXPECT_EQ(a, std::string(kLen, 'a') + std::string(kLen, 'c'));
+  EXPECT_EQ(b, std::string(kLen, '\0') + std::string(kLen, 'd'));
+  std::free(mem);
 }
 
 }  // namespace

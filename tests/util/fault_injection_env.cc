@@ -7,55 +7,7 @@ namespace ssdfeed {
 
 namespace {
 
-class FaultReadFile final : public RandomAccessFile {
- public:
-  FaultReadFile(FaultInjectionEnv* env, std::unique_ptr<RandomAccessFile> base)
-      : env_(env), base_(std::move(base)) {}
-  const RandomAccessFile* base() const { return base_.get(); }
-  Status Read(uint64_t off, size_t n, char* scratch, size_t* got) const override {
-    SSDFEED_RETURN_IF_ERROR(env_->MaybeFail(FaultInjectionEnv::Op::kRead, path()));
-    return base_->Read(off, n, scratch, got);
-  }
-  Result<uint64_t> Size() const override { return base_->Size(); }
-  const std::string& path() const override { return base_->path(); }
-
- private:
-  FaultInjectionEnv* env_;
-  std::unique_ptr<RandomAccessFile> base_;
-};
-
-class FaultWritableFile final : public WritableFile {
- public:
-  FaultWritableFile(FaultInjectionEnv* env, std::unique_ptr<WritableFile> base)
-      : env_(env), base_(std::move(base)) {}
-  WritableFile* base() const { return base_.get(); }
-  Status Append(const void* data, size_t n) override {
-    env_->MaybeDelayWrite();
-    SSDFEED_RETURN_IF_ERROR(env_->MaybeFail(FaultInjectionEnv::Op::kWrite, path()));
-    return base_->Append(data, n);
-  }
-  Status WriteAt(uint64_t offset, const void* data, size_t n) override {
-    env_->MaybeDelayWrite();
-    SSDFEED_RETURN_IF_ERROR(env_->MaybeFail(FaultInjectionEnv::Op::kWrite, path()));
-    return base_->WriteAt(offset, data, n);
-  }
-  Status Sync() override {
-    SSDFEED_RETURN_IF_ERROR(env_->MaybeFail(FaultInjectionEnv::Op::kSync, path()));
-    uint64_t size = base_->Size();  // appends racing with the fsync may not be in it
-    SSDFEED_RETURN_IF_ERROR(base_->Sync());
-    env_->NoteSynced(path(), size);
-    return Status::OK();
-  }
-  Status Close() override { return base_->Close(); }
-  uint64_t Size() const override { return base_->Size(); }
-  const std::string& path() const override { return base_->path(); }
-
- private:
-  FaultInjectionEnv* env_;
-  std::unique_ptr<WritableFile> base_;
-};
-
-// The base Env's reads for a batch, its results copied back on Wait.
+// The base file's reads for a batch, its results copied back on Wait.
 class FaultReads final : public PendingReads {
  public:
   FaultReads(ReadRequest* outer, size_t n) : outer_(outer) {
@@ -69,7 +21,9 @@ class FaultReads final : public PendingReads {
     inner_.push_back(r);
     index_.push_back(i);
   }
-  void Start(Env* base) { pending_ = base->StartReads(inner_.data(), inner_.size()); }
+  void Start(const RandomAccessFile* base) {
+    pending_ = base->StartMultiRead(inner_.data(), inner_.size());
+  }
   void Wait() override {
     if (pending_ == nullptr) return;
     pending_->Wait();
@@ -87,49 +41,88 @@ class FaultReads final : public PendingReads {
   std::unique_ptr<PendingReads> pending_;
 };
 
-}  // namespace
-
-std::unique_ptr<PendingReads> FaultInjectionEnv::StartReads(ReadRequest* reqs, size_t n) {
-  auto reads = std::make_unique<FaultReads>(reqs, n);
-  for (size_t i = 0; i < n; ++i) {
-    auto* f = dynamic_cast<const FaultReadFile*>(reqs[i].file);
-    if (f == nullptr) {  // not ours: the base knows it, or reads it one by one
-      reads->Add(i, reqs[i].file);
-      continue;
-    }
-    Status s = MaybeFail(Op::kRead, f->path());
-    if (!s.ok()) {
-      reqs[i].got = 0;
-      reqs[i].status = s;
-      continue;
-    }
-    reads->Add(i, f->base());
+class FaultReadFile final : public RandomAccessFile {
+ public:
+  FaultReadFile(FaultInjectionEnv* env, std::unique_ptr<RandomAccessFile> base)
+      : env_(env), base_(std::move(base)) {}
+  Status Read(uint64_t off, size_t n, char* scratch, size_t* got) const override {
+    SSDFEED_RETURN_IF_ERROR(env_->MaybeFail(FaultInjectionEnv::Op::kRead, path()));
+    return base_->Read(off, n, scratch, got);
   }
-  reads->Start(base_);
-  return reads;
-}
+  // Each read may fail on its own (as its single Read would); the rest go
+  // to the base file as one batch, so its io_uring path is the one under test.
+  std::unique_ptr<PendingReads> StartMultiRead(ReadRequest* reqs, size_t n) const override {
+    auto reads = std::make_unique<FaultReads>(reqs, n);
+    for (size_t i = 0; i < n; ++i) {
+      Status s = env_->MaybeFail(FaultInjectionEnv::Op::kRead, path());
+      if (!s.ok()) {
+        reqs[i].got = 0;
+        reqs[i].status = s;
+        continue;
+      }
+      reads->Add(i, base_.get());
+    }
+    reads->Start(base_.get());
+    return reads;
+  }
+  Result<uint64_t> Size() const override { return base_->Size(); }
+  const std::string& path() const override { return base_->path(); }
 
-void FaultInjectionEnv::WriteMany(WriteRequest* reqs, size_t n) {
-  MaybeDelayWrite();
-  std::vector<WriteRequest> inner;
-  std::vector<size_t> index;
-  for (size_t i = 0; i < n; ++i) {
-    auto* f = dynamic_cast<FaultWritableFile*>(reqs[i].file);
-    WriteRequest w = reqs[i];
-    if (f != nullptr) {
-      Status s = MaybeFail(Op::kWrite, f->path());
+ private:
+  FaultInjectionEnv* env_;
+  std::unique_ptr<RandomAccessFile> base_;
+};
+
+class FaultWritableFile final : public WritableFile {
+ public:
+  FaultWritableFile(FaultInjectionEnv* env, std::unique_ptr<WritableFile> base)
+      : env_(env), base_(std::move(base)) {}
+  Status Append(const void* data, size_t n) override {
+    env_->MaybeDelayWrite();
+    SSDFEED_RETURN_IF_ERROR(env_->MaybeFail(FaultInjectionEnv::Op::kWrite, path()));
+    return base_->Append(data, n);
+  }
+  Status WriteAt(uint64_t offset, const void* data, size_t n) override {
+    env_->MaybeDelayWrite();
+    SSDFEED_RETURN_IF_ERROR(env_->MaybeFail(FaultInjectionEnv::Op::kWrite, path()));
+    return base_->WriteAt(offset, data, n);
+  }
+  // As StartMultiRead: one delay for the batch, each write may fail alone,
+  // the rest reach the base file together.
+  void MultiWrite(WriteRequest* reqs, size_t n) override {
+    env_->MaybeDelayWrite();
+    std::vector<WriteRequest> inner;
+    std::vector<size_t> index;
+    for (size_t i = 0; i < n; ++i) {
+      Status s = env_->MaybeFail(FaultInjectionEnv::Op::kWrite, path());
       if (!s.ok()) {
         reqs[i].status = s;
         continue;
       }
-      w.file = f->base();
+      inner.push_back(reqs[i]);
+      inner.back().file = base_.get();
+      index.push_back(i);
     }
-    inner.push_back(w);
-    index.push_back(i);
+    base_->MultiWrite(inner.data(), inner.size());
+    for (size_t j = 0; j < inner.size(); ++j) reqs[index[j]].status = inner[j].status;
   }
-  base_->WriteMany(inner.data(), inner.size());
-  for (size_t j = 0; j < inner.size(); ++j) reqs[index[j]].status = inner[j].status;
-}
+  Status Sync() override {
+    SSDFEED_RETURN_IF_ERROR(env_->MaybeFail(FaultInjectionEnv::Op::kSync, path()));
+    uint64_t size = base_->Size();  // appends racing with the fsync may not be in it
+    SSDFEED_RETURN_IF_ERROR(base_->Sync());
+    env_->NoteSynced(path(), size);
+    return Status::OK();
+  }
+  Status Close() override { return base_->Close(); }
+  uint64_t Size() const override { return base_->Size(); }
+  const std::string& path() const override { return base_->path(); }
+
+ private:
+  FaultInjectionEnv* env_;
+  std::unique_ptr<WritableFile> base_;
+};
+
+}  // namespace
 
 void FaultInjectionEnv::MaybeDelayWrite() {
   int64_t us = write_delay_us_.load();
@@ -334,31 +327,72 @@ Status FaultInjectionEnv::DropUnsyncedData() {
   return Status::OK();
 }
 
+namespace {
+
+// Passes every call to the file it wraps, noting each batch on the way.
+class RecordingReadFile final : public RandomAccessFile {
+ public:
+  RecordingReadFile(BatchRecordingEnv* env, std::unique_ptr<RandomAccessFile> base)
+      : env_(env), base_(std::move(base)) {}
+  Status Read(uint64_t off, size_t n, char* scratch, size_t* got) const override {
+    return base_->Read(off, n, scratch, got);
+  }
+  std::unique_ptr<PendingReads> StartMultiRead(ReadRequest* reqs, size_t n) const override {
+    env_->Note({false, n});
+    return base_->StartMultiRead(reqs, n);
+  }
+  Result<uint64_t> Size() const override { return base_->Size(); }
+  const std::string& path() const override { return base_->path(); }
+
+ private:
+  BatchRecordingEnv* env_;
+  std::unique_ptr<RandomAccessFile> base_;
+};
+
+class RecordingWritableFile final : public WritableFile {
+ public:
+  RecordingWritableFile(BatchRecordingEnv* env, std::unique_ptr<WritableFile> base)
+      : env_(env), base_(std::move(base)) {}
+  Status Append(const void* data, size_t n) override { return base_->Append(data, n); }
+  Status WriteAt(uint64_t offset, const void* data, size_t n) override {
+    return base_->WriteAt(offset, data, n);
+  }
+  void MultiWrite(WriteRequest* reqs, size_t n) override {
+    env_->Note({true, n});
+    base_->MultiWrite(reqs, n);
+  }
+  Status Sync() override { return base_->Sync(); }
+  Status Close() override { return base_->Close(); }
+  uint64_t Size() const override { return base_->Size(); }
+  const std::string& path() const override { return base_->path(); }
+
+ private:
+  BatchRecordingEnv* env_;
+  std::unique_ptr<WritableFile> base_;
+};
+
+}  // namespace
+
 std::vector<BatchRecordingEnv::Batch> BatchRecordingEnv::batches() const {
   std::lock_guard<std::mutex> l(mu_);
   return batches_;
 }
 
-std::unique_ptr<PendingReads> BatchRecordingEnv::StartReads(ReadRequest* reqs, size_t n) {
-  Batch b{false, n, false};
-  for (size_t i = 0; i < n; ++i)
-    b.wrapped_files = b.wrapped_files || dynamic_cast<const FaultReadFile*>(reqs[i].file);
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    batches_.push_back(b);
-  }
-  return target()->StartReads(reqs, n);
+void BatchRecordingEnv::Note(Batch b) {
+  std::lock_guard<std::mutex> l(mu_);
+  batches_.push_back(b);
 }
 
-void BatchRecordingEnv::WriteMany(WriteRequest* reqs, size_t n) {
-  Batch b{true, n, false};
-  for (size_t i = 0; i < n; ++i)
-    b.wrapped_files = b.wrapped_files || dynamic_cast<FaultWritableFile*>(reqs[i].file);
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    batches_.push_back(b);
-  }
-  target()->WriteMany(reqs, n);
+Result<std::unique_ptr<RandomAccessFile>> BatchRecordingEnv::NewRandomAccessFile(
+    const std::string& path, const RandomAccessFileOptions& o) {
+  SSDFEED_ASSIGN_OR_RETURN(auto f, target()->NewRandomAccessFile(path, o));
+  return std::unique_ptr<RandomAccessFile>(new RecordingReadFile(this, std::move(f)));
+}
+
+Result<std::unique_ptr<WritableFile>> BatchRecordingEnv::NewWritableFile(
+    const std::string& path, const WritableFileOptions& o) {
+  SSDFEED_ASSIGN_OR_RETURN(auto f, target()->NewWritableFile(path, o));
+  return std::unique_ptr<WritableFile>(new RecordingWritableFile(this, std::move(f)));
 }
 
 }  // namespace ssdfeed

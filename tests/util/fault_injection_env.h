@@ -42,7 +42,7 @@ class FaultInjectionEnv : public EnvWrapper {
   // Direct (O_DIRECT) writable files are refused with NotSupported, as on a
   // filesystem without O_DIRECT.
   void RefuseDirectWrites(bool on) { refuse_direct_ = on; }
-  // Every write call (WriteAt, Append, one WriteMany) first sleeps this
+  // Every write call (WriteAt, Append, one MultiWrite) first sleeps this
   // long, as a slow device would: writers then find several chunks queued.
   void DelayWrites(int64_t micros) { write_delay_us_ = micros; }
 
@@ -72,11 +72,6 @@ class FaultInjectionEnv : public EnvWrapper {
   Result<std::unique_ptr<MappedFile>> NewMappedFile(const std::string& p, uint64_t size,
                                                     const MappedFileOptions& o = {}) override;
   Status RemoveDirAndFiles(const std::string& d) override;
-  // Batches: each request may fail on its own (as its single call would);
-  // the rest go to the base Env as one batch of its own files, so its
-  // io_uring path is the one under test.
-  std::unique_ptr<PendingReads> StartReads(ReadRequest* reqs, size_t n) override;
-  void WriteMany(WriteRequest* reqs, size_t n) override;
 
   // Called by the wrapped files.
   Status MaybeFail(Op op, const std::string& path);
@@ -105,22 +100,24 @@ class FaultInjectionEnv : public EnvWrapper {
   std::map<std::string, bool> undurable_names_;  // path -> is_dir
 };
 
-// Records the batches of StartReads and WriteMany that reach it, and
-// whether any file in one was still a FaultInjectionEnv's wrapper, then
-// forwards them. Under a FaultInjectionEnv it shows the batches reach the
-// POSIX Env whole, with the files its io_uring path takes.
+// Wraps the files it opens to record each batch (StartMultiRead,
+// MultiWrite) that reaches them, then forwards it. Under a
+// FaultInjectionEnv it shows the batches reach the POSIX files whole, where
+// io_uring takes them.
 class BatchRecordingEnv : public EnvWrapper {
  public:
   explicit BatchRecordingEnv(Env* base) : EnvWrapper(base) {}
   struct Batch {
     bool write = false;
     size_t n = 0;
-    bool wrapped_files = false;
   };
   std::vector<Batch> batches() const;
+  void Note(Batch b);  // called by its files
 
-  std::unique_ptr<PendingReads> StartReads(ReadRequest* reqs, size_t n) override;
-  void WriteMany(WriteRequest* reqs, size_t n) override;
+  Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
+      const std::string& path, const RandomAccessFileOptions& o = {}) override;
+  Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path,
+                                                        const WritableFileOptions& o = {}) override;
 
  private:
   mutable std::mutex mu_;

@@ -1,0 +1,81 @@
+#include "pipeline/sample_renderer.h"
+
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "image/augment.h"
+
+namespace ssdfeed {
+
+SampleRenderer::SampleRenderer(const PrepareSpec& prepare, const AugmentSpec& augment,
+                               const OutputSpec& output, uint64_t seed)
+    : augment_(augment), output_(output), seed_(seed) {
+  SampleShape s = ServedSampleShape(prepare, augment);
+  channels_ = s.channels;
+  out_h_ = s.height;
+  out_w_ = s.width;
+  fixed_ = s.fixed();
+}
+
+size_t SampleRenderer::sample_bytes(int h, int w) const {
+  return static_cast<size_t>(h) * w * channels_ * DTypeSize(output_.dtype);
+}
+
+Status SampleRenderer::Render(const CachedSample& cs, uint64_t epoch, uint64_t id, BatchBuffer* buf,
+                              size_t pos, Image* staging, std::vector<uint8_t>* scratch) const {
+  buf->labels[pos] = cs.label;
+  // Either path sizes the batch by channels_: another count would overrun it.
+  if (cs.channels != channels_)
+    return Status::Corruption("prepared sample has " + std::to_string(cs.channels) +
+                              " channels, the batch " + std::to_string(channels_));
+  if (!fixed_) {  // served as prepared; shapes checked in RenderStaged
+    staging->Reset(cs.height, cs.width, cs.channels);
+    std::memcpy(staging->pixels.data(), cs.pixels, staging->bytes());
+    return Status::OK();
+  }
+  CropBox box{0, 0, cs.height, cs.width, false};
+  if (augment_.enabled) {
+    box = SampleCrop(augment_, cs.height, cs.width, AugmentKey(seed_, epoch, id));
+  } else if (cs.height != out_h_ || cs.width != out_w_) {
+    return Status::InvalidArgument("prepared size " + std::to_string(cs.height) + "x" +
+                                   std::to_string(cs.width) + " differs from the batch's");
+  }
+  return RenderSample({cs.pixels, cs.height, cs.width, cs.channels}, box, out_h_, out_w_, output_,
+                      buf->images.data() + pos * sample_bytes(), scratch);
+}
+
+Status SampleRenderer::RenderStaged(const std::vector<const Image*>& ims, BatchBuffer* buf,
+                                    int* out_h, int* out_w) const {
+  int h = ims.empty() ? 0 : ims[0]->height, w = ims.empty() ? 0 : ims[0]->width;
+  for (const Image* im : ims) {
+    if (im->height != h || im->width != w)
+      return Status::InvalidArgument(
+          "samples of unequal shape in one batch (" + std::to_string(h) + "x" + std::to_string(w) +
+          " and " + std::to_string(im->height) + "x" + std::to_string(im->width) +
+          "): set Prepare(resize=...) or center_crop, or an augment, or batch_size=1");
+  }
+  *out_h = h;
+  *out_w = w;
+  size_t sb = sample_bytes(h, w);
+  buf->images.resize(sb * ims.size());
+  std::vector<uint8_t> render;
+  for (size_t i = 0; i < ims.size(); ++i) {
+    PixelsView px{ims[i]->pixels.data(), ims[i]->height, ims[i]->width, ims[i]->channels};
+    SSDFEED_RETURN_IF_ERROR(
+        RenderSample(px, {0, 0, h, w, false}, h, w, output_, buf->images.data() + i * sb, &render));
+  }
+  return Status::OK();
+}
+
+void SampleRenderer::Fill(std::shared_ptr<BatchBuffer> buf, size_t n, int h, int w,
+                          Batch* out) const {
+  out->buffer = std::move(buf);
+  out->size = n;
+  out->dtype = output_.dtype;
+  bool nchw = output_.layout == Layout::kNCHW;
+  size_t H = static_cast<size_t>(h), W = static_cast<size_t>(w), C = static_cast<size_t>(channels_);
+  out->shape = nchw ? std::array<size_t, 4>{n, C, H, W} : std::array<size_t, 4>{n, H, W, C};
+}
+
+}  // namespace ssdfeed

@@ -1,0 +1,55 @@
+// Turns cached samples into a batch: each sample's augmentation (a crop
+// and flip keyed by (seed, epoch, id), so output never depends on workers
+// or timing), then the output dtype and layout. Errors do not name the
+// sample: the caller knows its source and adds that.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "ssdfeed/augment.h"
+#include "ssdfeed/cache.h"
+#include "ssdfeed/image.h"
+#include "ssdfeed/loader.h"
+#include "ssdfeed/status.h"
+
+namespace ssdfeed {
+
+class SampleRenderer {
+ public:
+  SampleRenderer(const PrepareSpec& prepare, const AugmentSpec& augment, const OutputSpec& output,
+                 uint64_t seed);
+
+  // Every sample comes out height() x width(); else each keeps its
+  // prepared shape and a batch is rendered whole by RenderStaged.
+  bool fixed() const { return fixed_; }
+  int height() const { return out_h_; }
+  int width() const { return out_w_; }
+  int channels() const { return channels_; }
+  size_t sample_bytes(int h, int w) const;
+  size_t sample_bytes() const { return sample_bytes(out_h_, out_w_); }
+
+  // Sample id of epoch, read from the cache as cs, into position pos of
+  // buf: rendered there with a fixed shape, else copied into *staging.
+  Status Render(const CachedSample& cs, uint64_t epoch, uint64_t id, BatchBuffer* buf, size_t pos,
+                Image* staging, std::vector<uint8_t>* scratch) const;
+
+  // Without a fixed shape: the staged samples of one batch must agree;
+  // renders them (dtype, layout) into buf and gives their shape.
+  Status RenderStaged(const std::vector<const Image*>& ims, BatchBuffer* buf, int* out_h,
+                      int* out_w) const;
+
+  // Hands n samples of h x w in buf out as a batch, in the output layout.
+  void Fill(std::shared_ptr<BatchBuffer> buf, size_t n, int h, int w, Batch* out) const;
+
+ private:
+  AugmentSpec augment_;
+  OutputSpec output_;
+  uint64_t seed_;
+  int out_h_ = 0, out_w_ = 0, channels_ = 3;
+  bool fixed_ = false;
+};
+
+}  // namespace ssdfeed
