@@ -108,7 +108,11 @@ Status DirectChunkWriter::Add(const cf::IndexEntry& ie, const char* hdr, const u
   return Status::OK();
 }
 
-// A record that does not fit in the segment starts the next one. The old
+// A record that does not fit in the segment starts the next one. Whether it
+// pays the new segment's 4 KiB padding was decided by SegmentWriter's
+// StartsSegment before this Add, outside this lock: two Puts racing for a
+// segment's last bytes can both pay it, or neither, so the files may stray
+// from what was reserved by 4 KiB per racing writer per 1 GiB segment. The old
 // segment's last chunk carries no block into the next; the writer thread
 // closes the old files when it reaches the new segment.
 void DirectChunkWriter::RollIfFullLocked(uint64_t rec_len) {
@@ -138,8 +142,7 @@ Status DirectChunkWriter::StageLocked(const cf::IndexEntry& entry, uint64_t char
     CondWait(&done_cv_, &mu_);
     if (!error_.ok()) return Status::NoSpace(error_.message());
     // Others' records staged meanwhile may leave this one no room in the
-    // segment. (Its padding is then not reserved: 4 KiB over, at most, for
-    // a roll-over that needs two Adds to race for the last bytes.)
+    // segment.
     RollIfFullLocked(rec_len);
   }
   cf::IndexEntry ie = entry;

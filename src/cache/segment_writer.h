@@ -93,9 +93,10 @@ class SegmentWriter {
   const std::function<bool(uint64_t)> want_direct_;
   const std::function<void(uint64_t)> release_claim_;
 
-  // The policy's state. Taken before the sink's mutexes: Put calls the sink
-  // after letting go of it, and the sink reports failures through a hook
-  // that takes it.
+  // The policy's state. Taken before the sink's mutexes: Put asks a direct
+  // sink whether a record starts a segment while holding it (never the other
+  // way round), calls the sink's Add after letting go of it, and the sink
+  // reports failures through a hook that takes it with no sink lock held.
   mutable Mutex mu_;
   std::unique_ptr<Capacity> capacity_ GUARDED_BY(mu_);
   uint64_t reserved_left_ GUARDED_BY(mu_) = 0;
