@@ -192,18 +192,16 @@ TEST(CacheDirect, FlippedByteIsDetectedThroughTheDirectPath) {
 TEST(CacheDirect, LoaderServesTheSameBatchesDirect) {
   test::TempDir root;
   if (!DirectWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
-  MakeDatasetOptions mo;
-  mo.dir = JoinPath(root.path(), "data");
-  mo.format = "tfrecord";
-  mo.count = 60;
-  mo.classes = 3;
-  mo.min_side = 60;
-  mo.max_side = 100;
-  MakeDatasetReport mr;
-  ASSERT_TRUE(MakeDataset(mo, &mr).ok());
+  const std::string data_uri = test::MakeTestDataset({.dir = JoinPath(root.path(), "data"),
+                                                      .format = "tfrecord",
+                                                      .count = 60,
+                                                      .classes = 3,
+                                                      .min_side = 60,
+                                                      .max_side = 100});
+  ASSERT_FALSE(data_uri.empty());
   auto epochs = [&](WarmRead mode, uint64_t* direct) {
     LoaderOptions o;
-    o.source = mr.uri;
+    o.source = data_uri;
     o.prepare.resize_short = 48;
     o.augment.enabled = true;
     o.augment.height = o.augment.width = 32;

@@ -56,16 +56,12 @@ struct Fixture {
   std::string uri;
   PrepareSpec spec;
   Fixture() {
-    MakeDatasetOptions o;
-    o.dir = dir.Sub("data");
-    o.format = "tfrecord";
-    o.count = 240;
-    o.shard_size = 60;
-    o.min_side = 64;
-    o.max_side = 120;
-    MakeDatasetReport r;
-    EXPECT_TRUE(MakeDataset(o, &r).ok());
-    uri = r.uri;
+    uri = test::MakeTestDataset({.dir = dir.Sub("data"),
+                                 .format = "tfrecord",
+                                 .count = 240,
+                                 .shard_size = 60,
+                                 .min_side = 64,
+                                 .max_side = 120});
     spec.resize_short = 48;
   }
   std::vector<std::string> WarmArgs(const std::string& cache) const {

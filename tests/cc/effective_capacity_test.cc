@@ -39,21 +39,15 @@ struct WarmedRoot {
   FixedSpaceEnv env;
   CacheOptions cache;
   WarmedRoot() {
-    MakeDatasetOptions m;
-    m.dir = dir.Sub("data");
-    m.count = 12;
-    m.min_side = 16;
-    m.max_side = 24;
-    m.threads = 1;
-    MakeDatasetReport rep;
-    EXPECT_TRUE(MakeDataset(m, &rep).ok());
+    const std::string data_uri = test::MakeTestDataset(
+        {.dir = dir.Sub("data"), .count = 12, .min_side = 16, .max_side = 24, .threads = 1});
     cache.root = dir.Sub("cache");
     cache.env = &env;
     WarmOptions o;
     o.cache = cache;
     o.workers = 1;
     WarmResult r;
-    EXPECT_TRUE(Warm(rep.uri, o, &r).ok());
+    EXPECT_TRUE(Warm(data_uri, o, &r).ok());
   }
 };
 

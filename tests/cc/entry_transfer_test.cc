@@ -527,15 +527,8 @@ struct CliFixture {
   test::TempDir dir;
   std::string uri;
   CliFixture() {
-    MakeDatasetOptions o;
-    o.dir = dir.Sub("data");
-    o.format = "folder";
-    o.count = 40;
-    o.min_side = 40;
-    o.max_side = 80;
-    MakeDatasetReport r;
-    EXPECT_TRUE(MakeDataset(o, &r).ok());
-    uri = r.uri;
+    uri = test::MakeTestDataset(
+        {.dir = dir.Sub("data"), .format = "folder", .count = 40, .min_side = 40, .max_side = 80});
   }
   std::string Cli() const { return test::CliPath(); }
   std::string Warm(const std::string& cache, const std::string& source,
@@ -594,14 +587,9 @@ TEST(EntryTransferCli, SourceRootRebindsToTheNodesCopy) {
   EXPECT_NE(out.find("--source-root"), std::string::npos) << out;
   EXPECT_EQ(Children(b + "/entries"), 0u);
   // Another dataset of as many samples at that path: refused, named.
-  MakeDatasetOptions other;
-  other.dir = f.dir.Sub("other");
-  other.count = 40;
-  other.min_side = 40;
-  other.max_side = 80;
-  other.seed = 7;
-  MakeDatasetReport rep;
-  ASSERT_TRUE(MakeDataset(other, &rep).ok());
+  const std::string data_uri = test::MakeTestDataset(
+      {.dir = f.dir.Sub("other"), .count = 40, .seed = 7, .min_side = 40, .max_side = 80});
+  ASSERT_FALSE(data_uri.empty());
   EXPECT_EQ(test::RunCommand(f.Cli() + " cache import " + stream + " --source-root " +
                                  f.dir.Sub("data") + "=" + f.dir.Sub("other") + " --cache " + b,
                              &out),
@@ -648,18 +636,13 @@ TEST(EntryTransferCli, CheckOriginComparesIdsAForgerCannotPredict) {
   // 40 ids evenly spaced (every 2nd) the forgery passed; 16 random ones all
   // even has odds of 8e-8.
   CliFixture f;
-  MakeDatasetOptions other;
-  other.dir = f.dir.Sub("other");
-  other.count = 40;
-  other.min_side = 40;
-  other.max_side = 80;
-  other.seed = 7;
-  MakeDatasetReport rep;
-  ASSERT_TRUE(MakeDataset(other, &rep).ok());
+  const std::string data_uri = test::MakeTestDataset(
+      {.dir = f.dir.Sub("other"), .count = 40, .seed = 7, .min_side = 40, .max_side = 80});
+  ASSERT_FALSE(data_uri.empty());
   Members streams[2];
   for (int i = 0; i < 2; ++i) {
     std::string cache = f.dir.Sub("c" + std::to_string(i)), out;
-    ASSERT_EQ(test::RunCommand(f.Warm(cache, i == 0 ? f.uri : rep.uri)), 0);
+    ASSERT_EQ(test::RunCommand(f.Warm(cache, i == 0 ? f.uri : data_uri)), 0);
     ASSERT_EQ(test::RunCommand(f.Cli() + " cache ls --json --cache " + cache, &out), 0);
     std::string entry = nlohmann::json::parse(out)[0]["entry"], s = f.dir.Sub("s.tar");
     ASSERT_EQ(test::RunCommand(f.Cli() + " cache export " + entry + " --to " + s + " --cache " +

@@ -242,16 +242,13 @@ struct Dataset {
   CacheOptions cache;
 
   Dataset() {
-    MakeDatasetOptions mo;
-    mo.dir = dir.Sub("ds");
-    mo.format = "folder";
-    mo.count = 6;
-    mo.classes = 2;
-    mo.min_side = 32;
-    mo.max_side = 48;
-    MakeDatasetReport mr;
-    EXPECT_TRUE(MakeDataset(mo, &mr).ok());
-    source = std::move(OpenSource(mr.uri).value());
+    const std::string data_uri = test::MakeTestDataset({.dir = dir.Sub("ds"),
+                                                        .format = "folder",
+                                                        .count = 6,
+                                                        .classes = 2,
+                                                        .min_side = 32,
+                                                        .max_side = 48});
+    source = std::move(OpenSource(data_uri).value());
     spec.resize_short = 16;
     cache.root = dir.Sub("cache");
   }

@@ -43,18 +43,14 @@ struct Data {
   test::TempDir dir;
   std::string uri;
   explicit Data(size_t n = 60, double corrupt = 0) {
-    MakeDatasetOptions o;
-    o.dir = dir.Sub("data");
-    o.format = "tfrecord";
-    o.count = n;
-    o.classes = 5;
-    o.shard_size = 25;
-    o.min_side = 60;
-    o.max_side = 100;
-    o.corrupt = corrupt;
-    MakeDatasetReport r;
-    EXPECT_TRUE(MakeDataset(o, &r).ok());
-    uri = r.uri;
+    uri = test::MakeTestDataset({.dir = dir.Sub("data"),
+                                 .format = "tfrecord",
+                                 .count = n,
+                                 .classes = 5,
+                                 .corrupt = corrupt,
+                                 .shard_size = 25,
+                                 .min_side = 60,
+                                 .max_side = 100});
   }
   LoaderOptions Opts() const {
     LoaderOptions o;

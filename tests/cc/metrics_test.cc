@@ -340,16 +340,11 @@ TEST(Metrics, ServesTheRootOverHttpAndAPortInUseIsAnError) {
 
 TEST(Metrics, LoaderStatsAndTheStatsFileAgree) {
   test::TempDir d;
-  MakeDatasetOptions mo;
-  mo.dir = d.Sub("data");
-  mo.format = "tfrecord";
-  mo.count = 30;
-  mo.min_side = 40;
-  mo.max_side = 60;
-  MakeDatasetReport r;
-  ASSERT_TRUE(MakeDataset(mo, &r).ok());
+  const std::string data_uri = test::MakeTestDataset(
+      {.dir = d.Sub("data"), .format = "tfrecord", .count = 30, .min_side = 40, .max_side = 60});
+  ASSERT_FALSE(data_uri.empty());
   LoaderOptions o;
-  o.source = r.uri;
+  o.source = data_uri;
   o.prepare.resize_short = 32;
   o.augment.enabled = true;
   o.augment.height = o.augment.width = 24;
@@ -393,16 +388,11 @@ namespace {
 
 TEST(Metrics, AdmissionStoppedByCapacityIsExportedWithItsReason) {
   test::TempDir d;
-  MakeDatasetOptions mo;
-  mo.dir = d.Sub("data");
-  mo.format = "tfrecord";
-  mo.count = 40;
-  mo.min_side = 40;
-  mo.max_side = 60;
-  MakeDatasetReport r;
-  ASSERT_TRUE(MakeDataset(mo, &r).ok());
+  const std::string data_uri = test::MakeTestDataset(
+      {.dir = d.Sub("data"), .format = "tfrecord", .count = 40, .min_side = 40, .max_side = 60});
+  ASSERT_FALSE(data_uri.empty());
   LoaderOptions o;
-  o.source = r.uri;
+  o.source = data_uri;
   o.prepare.resize_h = o.prepare.resize_w = 32;
   o.batch_size = 8;
   o.workers = 1;

@@ -22,17 +22,14 @@ struct Filled {
 
 // A folder dataset of n images, every sample prepared into a fresh entry.
 Filled MakeFilled(const test::TempDir& dir, size_t n) {
-  MakeDatasetOptions mo;
-  mo.dir = dir.Sub("ds");
-  mo.format = "folder";
-  mo.count = n;
-  mo.classes = 3;
-  mo.min_side = 40;
-  mo.max_side = 80;
-  MakeDatasetReport mr;
-  EXPECT_TRUE(MakeDataset(mo, &mr).ok());
+  const std::string data_uri = test::MakeTestDataset({.dir = dir.Sub("ds"),
+                                                      .format = "folder",
+                                                      .count = n,
+                                                      .classes = 3,
+                                                      .min_side = 40,
+                                                      .max_side = 80});
   Filled f;
-  f.source = std::move(OpenSource(mr.uri).value());
+  f.source = std::move(OpenSource(data_uri).value());
   f.spec.resize_short = 16;
   CacheOptions co;
   co.root = dir.Sub("cache");
@@ -82,15 +79,10 @@ TEST(OriginCheck, RewrittenImageIsNamed) {
 TEST(OriginCheck, OtherSampleCountIsRefused) {
   test::TempDir dir;
   Filled f = MakeFilled(dir, 6);
-  MakeDatasetOptions mo;
-  mo.dir = dir.Sub("other");
-  mo.format = "folder";
-  mo.count = 4;
-  mo.min_side = 40;
-  mo.max_side = 80;
-  MakeDatasetReport mr;
-  ASSERT_TRUE(MakeDataset(mo, &mr).ok());
-  auto other = OpenSource(mr.uri);
+  const std::string data_uri = test::MakeTestDataset(
+      {.dir = dir.Sub("other"), .format = "folder", .count = 4, .min_side = 40, .max_side = 80});
+  ASSERT_FALSE(data_uri.empty());
+  auto other = OpenSource(data_uri);
   ASSERT_TRUE(other.ok());
   OriginCheckReport r;
   Status s = CompareWithOrigin(**other, f.spec, f.entry.get(), 2, &r);

@@ -383,19 +383,14 @@ TEST(RootConfinementCli, AnEntryPlantedInAStickyRootIsNotServedToAnotherUser) {
   if (auto why = CannotRunAsOtherUids(); !why.empty()) GTEST_SKIP() << why;
   test::TempDir tmp;
   ASSERT_EQ(::chmod(tmp.path().c_str(), 0711), 0);
-  MakeDatasetOptions d;
-  d.dir = tmp.Sub("data");
-  d.format = "folder";
-  d.count = 16;
-  d.min_side = 40;
-  d.max_side = 60;
-  MakeDatasetReport r;
-  ASSERT_TRUE(MakeDataset(d, &r).ok());
-  ASSERT_EQ(test::RunCommand("chmod -R a+rX " + d.dir), 0);
+  const std::string data_uri = test::MakeTestDataset(
+      {.dir = tmp.Sub("data"), .format = "folder", .count = 16, .min_side = 40, .max_side = 60});
+  ASSERT_FALSE(data_uri.empty());
+  ASSERT_EQ(test::RunCommand("chmod -R a+rX " + tmp.Sub("data")), 0);
   std::string root = tmp.Sub("shared");
   ASSERT_EQ(::mkdir(root.c_str(), 0700), 0);
   ASSERT_EQ(::chmod(root.c_str(), 01777), 0);  // as /tmp
-  std::string warm = test::CliPath() + " warm --source " + r.uri + " --cache " + root +
+  std::string warm = test::CliPath() + " warm --source " + data_uri + " --cache " + root +
                      " --resize-short 32 --json --quiet --workers 1";
   std::string out;
   // The attacker fills an entry under the victim's fingerprint (they can

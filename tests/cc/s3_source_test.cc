@@ -127,17 +127,16 @@ class S3SourceTest : public ::testing::Test {
 
 TEST_F(S3SourceTest, ShardsReadFromManyThreadsMatchTheLocalCopy) {
   for (std::string format : {"tfrecord", "tar"}) {
-    MakeDatasetOptions o;
-    o.dir = tmp_.Sub(format);
-    o.format = format;
-    o.count = 30;
-    o.classes = 3;
-    o.shard_size = 8;
-    o.min_side = o.max_side = 32;
-    MakeDatasetReport rep;
-    ASSERT_TRUE(MakeDataset(o, &rep).ok());
-    Upload(o.dir, format + "/");
-    auto local = OpenSource(rep.uri);
+    const std::string data_uri = test::MakeTestDataset({.dir = tmp_.Sub(format),
+                                                        .format = format,
+                                                        .count = 30,
+                                                        .classes = 3,
+                                                        .shard_size = 8,
+                                                        .min_side = 32,
+                                                        .max_side = 32});
+    ASSERT_FALSE(data_uri.empty());
+    Upload(tmp_.Sub(format), format + "/");
+    auto local = OpenSource(data_uri);
     auto remote = OpenSource(format + ":s3://bkt/" + format + "/*." + format);
     ASSERT_TRUE(local.ok() && remote.ok()) << remote.status().message();
     ASSERT_EQ((*remote)->size(), (*local)->size());

@@ -85,17 +85,13 @@ struct Data {
   test::TempDir dir;
   std::string uri;
   Data() {
-    MakeDatasetOptions o;
-    o.dir = dir.Sub("data");
-    o.format = "tfrecord";
-    o.count = 40;
-    o.classes = 4;
-    o.shard_size = 20;
-    o.min_side = 40;
-    o.max_side = 60;
-    MakeDatasetReport r;
-    EXPECT_TRUE(MakeDataset(o, &r).ok());
-    uri = r.uri;
+    uri = test::MakeTestDataset({.dir = dir.Sub("data"),
+                                 .format = "tfrecord",
+                                 .count = 40,
+                                 .classes = 4,
+                                 .shard_size = 20,
+                                 .min_side = 40,
+                                 .max_side = 60});
   }
 };
 

@@ -1,5 +1,6 @@
 #include "test_util.h"
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -19,6 +20,14 @@ TempDir::TempDir(const char* base_dir) {
 TempDir::~TempDir() {
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
+}
+
+std::string MakeTestDataset(const MakeDatasetOptions& o) {
+  MakeDatasetReport r;
+  Status s = MakeDataset(o, &r);
+  if (s.ok()) return r.uri;
+  ADD_FAILURE() << "cannot make the test dataset in " << o.dir << ": " << s.message();
+  return "";
 }
 
 int RunCommand(const std::string& cmd, std::string* out) {

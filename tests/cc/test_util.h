@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "ssdfeed/dataset.h"
+
 namespace ssdfeed::test {
 
 // A fresh directory under $TMPDIR, removed (recursively) when destroyed.
@@ -22,6 +24,12 @@ class TempDir {
 // A memory filesystem (fsync costs nothing) when the machine has one: for
 // tests of logic over thousands of opens, not of durability.
 inline const char* FastTmp() { return ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : nullptr; }
+
+// The generated dataset a test reads, from options written in one line
+// (`{.dir = d.Sub("data"), .format = "tfrecord", .count = 40}`). Returns its
+// source URI; when it cannot be made, the calling test fails, naming the
+// directory and why, and "" comes back.
+std::string MakeTestDataset(const MakeDatasetOptions& o);
 
 // Runs a shell command, returns its exit status; output into *out if given.
 int RunCommand(const std::string& cmd, std::string* out = nullptr);

@@ -20,17 +20,13 @@ struct WarmFixture {
   WarmOptions opts;
 
   explicit WarmFixture(double corrupt = 0) {
-    MakeDatasetOptions m;
-    m.dir = dir.Sub("data");
-    m.count = 24;
-    m.classes = 3;
-    m.min_side = 16;
-    m.max_side = 24;
-    m.corrupt = corrupt;
-    m.threads = 1;
-    MakeDatasetReport rep;
-    EXPECT_TRUE(MakeDataset(m, &rep).ok());
-    uri = rep.uri;
+    uri = test::MakeTestDataset({.dir = dir.Sub("data"),
+                                 .count = 24,
+                                 .classes = 3,
+                                 .corrupt = corrupt,
+                                 .min_side = 16,
+                                 .max_side = 24,
+                                 .threads = 1});
     opts.cache.root = dir.Sub("cache");
     opts.workers = 2;
   }
