@@ -123,7 +123,7 @@ tsan: deps
 	  -DSSDFEED_BUILD_BENCH=OFF >/dev/null
 	cmake --build build-tsan -j $(JOBS)
 	TSAN_OPTIONS="halt_on_error=1 report_mutex_bugs=0 suppressions=$(CURDIR)/tests/tsan.supp" \
-	  build-tsan/tests/cc/ssdfeed_tests --gtest_filter='Loader*:Cache.*:CacheDirect*:CacheCapacity*:CacheProcess*:SharedNode*:Metrics*:EpochOrder*:S3Source*'
+	  build-tsan/tests/cc/ssdfeed_tests --gtest_filter='Loader*:Cache.*:CacheDirect*:CacheCapacity*:CacheProcess*:SharedNode*:Metrics*:EpochOrder*:S3Source*:BatchRing*:SegmentWriter*:BufferedAppender*:DirectChunkWriter*:Claims*:Capacity*:EpochState*:Warm*'
 
 # Only the fuzzers (and the CLI that makes their seeds) when run alone; after
 # `make asan` nothing is left to build.
