@@ -27,15 +27,6 @@ CacheOptions DirectOpts(const std::string& root) {
   return o;
 }
 
-// The temp dir's filesystem takes O_DIRECT (tmpfs does not).
-bool DirectWorks(const std::string& dir) {
-  std::string p = JoinPath(dir, "probe");
-  std::ofstream(p) << "x";
-  RandomAccessFileOptions o;
-  o.direct = true;
-  return Env::Default()->NewRandomAccessFile(p, o).ok();
-}
-
 std::string OnlyDat(const std::string& dir) {
   std::vector<std::string> names;
   EXPECT_TRUE(Env::Default()->GetChildren(dir, &names).ok());
@@ -56,7 +47,7 @@ bool SameAsFake(uint64_t id, const CacheRead& r) {
 // end of the file come back short, and every byte lands where it belongs.
 TEST(CacheDirect, StartReadsKeepsSeveralBatchesApart) {
   test::TempDir root;
-  if (!DirectWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
+  if (!test::DirectIoWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
   std::string path = JoinPath(root.path(), "f");
   const size_t kSize = 64 * 4096 + 100;  // the last block is partial
   std::string data(kSize, '\0');
@@ -91,7 +82,7 @@ TEST(CacheDirect, StartReadsKeepsSeveralBatchesApart) {
 
 TEST(CacheDirect, GetManyReadsEveryRecordDirect) {
   test::TempDir root;
-  if (!DirectWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
+  if (!test::DirectIoWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
   auto e = CacheEntry::Open(DirectOpts(root.path()), FakeKey(40));
   ASSERT_TRUE(e.ok()) << e.status().ToString();
   ASSERT_TRUE((*e)->direct_reads());
@@ -114,7 +105,7 @@ TEST(CacheDirect, GetManyReadsEveryRecordDirect) {
 // once the device answers), and every other one comes back intact.
 TEST(CacheDirect, ReadErrorInABatchFailsOnlyItsRecord) {
   test::TempDir root;
-  if (!DirectWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
+  if (!test::DirectIoWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
   BatchRecordingEnv rec(Env::Default());
   FaultInjectionEnv env(&rec);
   CacheOptions o = DirectOpts(root.path());
@@ -152,7 +143,7 @@ TEST(CacheDirect, ReadErrorInABatchFailsOnlyItsRecord) {
 
 TEST(CacheDirect, FlippedByteIsDetectedThroughTheDirectPath) {
   test::TempDir root;
-  if (!DirectWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
+  if (!test::DirectIoWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
   std::string dat;
   {
     CacheOptions o = DirectOpts(root.path());
@@ -191,7 +182,7 @@ TEST(CacheDirect, FlippedByteIsDetectedThroughTheDirectPath) {
 // pixels as through the page cache.
 TEST(CacheDirect, LoaderServesTheSameBatchesDirect) {
   test::TempDir root;
-  if (!DirectWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
+  if (!test::DirectIoWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
   const std::string data_uri = test::MakeTestDataset({.dir = JoinPath(root.path(), "data"),
                                                       .format = "tfrecord",
                                                       .count = 60,

@@ -34,14 +34,6 @@ CacheOptions Opts(const std::string& root, FillWrite mode = FillWrite::kDirect,
   return o;
 }
 
-bool DirectWorks(const std::string& dir) {
-  std::string p = JoinPath(dir, "probe");
-  std::ofstream(p) << "x";
-  WritableFileOptions o;
-  o.direct = true;
-  return Env::Default()->NewWritableFile(p, o).ok();
-}
-
 // Sample id's pixels: sizes from 1 KiB to about 400 KiB, so records end at
 // every kind of place in a 1 MiB chunk and some span two.
 std::vector<uint8_t> Pixels(uint64_t id, int* h, int* w) {
@@ -110,7 +102,7 @@ constexpr uint64_t kN = 48;
 
 TEST(CacheDirectWrite, RecordsAcrossChunksReadBackBeforeAndAfterReopen) {
   test::TempDir root;
-  if (!DirectWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
+  if (!test::DirectIoWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
   uint64_t bytes = 0;
   {
     auto e = CacheEntry::Open(Opts(root.path()), FakeKey(kN));
@@ -140,7 +132,7 @@ TEST(CacheDirectWrite, RecordsAcrossChunksReadBackBeforeAndAfterReopen) {
 // writer has written and indexed it, never a staged one half there.
 TEST(CacheDirectWrite, AnotherReaderSeesOnlyWrittenRecords) {
   test::TempDir root;
-  if (!DirectWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
+  if (!test::DirectIoWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
   auto w = CacheEntry::Open(Opts(root.path()), FakeKey(kN));
   auto r = CacheEntry::Open(Opts(root.path(), FillWrite::kBuffered), FakeKey(kN));
   ASSERT_TRUE(w.ok() && r.ok());
@@ -159,7 +151,7 @@ TEST(CacheDirectWrite, AnotherReaderSeesOnlyWrittenRecords) {
 // claim is released, without waiting for the chunk to fill.
 TEST(CacheDirectWrite, AStagedRecordIsWrittenWithoutAFlush) {
   test::TempDir root;
-  if (!DirectWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
+  if (!test::DirectIoWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
   auto w = CacheEntry::Open(Opts(root.path()), FakeKey(kN));
   auto r = CacheEntry::Open(Opts(root.path(), FillWrite::kBuffered), FakeKey(kN));
   ASSERT_TRUE(w.ok() && r.ok());
@@ -183,7 +175,7 @@ TEST(CacheDirectWrite, AStagedRecordIsWrittenWithoutAFlush) {
 
 TEST(CacheDirectWrite, SegmentsRollOverWithoutPadding) {
   test::TempDir root;
-  if (!DirectWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
+  if (!test::DirectIoWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
   CacheOptions o = Opts(root.path());
   o.segment_bytes = 3 << 20;  // several segments of a few records
   uint64_t bytes = 0;
@@ -207,7 +199,7 @@ TEST(CacheDirectWrite, SegmentsRollOverWithoutPadding) {
 // over, writes that block again with its own records after the old ones.
 TEST(CacheDirectWrite, TakesOverAnUnalignedSegmentEnd) {
   test::TempDir root;
-  if (!DirectWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
+  if (!test::DirectIoWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
   {
     auto e = CacheEntry::Open(Opts(root.path(), FillWrite::kBuffered), FakeKey(kN));
     ASSERT_TRUE(e.ok());
@@ -232,7 +224,7 @@ TEST(CacheDirectWrite, TakesOverAnUnalignedSegmentEnd) {
 // (the disk freed) completes the entry.
 TEST(CacheDirectWrite, FailedWriteStopsAdmissionKeepsIndexedRecords) {
   test::TempDir root;
-  if (!DirectWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
+  if (!test::DirectIoWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
   FaultInjectionEnv env(Env::Default());
   {
     auto e = CacheEntry::Open(Opts(root.path(), FillWrite::kDirect, &env), FakeKey(kN));
@@ -272,7 +264,7 @@ TEST(CacheDirectWrite, FailedWriteStopsAdmissionKeepsIndexedRecords) {
 // before, and a later fill completes the entry.
 TEST(CacheDirectWrite, FailedWriteInsideABatchKeepsOnlyIntactRecords) {
   test::TempDir root;
-  if (!DirectWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
+  if (!test::DirectIoWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
   BatchRecordingEnv rec(Env::Default());
   FaultInjectionEnv env(&rec);
   env.DelayWrites(30000);
@@ -314,7 +306,7 @@ TEST(CacheDirectWrite, FailedWriteInsideABatchKeepsOnlyIntactRecords) {
 // fills to completion.
 TEST(CacheDirectWrite, PowerCutAtEverySyncPointLeavesIntactRecords) {
   test::TempDir probe;
-  if (!DirectWorks(probe.path())) GTEST_SKIP() << probe.path() << " refuses O_DIRECT";
+  if (!test::DirectIoWorks(probe.path())) GTEST_SKIP() << probe.path() << " refuses O_DIRECT";
   for (int k = 0; k <= 6; ++k) {
     test::TempDir root;
     FaultInjectionEnv env(Env::Default());
@@ -358,7 +350,7 @@ TEST(CacheDirectWrite, FallsBackToBufferedWhereDirectIsRefused) {
 // the probe write at open finds out, and the fill writes buffered.
 TEST(CacheDirectWrite, FallsBackWhenTheFirstDirectWriteIsRefused) {
   test::TempDir root;
-  if (!DirectWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
+  if (!test::DirectIoWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
   FaultInjectionEnv env(Env::Default());
   env.FailAfter(Op::kWrite, 0, 1, Status::NotSupported("O_DIRECT writes refused"), ".dat");
   {
@@ -380,7 +372,7 @@ TEST(CacheDirectWrite, FallsBackWhenTheFirstDirectWriteIsRefused) {
 // one fails alone), and the file's size follows the furthest.
 TEST(CacheDirectWrite, WriteManyPutsEveryBlockInPlace) {
   test::TempDir root;
-  if (!DirectWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
+  if (!test::DirectIoWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
   Env* env = Env::Default();
   WritableFileOptions o;
   o.direct = true;
@@ -414,7 +406,7 @@ TEST(CacheDirectWrite, WriteManyPutsEveryBlockInPlace) {
 // what is indexed: every record is intact, then and after reopening.
 TEST(CacheDirectWrite, ConcurrentPutsFromManyThreads) {
   test::TempDir root;
-  if (!DirectWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
+  if (!test::DirectIoWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
   constexpr uint64_t kMany = 400;
   CacheOptions o = Opts(root.path());
   o.segment_bytes = 16 << 20;  // a few roll-overs too

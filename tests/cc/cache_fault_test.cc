@@ -246,23 +246,13 @@ TEST(CacheCapacity, ConcurrentFillsStayUnderCapacitySampledContinuously) {
   EXPECT_GT(max_seen.load(), o.capacity_bytes / 2) << "capacity was barely used";
 }
 
-bool DirectWorks(const std::string& dir) {
-  std::string p = JoinPath(dir, "probe");
-  std::ofstream(p) << "x";
-  WritableFileOptions o;
-  o.direct = true;
-  bool ok = Env::Default()->NewWritableFile(p, o).ok();
-  ::unlink(p.c_str());
-  return ok;
-}
-
 // A direct fill on a device slower than its puts: the staged chunks (up to
 // 8 MiB) are on no disk yet when the writer renews its reservation, so they
 // must stay charged, or their room is granted again. Sampled under the
 // capacity lock, and once more when everything is written.
 TEST(CacheCapacity, DirectFillOnASlowDeviceStaysUnderCapacity) {
   test::TempDir root;
-  if (!DirectWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
+  if (!test::DirectIoWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
   FaultInjectionEnv env(Env::Default());
   env.DelayWrites(20000);  // 20 ms a write: several chunks queue up
   CacheOptions o = Opts(root.path(), &env);

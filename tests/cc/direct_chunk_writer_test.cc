@@ -20,16 +20,8 @@ using test::MakeRecord;
 using test::SinkRig;
 using test::TestRecord;
 
-bool DirectWorks(const std::string& dir) {
-  std::string p = JoinPath(dir, "probe");
-  std::ofstream(p) << "x";
-  WritableFileOptions o;
-  o.direct = true;
-  return Env::Default()->NewWritableFile(p, o).ok();
-}
-
-#define SKIP_WITHOUT_DIRECT(rig)    \
-  if (!DirectWorks((rig).Path(""))) \
+#define SKIP_WITHOUT_DIRECT(rig)            \
+  if (!test::DirectIoWorks((rig).Path(""))) \
   GTEST_SKIP() << (rig).Path("") << " refuses O_DIRECT (tmpfs?): set TMPDIR to a disk"
 
 std::unique_ptr<DirectChunkWriter> Make(SinkRig* rig, SinkOptions o) {

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "ssdfeed/env.h"
+
 namespace ssdfeed::test {
 
 TempDir::TempDir(const char* base_dir) {
@@ -28,6 +30,15 @@ std::string MakeTestDataset(const MakeDatasetOptions& o) {
   if (s.ok()) return r.uri;
   ADD_FAILURE() << "cannot make the test dataset in " << o.dir << ": " << s.message();
   return "";
+}
+
+bool DirectIoWorks(const std::string& dir) {
+  std::string p = JoinPath(dir, "direct-probe");
+  WritableFileOptions o;
+  o.direct = true;
+  bool ok = Env::Default()->NewWritableFile(p, o).ok();
+  ::unlink(p.c_str());
+  return ok;
 }
 
 int RunCommand(const std::string& cmd, std::string* out) {

@@ -31,6 +31,10 @@ inline const char* FastTmp() { return ::access("/dev/shm", W_OK) == 0 ? "/dev/sh
 // directory and why, and "" comes back.
 std::string MakeTestDataset(const MakeDatasetOptions& o);
 
+// The filesystem under `dir` takes O_DIRECT (tmpfs does not): a probe file
+// is opened for direct writes there, then removed.
+bool DirectIoWorks(const std::string& dir);
+
 // Runs a shell command, returns its exit status; output into *out if given.
 int RunCommand(const std::string& cmd, std::string* out = nullptr);
 
