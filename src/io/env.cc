@@ -47,6 +47,15 @@ struct DoneReads final : PendingReads {
   void Wait() override {}
 };
 
+// Whether every request is on reqs[0]'s file: the common batch (one
+// segment), handed to that file without grouping or copying.
+template <typename Req>
+bool OneFile(const Req* reqs, size_t n) {
+  for (size_t i = 1; i < n; ++i)
+    if (reqs[i].file != reqs[0].file) return false;
+  return true;
+}
+
 // The positions of reqs grouped by file, each group in request order:
 // every file gets its requests in one call, so they are in flight together.
 template <typename Req>
@@ -112,16 +121,14 @@ void WritableFile::MultiWrite(WriteRequest* reqs, size_t n) {
 
 std::unique_ptr<PendingReads> Env::StartReads(ReadRequest* reqs, size_t n) {
   if (n == 0) return std::make_unique<DoneReads>();
-  auto groups = ByFile(reqs, n);
-  if (groups.size() == 1) return reqs[0].file->StartMultiRead(reqs, n);
-  return std::make_unique<FileGroupReads>(reqs, std::move(groups));
+  if (OneFile(reqs, n)) return reqs[0].file->StartMultiRead(reqs, n);
+  return std::make_unique<FileGroupReads>(reqs, ByFile(reqs, n));
 }
 
 void Env::WriteMany(WriteRequest* reqs, size_t n) {
   if (n == 0) return;
-  auto groups = ByFile(reqs, n);
-  if (groups.size() == 1) return reqs[0].file->MultiWrite(reqs, n);
-  for (const auto& g : groups) {
+  if (OneFile(reqs, n)) return reqs[0].file->MultiWrite(reqs, n);
+  for (const auto& g : ByFile(reqs, n)) {
     std::vector<WriteRequest> inner;
     for (size_t i : g) inner.push_back(reqs[i]);
     inner[0].file->MultiWrite(inner.data(), inner.size());
