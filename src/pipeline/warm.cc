@@ -61,17 +61,18 @@ struct WarmRun {
   }
 };
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+Env* EnvOf(const WarmOptions& o) { return o.cache.env ? o.cache.env : Env::Default(); }
+
+// Seconds on the Env's monotonic clock (a test's fake clock too).
+double Now(Env* env) { return static_cast<double>(env->MonotonicMicros()) * 1e-6; }
 
 // Runs the workers to the end (or a stop), reporting progress meanwhile.
 void RunWorkers(WarmRun& r, const WarmOptions& o, WarmResult* out) {
-  int workers =
-      o.workers > 0 ? o.workers : DefaultWorkers(o.cache.env ? o.cache.env : Env::Default());
-  double t0 = Now();
+  Env* env = EnvOf(o);
+  int workers = o.workers > 0 ? o.workers : DefaultWorkers(env);
+  double t0 = Now(env);
   auto report = [&] {
-    if (o.progress && !o.progress({r.done, r.n, Now() - t0})) {
+    if (o.progress && !o.progress({r.done, r.n, Now(env) - t0})) {
       r.stop = true;
       out->interrupted = true;
     }
@@ -84,7 +85,7 @@ void RunWorkers(WarmRun& r, const WarmOptions& o, WarmResult* out) {
     report();
   }
   for (auto& t : ts) t.join();
-  out->seconds = Now() - t0;
+  out->seconds = Now(env) - t0;
 }
 
 // Records the skipped samples in the entry, so listings say "complete (N
@@ -95,7 +96,7 @@ void WriteSkippedList(const WarmOptions& o, WarmResult* r) {
   for (const auto& s : r->skipped)
     list.push_back({{"id", s.id}, {"sample", s.sample}, {"error", s.error}});
   nlohmann::json doc = {{"samples_total", r->samples_total}, {"skipped", list}};
-  Env* env = o.cache.env ? o.cache.env : Env::Default();
+  Env* env = EnvOf(o);
   uint32_t mode = o.cache.group_shared ? 0660 : 0600;
   Status s = env->WriteFileAtomic(JoinPath(r->dir, "skipped.json"), doc.dump(1) + "\n", mode);
   if (!s.ok()) r->warnings.push_back(s.message());
