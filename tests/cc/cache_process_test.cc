@@ -279,7 +279,10 @@ TEST(CacheNode, StoppedClaimantDelaysOthersOnlyBoundedly) {
     ::_exit(0);
   }
   char c;
-  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ssize_t got = ::read(ready[0], &c, 1);
+  ::close(ready[0]);  // or every later child inherits them: after ~23
+  ::close(ready[1]);  // --gtest_repeat runs the ulimit -n 64 tests failed
+  ASSERT_EQ(got, 1);
   auto e = CacheEntry::Open(co, key);
   ASSERT_TRUE(e.ok());
   EXPECT_FALSE((*e)->TryClaim(5)) << "a stopped process's claim was taken over";
