@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ssdfeed/counters.h"
@@ -131,6 +132,10 @@ struct CachedSample {
   const uint8_t* pixels = nullptr;
   int height = 0, width = 0, channels = 0;
   int64_t label = -1;
+  // The sample's other fields (mask, boxes, arrays, ...) in the record's
+  // field section (docs/cache-format.md, "Fields"): empty for a sample of
+  // only an image and a label. cache_format::ParseFields reads it.
+  std::string_view fields;
   size_t bytes() const { return static_cast<size_t>(height) * width * channels; }
 };
 

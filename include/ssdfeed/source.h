@@ -6,8 +6,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ssdfeed/env.h"
+#include "ssdfeed/sample.h"
 #include "ssdfeed/status.h"
 
 namespace ssdfeed {
@@ -33,11 +35,20 @@ struct SourceOptions {
   // so labels match ImageFolder(allow_empty=True). The URI can set it too:
   // "folder:DIR?allow_empty=1". Default false.
   bool allow_empty_classes = false;
+  // The fields each sample gives beyond the default (image and, where the
+  // layout has one, the class label). tar: WebDataset member extensions
+  // ({"image","jpg"}, {"mask","seg.png"}, {"depth","npy"}); tfrecord:
+  // feature keys; files: the URI's own FIELD=PATTERN pairs win; coco: fixed.
+  // Empty: the layout's default fields. Part of the source identity.
+  std::vector<FieldSpec> fields;
+  // coco: also keep boxes marked iscrowd. Default false (left out).
+  bool coco_crowd = false;
 };
 
 struct EncodedSample {
   std::string bytes;  // the encoded image (JPEG/PNG), as stored in the origin
   int64_t label = -1;
+  std::vector<EncodedField> fields;  // every other field (masks, boxes, arrays, ...)
 };
 
 class Source {
@@ -57,6 +68,13 @@ class Source {
   virtual const std::string& uri() const = 0;
   // Parts of the origin left out under OnError::kSkip while opening.
   virtual size_t skipped() const { return 0; }
+  // The fields every sample gives, in order. The image and the class label
+  // are listed (kinds kImage, kLabel) though they travel outside
+  // EncodedSample::fields. {image, label}: a classic source, whose batches
+  // are (images, labels); any other set gives a dict per batch.
+  virtual std::vector<FieldSpec> fields() const {
+    return {{"image", FieldKind::kImage, ""}, {"label", FieldKind::kLabel, ""}};
+  }
 };
 
 // Opens "folder:DIR" (or a bare directory), "tfrecord:GLOB" or "tar:GLOB".

@@ -1,0 +1,84 @@
+// Sample fields: what a sample holds besides its image and class label
+// (segmentation masks, detection boxes, arrays, raw bytes). The image and
+// the label keep their own fast path (Image, CachedSample::pixels / label);
+// every other field travels as a Field from the source, through preparation
+// and the cache record, to the batch. docs/python.md lists the kinds and
+// layouts; docs/cache-format.md how a record holds them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ssdfeed/status.h"
+
+namespace ssdfeed {
+
+// What a field is, which decides how preparation and augmentation treat it.
+// The values are stored in cache records: append only.
+enum class FieldKind : uint8_t {
+  kImage = 0,    // the sample's image: decoded, prepared, augmented (never a Field)
+  kMask = 1,     // class ids from a PNG (8/16-bit grey or palette indices):
+                 // "|u1" or "<u2" (H,W), resized nearest, cropped and flipped
+                 // with the image
+  kBoxes = 2,    // "<f4" (K,4) xyxy in pixels of the (prepared / served) image
+  kClasses = 3,  // "<i8" (K,): one class per box, dropped with its box
+  kLabel = 4,    // "<i8" (): a class label (the classic one is EncodedSample::label)
+  kArray = 5,    // a .npy file: any dtype and shape, passed through bit-exact
+  kBytes = 6,    // passed through untouched ("|u1" (n,)): .json, .txt, ...
+};
+
+// One field of a sample as the layouts name it: `name` is what the batch
+// calls it, `key` where the layout finds it (a WebDataset extension such as
+// "seg.png", a TFRecord feature key, a files: pattern). An empty key takes
+// the layout's default for the name.
+struct FieldSpec {
+  std::string name;
+  FieldKind kind = FieldKind::kBytes;
+  std::string key;
+};
+
+// The kind a field name or extension implies when the user does not say:
+// "image" -> image, "mask"/"seg*" -> mask, "label"/"cls" -> label, "boxes",
+// "classes"; an .npy key -> array; anything else -> bytes.
+FieldKind DefaultFieldKind(std::string_view name, std::string_view key);
+
+// A field as read from the origin, before preparation.
+struct EncodedField {
+  std::string name;
+  FieldKind kind = FieldKind::kBytes;
+  // mask: the PNG file; array: the .npy file; bytes: as stored;
+  // boxes: float32 K*4 xyxy, little endian; classes: int64 K; label: int64.
+  std::string bytes;
+  // boxes only: coordinates are fractions of the image's width and height
+  // (TFRecord object detection), not pixels of the origin image.
+  bool normalized = false;
+  // Where it came from, for errors ("/voc/SegmentationClass/2007_0001.png").
+  std::string origin;
+};
+
+// A prepared (or rendered) field: elements of a numpy dtype in C order.
+struct Field {
+  std::string name;
+  FieldKind kind = FieldKind::kBytes;
+  std::string dtype;            // numpy's dtype.str: "|u1", "<u2", "<f4", "<i8", ...
+  std::vector<uint64_t> shape;  // C order; () for a scalar
+  std::string data;             // product(shape) * itemsize bytes
+};
+
+// A Field read in place from a cache record (points into the read buffer).
+struct FieldView {
+  std::string_view name;
+  FieldKind kind = FieldKind::kBytes;
+  std::string_view dtype;
+  std::vector<uint64_t> shape;
+  const uint8_t* data = nullptr;
+  size_t size = 0;  // bytes at data
+};
+
+// Bytes of one element of a numpy dtype string ("<f4" -> 4, "<U5" -> 20);
+// 0 when it is not one numpy would give (".npy" parsing refuses it).
+size_t DTypeItemSize(std::string_view dtype);
+
+}  // namespace ssdfeed

@@ -1,0 +1,31 @@
+// The field section of a cache record: a sample's fields other than its
+// image and label, after the image's pixels in the record's payload. Its
+// bytes are described in docs/cache-format.md ("Fields"); the record's
+// checksum covers them.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ssdfeed/sample.h"
+
+namespace ssdfeed::cache_format {
+
+// Most fields one record may hold, and most dimensions of one field.
+constexpr size_t kMaxFields = 255;
+constexpr size_t kMaxFieldDims = 32;
+
+// Appends the section for fields to *out. Fields with inconsistent sizes
+// (data not product(shape) * itemsize) or too many are InvalidArgument.
+Status EncodeFields(const std::vector<Field>& fields, std::string* out);
+
+// Parses a section; views point into it. Returns an empty string when it is
+// well formed, else what is wrong (every length is checked against the
+// section's bounds, so a flipped byte can never read outside it).
+std::string ParseFields(std::string_view section, std::vector<FieldView>* out);
+
+// An owned copy of a view.
+Field ToField(const FieldView& v);
+
+}  // namespace ssdfeed::cache_format
