@@ -18,6 +18,9 @@ struct AugmentSpec {
   double scale_min = 0.08, scale_max = 1.0;         // Area fraction. Default (0.08, 1).
   double ratio_min = 3.0 / 4, ratio_max = 4.0 / 3;  // Aspect w/h. Default (3/4, 4/3).
   bool flip = true;                                 // Random horizontal flip. Default true.
+  // Boxes are clipped to the crop and dropped (with their classes) when less
+  // than this fraction of their area remains inside it. Default 0.25.
+  double min_box_visible = 0.25;
 };
 
 enum class DType { kUint8, kFloat32, kFloat16 };

@@ -15,6 +15,7 @@
 #include "ssdfeed/cache.h"
 #include "ssdfeed/counters.h"
 #include "ssdfeed/image.h"
+#include "ssdfeed/sample.h"
 #include "ssdfeed/source.h"
 
 namespace ssdfeed {
@@ -86,10 +87,27 @@ struct LoaderOptions {
   std::string metrics_host = "127.0.0.1";
 };
 
+// One field of a batch other than the images and labels (docs/python.md,
+// "Sample fields"). Stacked when every sample's field has one shape and
+// dtype: shape (N, ...) and data hold them all. boxes (N,B,4) and classes
+// (N,B) are always stacked, padded to the batch's most boxes B (boxes 0,
+// classes -1), with a "num_boxes" field (N,) beside them. Else (arrays of
+// unequal shapes, bytes) one Field per sample in items.
+struct BatchField {
+  std::string name;
+  FieldKind kind = FieldKind::kBytes;
+  std::string dtype;  // numpy's dtype.str
+  bool stacked = true;
+  std::vector<uint64_t> shape;
+  std::vector<uint8_t> data;
+  std::vector<Field> items;
+};
+
 // Storage of one batch. Reused through a pool once nobody holds it.
 struct BatchBuffer {
   std::vector<uint8_t> images;  // dtype-sized elements
   std::vector<int64_t> labels;
+  std::vector<BatchField> fields;  // empty for a source of images and labels only
 };
 
 struct Batch {
