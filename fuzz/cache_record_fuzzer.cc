@@ -41,7 +41,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string buf;
     for (uint64_t id = 0; id < 64; ++id) {
       CachedSample s;
-      if ((*entry)->Get(id, &buf, &s).ok() && s.bytes() + cf::kRecordHeaderSize != buf.size())
+      if (!(*entry)->Get(id, &buf, &s).ok()) continue;
+      // Pixels then fields fill the record after its header, exactly.
+      if (s.bytes() + s.fields.size() + cf::kRecordHeaderSize != buf.size() ||
+          s.fields.data() != buf.data() + cf::kRecordHeaderSize + s.bytes())
         __builtin_trap();  // a record passed its checks with the wrong size
     }
   }

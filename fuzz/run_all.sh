@@ -39,6 +39,11 @@ sed -n '/^  "prepare": {/,/^  }/p' "$corpus_root"/c/entries/*/manifest.json |
   sed '1s/.*/{/;$s/.*/}/' >"$corpus_root/prepare/prepare.json"
 printf '{\n "samples_total": 4,\n "skipped": [\n  {"id": 2, "sample": "a/1.jpg", "error": "bad"}\n ]\n}\n' \
   >"$corpus_root/skipped/skipped.json"
+# A record's field count, then a section of one 2x2 "|u1" mask (format v3).
+mkdir -p "$corpus_root/field_section_fuzzer"
+printf '\x01\x01\0\0\0\0\0\0\0\x01\x02\x04\x03\0\0\0\0\x04\0\0\0\0\0\0\0%b%b%b' \
+  '\x02\0\0\0\0\0\0\0\x02\0\0\0\0\0\0\0' 'mask|u1\0' '\x00\x01\x01\x00\0\0\0\0' \
+  >"$corpus_root/field_section_fuzzer/mask"
 for f in "$here"/seeds/*; do [ -e "$f" ] && cp "$f" "$corpus_root/decode/"; done
 # A ListObjectsV2 page with the entities, quotes and paging a real one has.
 mkdir -p "$corpus_root/s3_list_fuzzer"

@@ -219,11 +219,24 @@ class CacheEntry {
   virtual bool direct_reads() const = 0;
   virtual bool Contains(uint64_t id) = 0;
 
-  // Stores a prepared sample. NoSpace once the capacity is reached or the
-  // disk is full (the entry then keeps a fixed subset and stops admitting);
-  // IOError on EIO. Neither harms what is stored.
-  virtual Status Put(uint64_t id, int64_t label, const uint8_t* pixels, int height, int width,
-                     int channels) = 0;
+  // Stores a prepared sample: its pixels, label and fields (s.fields, a
+  // field section as cache_format::EncodeFields writes it; empty for none).
+  // NoSpace once the capacity is reached or the disk is full (the entry then
+  // keeps a fixed subset and stops admitting); IOError on EIO. Neither harms
+  // what is stored. InvalidArgument for a sample no record can hold (a
+  // malformed field section, a side over 65535, over 1 GiB in all).
+  virtual Status Put(uint64_t id, const CachedSample& s) = 0;
+  // Put of an image and a label only.
+  Status Put(uint64_t id, int64_t label, const uint8_t* pixels, int height, int width,
+             int channels) {
+    CachedSample s;
+    s.pixels = pixels;
+    s.height = height;
+    s.width = width;
+    s.channels = channels;
+    s.label = label;
+    return Put(id, s);
+  }
   // False once Put has failed for space or I/O, or the entry is read-only.
   virtual bool admitting() const = 0;
   // Why admission stopped; kAdmitting while it admits. Set where the failure

@@ -40,17 +40,21 @@ struct EntryEstimate {
   uint64_t tried = 0;         // samples read for the estimate
   uint64_t probed = 0;        // ... of which decoded and prepared
   uint64_t origin_bytes = 0;  // encoded bytes of the probed samples
-  uint64_t pixel_bytes = 0;   // prepared bytes of the probed samples
-  // The whole entry on disk: the probed pixels scaled to the source, plus
-  // the format's overhead (0 when nothing could be probed). `ssdfeed warm`,
-  // `ssdfeed plan` and Python's cold-cache log line all print this.
+  uint64_t pixel_bytes = 0;   // prepared pixels of the probed samples
+  // Their field sections (masks, boxes, arrays...) as records hold them.
+  uint64_t field_bytes = 0;
+  // The whole entry on disk: the probed records' payloads (pixels and
+  // fields) scaled to the source, plus the format's overhead (0 when nothing
+  // could be probed). `ssdfeed warm`, `ssdfeed plan` and Python's cold-cache
+  // log line all print this.
   uint64_t entry_bytes() const {
     if (!probed) return 0;
-    return pixel_bytes * samples / probed + samples * kEntryBytesPerSample + kEntryBytesFixed;
+    return (pixel_bytes + field_bytes) * samples / probed + samples * kEntryBytesPerSample +
+           kEntryBytesFixed;
   }
 };
 
-// Decodes and prepares up to `probes` samples spread evenly over the source
+// Reads and prepares (as a cache miss would) up to `probes` samples spread evenly over the source
 // (ids i*N/n, so every class and shard is represented). Samples that fail
 // to read or decode are left out of the estimate (tried - probed of them).
 EntryEstimate EstimateEntry(const Source& source, const PrepareSpec& spec,

@@ -147,13 +147,12 @@ class CacheEntryImpl final : public CacheEntry {
     return index_.Contains(id);
   }
 
-  Status Put(uint64_t id, int64_t label, const uint8_t* pixels, int height, int width,
-             int channels) override {
+  using CacheEntry::Put;
+  Status Put(uint64_t id, const CachedSample& s) override {
     if (id >= key_.samples_total) return Status::InvalidArgument("sample id out of range");
     if (!writer_) return Status::NotSupported(warning());
     Periodic(/*redecide=*/false);
-    return writer_->Put(id, claims_.NextSeq(index_.max_seq()), label, pixels, height, width,
-                        channels);
+    return writer_->Put(id, claims_.NextSeq(index_.max_seq()), s);
   }
 
   bool admitting() const override { return writer_ && writer_->admitting(); }

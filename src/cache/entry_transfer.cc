@@ -42,9 +42,7 @@ constexpr char kRecordsPrefix[] = "records/";
 constexpr size_t kChunkBytes = 64u << 20;
 // The small members are read whole; anything larger is not ours.
 constexpr int64_t kMaxSmallMember = 16 << 20;
-// A record's payload above this is damage, not an image.
-constexpr uint32_t kMaxPayload = 1u << 30;
-
+using cf::kMaxPayload;  // a record's payload above it is damage
 std::string Hex64(uint64_t v) {
   char b[17];
   std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
@@ -466,11 +464,7 @@ Status ImportRecords(ImportReader* rd, const StreamHeader& sh, const ImportOptio
     if (!bad.empty()) return Status::Corruption(where + ": " + bad);
     if (io.check_record) {
       CachedSample cs;
-      cs.pixels = reinterpret_cast<const uint8_t*>(rec.data()) + cf::kRecordHeaderSize;
-      cs.height = h.height;
-      cs.width = h.width;
-      cs.channels = h.channels;
-      cs.label = h.label;
+      cf::SampleOf(rec.data(), h, &cs);
       SSDFEED_RETURN_IF_ERROR(io.check_record(id, cs));
     }
     SSDFEED_RETURN_IF_ERROR(out->Append(rec.data(), rec.size(), h));
@@ -539,7 +533,7 @@ Status MergeInto(const CacheOptions& opts, const EntryKey& key, const std::strin
     }
     CachedSample s;
     SSDFEED_RETURN_IF_ERROR(staged.Get(id, &buf, &s));
-    Status p = entry->Put(id, s.label, s.pixels, s.height, s.width, s.channels);
+    Status p = entry->Put(id, s);  // pixels and fields
     if (!p.ok()) return p.WithContext("merging into " + entry->dir());
     report->added++;
   }

@@ -4,6 +4,7 @@
 // checksum covers them.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,8 +23,15 @@ Status EncodeFields(const std::vector<Field>& fields, std::string* out);
 
 // Parses a section; views point into it. Returns an empty string when it is
 // well formed, else what is wrong (every length is checked against the
-// section's bounds, so a flipped byte can never read outside it).
+// section's bounds, so a flipped byte can never read outside it; padding
+// must be zero, so a section has exactly one encoding). Views hold no
+// alignment: read their data with memcpy.
 std::string ParseFields(std::string_view section, std::vector<FieldView>* out);
+
+// ParseFields' checks without building views (no allocation: every read of
+// a record with fields runs it). *count: the fields the section holds (0 for
+// an empty section).
+std::string CheckFields(std::string_view section, uint32_t* count);
 
 // An owned copy of a view.
 Field ToField(const FieldView& v);

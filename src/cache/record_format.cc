@@ -11,6 +11,9 @@
 
 #include <cstring>
 
+#include "cache/field_section.h"
+#include "ssdfeed/cache.h"
+
 namespace ssdfeed::cache_format {
 
 namespace {
@@ -41,6 +44,7 @@ void EncodeRecordHeader(RecordHeader* h, const uint8_t* payload, char* out) {
   Put<uint16_t>(out + 16, h->height);
   Put<uint16_t>(out + 18, h->width);
   Put<uint8_t>(out + 20, h->channels);
+  Put<uint8_t>(out + 21, h->num_fields);
   Put<int64_t>(out + 24, h->label);
   h->checksum = RecordChecksum(out, payload, h->payload_len);
   Put<uint64_t>(out + 32, h->checksum);
@@ -54,15 +58,36 @@ std::string CheckRecord(const char* rec, size_t len, uint64_t want_id, RecordHea
   h->height = Get<uint16_t>(rec + 16);
   h->width = Get<uint16_t>(rec + 18);
   h->channels = Get<uint8_t>(rec + 20);
+  h->num_fields = Get<uint8_t>(rec + 21);
   h->label = Get<int64_t>(rec + 24);
   h->checksum = Get<uint64_t>(rec + 32);
   if (h->payload_len != len - kRecordHeaderSize) return "record length mismatch";
   if (h->sample_id != want_id) return "record holds sample " + std::to_string(h->sample_id);
-  if (static_cast<uint64_t>(h->height) * h->width * h->channels != h->payload_len)
+  // Without fields the pixels are the whole payload; with them, a section
+  // follows.
+  uint64_t pixels = h->pixel_bytes();
+  if (h->num_fields == 0 ? pixels != h->payload_len : pixels >= h->payload_len)
     return "record shape does not match its length";
   const auto* payload = reinterpret_cast<const uint8_t*>(rec + kRecordHeaderSize);
   if (RecordChecksum(rec, payload, h->payload_len) != h->checksum) return "checksum mismatch";
+  if (h->num_fields == 0) return "";
+  uint32_t count = 0;
+  std::string bad = CheckFields(
+      std::string_view(rec + kRecordHeaderSize + pixels, h->payload_len - pixels), &count);
+  if (!bad.empty()) return "field section: " + bad;
+  if (count != h->num_fields) return "field section holds another number of fields";
   return "";
+}
+
+void SampleOf(const char* rec, const RecordHeader& h, CachedSample* out) {
+  const char* payload = rec + kRecordHeaderSize;
+  out->pixels = reinterpret_cast<const uint8_t*>(payload);
+  out->height = h.height;
+  out->width = h.width;
+  out->channels = h.channels;
+  out->label = h.label;
+  uint64_t pixels = h.pixel_bytes();
+  out->fields = std::string_view(payload + pixels, h.payload_len - pixels);
 }
 
 void EncodeIndexEntry(const IndexEntry& e, char* out) {

@@ -219,11 +219,7 @@ Status SegmentIndex::Check(uint64_t id, const Loc& loc, const RandomAccessFile* 
     return Status::Corruption(dat->path() + " offset " + std::to_string(loc.offset) + ": sample " +
                               std::to_string(id) + ": " + bad);
   }
-  out->pixels = reinterpret_cast<const uint8_t*>(rec) + cf::kRecordHeaderSize;
-  out->height = h.height;
-  out->width = h.width;
-  out->channels = h.channels;
-  out->label = h.label;
+  cf::SampleOf(rec, h, out);
   return Status::OK();
 }
 

@@ -8,6 +8,7 @@
 #include "cache/buffered_appender.h"
 #include "cache/direct_chunk_writer.h"
 #include "cache/entry_files.h"
+#include "cache/field_section.h"
 
 namespace ssdfeed {
 
@@ -75,19 +76,55 @@ std::string SegmentWriter::warning() const {
   return warning_;
 }
 
-Status SegmentWriter::Put(uint64_t id, uint64_t seq, int64_t label, const uint8_t* pixels,
-                          int height, int width, int channels) {
-  if (height > 65535 || width > 65535)
+namespace {
+
+// The record payload of s: its pixels as they are (image-only samples, the
+// common case, are never copied), or pixels and field section joined into
+// *joined, which the checksum and the sinks need in one piece.
+Status PayloadOf(uint64_t id, const CachedSample& s, std::string* joined, const uint8_t** payload,
+                 uint64_t* len, uint8_t* num_fields) {
+  if (s.height < 0 || s.width < 0 || s.channels < 0 || s.height > 65535 || s.width > 65535 ||
+      s.channels > 255)
     return Status::InvalidArgument("prepared image too large to cache");
+  uint64_t pixels = s.bytes();
+  *payload = s.pixels;
+  *len = pixels;
+  *num_fields = 0;
+  uint32_t count = 0;
+  std::string bad = cf::CheckFields(s.fields, &count);
+  if (!bad.empty())
+    return Status::InvalidArgument("sample " + std::to_string(id) + ": field section: " + bad);
+  if (count > 0) {  // a section of no fields is stored as none
+    joined->assign(reinterpret_cast<const char*>(s.pixels), pixels);
+    joined->append(s.fields);
+    *payload = reinterpret_cast<const uint8_t*>(joined->data());
+    *len = joined->size();
+    *num_fields = static_cast<uint8_t>(count);
+  }
+  if (*len > cf::kMaxPayload)
+    return Status::InvalidArgument("sample " + std::to_string(id) + ": prepared sample of " +
+                                   std::to_string(*len) + " bytes too large to cache");
+  return Status::OK();
+}
+
+}  // namespace
+
+Status SegmentWriter::Put(uint64_t id, uint64_t seq, const CachedSample& s) {
+  // Reused by this thread's puts: a sample with fields allocates nothing
+  // once its size has been seen.
+  thread_local std::string joined;
+  const uint8_t* payload = nullptr;
+  uint64_t len = 0;
   cf::RecordHeader h;
-  h.payload_len = static_cast<uint32_t>(static_cast<size_t>(height) * width * channels);
+  SSDFEED_RETURN_IF_ERROR(PayloadOf(id, s, &joined, &payload, &len, &h.num_fields));
+  h.payload_len = static_cast<uint32_t>(len);
   h.sample_id = id;
-  h.height = static_cast<uint16_t>(height);
-  h.width = static_cast<uint16_t>(width);
-  h.channels = static_cast<uint8_t>(channels);
-  h.label = label;
+  h.height = static_cast<uint16_t>(s.height);
+  h.width = static_cast<uint16_t>(s.width);
+  h.channels = static_cast<uint8_t>(s.channels);
+  h.label = s.label;
   char hdr[cf::kRecordHeaderSize];
-  cf::EncodeRecordHeader(&h, pixels, hdr);  // the checksum: outside the lock
+  cf::EncodeRecordHeader(&h, payload, hdr);  // the checksum: outside the lock
   uint32_t rec_len = static_cast<uint32_t>(cf::kRecordHeaderSize + h.payload_len);
   cf::IndexEntry ie{id, 0, rec_len, h.height, h.width, h.channels, seq, h.checksum};
   uint64_t charged = 0;
@@ -99,9 +136,9 @@ Status SegmentWriter::Put(uint64_t id, uint64_t seq, int64_t label, const uint8_
     sink = owned_sink_.get();
     direct = direct_;
   }
-  Status s = sink->Add(ie, hdr, pixels, charged);
-  if (!s.ok() && direct) unwritten_.fetch_sub(charged);  // never staged: never written
-  return s;
+  Status st = sink->Add(ie, hdr, payload, charged);
+  if (!st.ok() && direct) unwritten_.fetch_sub(charged);  // never staged: never written
+  return st;
 }
 
 Status SegmentWriter::PlaceLocked(uint64_t rec_len, uint64_t* charged) {

@@ -45,8 +45,9 @@ class SegmentWriter {
   // Stores one record and its index entry. Buffered: indexed on return.
   // Direct: staged; indexed once written (an error writing it stops
   // admission and comes back from a later Put or Sync).
-  Status Put(uint64_t id, uint64_t seq, int64_t label, const uint8_t* pixels, int height, int width,
-             int channels) EXCLUDES(mu_);
+  // The record's payload is s's pixels, then s.fields (a field section,
+  // checked here: a malformed one is InvalidArgument, never stored).
+  Status Put(uint64_t id, uint64_t seq, const CachedSample& s) EXCLUDES(mu_);
   // Writes and indexes everything staged, then fdatasyncs data and index.
   Status Sync() EXCLUDES(mu_);
   // Writes and indexes everything staged when id is among it (direct mode)

@@ -366,13 +366,12 @@ struct NodeOrigin {
     if (!fetcher || (!all && ids.count(id) == 0)) return Status::OK();
     CachedSample fresh;
     SSDFEED_RETURN_IF_ERROR(fetcher->Fetch(id, &scratch, &fresh));
-    if (fresh.height == rec.height && fresh.width == rec.width && fresh.channels == rec.channels &&
-        fresh.label == rec.label && std::memcmp(fresh.pixels, rec.pixels, rec.bytes()) == 0)
-      return Status::OK();
-    return Status::InvalidArgument(
-        source->Describe(id) + ": sample " + std::to_string(id) +
-        " prepares differently here than in the exported entry: not the same dataset "
-        "(--check-origin 0 skips this check)");
+    std::string diff = SampleDifference(rec, fresh);
+    if (diff.empty()) return Status::OK();
+    return Status::InvalidArgument(source->Describe(id) + ": sample " + std::to_string(id) +
+                                   " prepares differently here than in the exported entry (" +
+                                   diff +
+                                   "): not the same dataset (--check-origin 0 skips this check)");
   }
 };
 

@@ -64,7 +64,7 @@ int RunPlan(const PlanArgs& a) {
   if (e.probed == 0)
     return Fail(a.source + ": none of the " + std::to_string(failed) +
                 " sampled items could be read and prepared");
-  double per_sample = static_cast<double>(e.pixel_bytes) / e.probed;
+  double per_sample = static_cast<double>(e.pixel_bytes + e.field_bytes) / e.probed;
   uint64_t entry = e.entry_bytes();
   int workers = a.workers > 0 ? a.workers : DefaultWorkers();
   double warm_s = p.seconds / e.tried * e.samples / workers;

@@ -66,7 +66,7 @@ void PrintPlan(const Source& src, const PrepareSpec& spec, bool spec_given) {
                size.c_str(), static_cast<unsigned long long>(e.samples));
   if (e.probed && e.origin_bytes)
     std::fprintf(stderr, " (%.1fx the encoded bytes)",
-                 static_cast<double>(e.pixel_bytes) / e.origin_bytes);
+                 static_cast<double>(e.pixel_bytes + e.field_bytes) / e.origin_bytes);
   std::fprintf(stderr, "\n");
   if (!spec_given)
     std::fprintf(stderr,

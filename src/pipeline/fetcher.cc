@@ -122,7 +122,7 @@ Status SampleFetcher::Resolve(uint64_t id, Status st, FetchScratch* s, CachedSam
   if (st.ok()) stats_->Add(Ctr::kCacheMissBytes, out->bytes());
   if (st.ok() && admit) {
     // A full disk or capacity only stops admission; training goes on.
-    Status put = cache_->Put(id, out->label, out->pixels, out->height, out->width, out->channels);
+    Status put = cache_->Put(id, *out);
     if (put.ok() && corrupt) stats_->Add(Ctr::kCorruptRepaired);
     SyncCacheCounters();
   }

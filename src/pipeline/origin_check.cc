@@ -6,15 +6,42 @@
 #include <mutex>
 #include <thread>
 
+#include "cache/field_section.h"
 #include "pipeline/fetcher.h"
 
 namespace ssdfeed {
 
 namespace {
 
-// What differs between a cached record and the freshly prepared sample; ""
-// when they are the same.
-std::string Difference(const CachedSample& cached, const CachedSample& origin) {
+// The first field of a that b lacks or holds otherwise; "" if none.
+std::string FirstFieldDiff(const std::vector<FieldView>& a, const std::vector<FieldView>& b) {
+  for (const FieldView& x : a) {
+    auto same = [&x](const FieldView& y) {
+      return y.name == x.name && y.kind == x.kind && y.dtype == x.dtype && y.shape == x.shape &&
+             y.size == x.size && std::memcmp(y.data, x.data, x.size) == 0;
+    };
+    if (std::none_of(b.begin(), b.end(), same)) return std::string(x.name);
+  }
+  return "";
+}
+
+std::string FieldsDifference(std::string_view cached, std::string_view origin) {
+  if (cached == origin) return "";
+  std::vector<FieldView> c, o;
+  std::string bad = cache_format::ParseFields(cached, &c);
+  if (!bad.empty()) return "cached field section: " + bad;
+  if (!cache_format::ParseFields(origin, &o).empty())
+    return "cached fields differ from the origin's";
+  std::string name = FirstFieldDiff(c, o);
+  if (!name.empty()) return "cached field " + name + " differs from the origin's";
+  name = FirstFieldDiff(o, c);
+  if (!name.empty()) return "the origin's field " + name + " is not in the cached record";
+  return "cached fields differ from the origin's (their order)";
+}
+
+}  // namespace
+
+std::string SampleDifference(const CachedSample& cached, const CachedSample& origin) {
   if (cached.height != origin.height || cached.width != origin.width ||
       cached.channels != origin.channels)
     return "cached record is " + std::to_string(cached.height) + "x" +
@@ -26,8 +53,10 @@ std::string Difference(const CachedSample& cached, const CachedSample& origin) {
            std::to_string(origin.label);
   if (std::memcmp(cached.pixels, origin.pixels, cached.bytes()) != 0)
     return "cached pixels differ from the origin's";
-  return "";
+  return FieldsDifference(cached.fields, origin.fields);
 }
+
+namespace {
 
 // Shared by the threads of one check: each Run() takes the next id until none
 // is left; results meet in report_ under mu_.
@@ -44,7 +73,7 @@ class Comparer {
       if (!entry_->Get(id, &buf, &cached).ok()) continue;  // absent or corrupt: verify counts it
       CachedSample fresh;
       Status s = origin_.Fetch(id, &scratch, &fresh);
-      std::string diff = s.ok() ? Difference(cached, fresh) : s.message();
+      std::string diff = s.ok() ? SampleDifference(cached, fresh) : s.message();
       std::lock_guard<std::mutex> l(mu_);
       if (!s.ok()) {
         ++report_.unreadable;

@@ -1,9 +1,12 @@
 // Helpers for cache tests: deterministic fake prepared samples.
 #pragma once
 
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include "cache/field_section.h"
 #include "ssdfeed/cache.h"
 
 namespace ssdfeed::test {
@@ -50,6 +53,63 @@ inline bool ReadsBackFake(CacheEntry* e, uint64_t id, Status* st = nullptr) {
   int h, w;
   auto p = FakePixels(id, &h, &w);
   return ReadsBackAs(e, id, p, h, w, static_cast<int64_t>(id % 7), st);
+}
+
+// The field section of fake sample id: a mask as large as its image, K
+// boxes with their classes (K varies with id, 0 included) and raw bytes.
+inline std::string FakeFields(uint64_t id) {
+  int h, w;
+  FakePixels(id, &h, &w);
+  std::vector<Field> f(4);
+  f[0] = {"mask", FieldKind::kMask, "|u1", {uint64_t(h), uint64_t(w)}, {}};
+  for (int i = 0; i < h * w; ++i) f[0].data.push_back(static_cast<char>((id + i) % 21));
+  uint64_t k = id % 3;
+  f[1] = {"boxes", FieldKind::kBoxes, "<f4", {k, 4}, std::string(k * 16, '\0')};
+  for (uint64_t i = 0; i < k * 4; ++i) {
+    float v = static_cast<float>(id) + 0.25f * static_cast<float>(i);
+    std::memcpy(f[1].data.data() + 4 * i, &v, 4);
+  }
+  f[2] = {"classes", FieldKind::kClasses, "<i8", {k}, std::string(k * 8, '\0')};
+  for (uint64_t i = 0; i < k; ++i) {
+    int64_t c = static_cast<int64_t>(id * 3 + i);
+    std::memcpy(f[2].data.data() + 8 * i, &c, 8);
+  }
+  std::string meta = "{\"id\": " + std::to_string(id) + "}";
+  f[3] = {"meta", FieldKind::kBytes, "|u1", {meta.size()}, meta};
+  std::string sec;
+  if (!cache_format::EncodeFields(f, &sec).ok()) std::abort();
+  return sec;
+}
+
+// Puts fake sample id with its pixels, label and FakeFields.
+inline Status PutFakeWithFields(CacheEntry* e, uint64_t id) {
+  int h, w;
+  auto p = FakePixels(id, &h, &w);
+  std::string fields = FakeFields(id);
+  CachedSample s;
+  s.pixels = p.data();
+  s.height = h;
+  s.width = w;
+  s.channels = 3;
+  s.label = static_cast<int64_t>(id % 7);
+  s.fields = fields;
+  return e->Put(id, s);
+}
+
+// True when s is fake sample id with its fields, byte for byte.
+inline bool SameAsFakeWithFields(uint64_t id, const CachedSample& s) {
+  int h, w;
+  auto p = FakePixels(id, &h, &w);
+  return s.height == h && s.width == w && s.channels == 3 && s.label == int64_t(id % 7) &&
+         std::equal(p.begin(), p.end(), s.pixels) && s.fields == FakeFields(id);
+}
+
+inline bool ReadsBackFakeWithFields(CacheEntry* e, uint64_t id, Status* st = nullptr) {
+  std::string buf;
+  CachedSample s;
+  Status r = e->Get(id, &buf, &s);
+  if (st) *st = r;
+  return r.ok() && SameAsFakeWithFields(id, s);
 }
 
 }  // namespace ssdfeed::test

@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "cache/field_section.h"
+#include "ssdfeed/cache.h"
+
 namespace ssdfeed {
 namespace {
 
@@ -61,6 +64,80 @@ TEST(RecordFormat, EachKindOfDamageIsNamed) {
   bad = rec;
   bad[24] ^= 1;  // the label is covered too
   EXPECT_EQ(cf::CheckRecord(bad.data(), bad.size(), 77, &out), "checksum mismatch");
+}
+
+// A 2 x 2 x 1 record of sample 9 whose payload is its pixels and section,
+// with num_fields in its header (computed with the checksum, as a writer
+// that means it would).
+std::string RecordWithFields(const std::string& section, uint8_t num_fields, cf::RecordHeader* h) {
+  std::string payload = "\x01\x02\x03\x04" + section;
+  h->payload_len = static_cast<uint32_t>(payload.size());
+  h->sample_id = 9;
+  h->height = 2;
+  h->width = 2;
+  h->channels = 1;
+  h->num_fields = num_fields;
+  h->label = 4;
+  std::string rec(cf::kRecordHeaderSize, '\0');
+  cf::EncodeRecordHeader(h, reinterpret_cast<const uint8_t*>(payload.data()), rec.data());
+  return rec + payload;
+}
+
+std::string TwoFields() {
+  std::string sec;
+  std::vector<Field> f = {
+      {"mask", FieldKind::kMask, "|u1", {2, 2}, std::string("\x00\x01\x01\x00", 4)},
+      {"classes", FieldKind::kClasses, "<i8", {1}, std::string(8, '\x05')}};
+  EXPECT_TRUE(cf::EncodeFields(f, &sec).ok());
+  return sec;
+}
+
+TEST(RecordFormat, ARecordWithFieldsChecksBackWithItsSection) {
+  cf::RecordHeader in, out;
+  std::string rec = RecordWithFields(TwoFields(), 2, &in);
+  EXPECT_EQ(rec[21], 2) << "header byte 21: the number of fields";
+  ASSERT_EQ(cf::CheckRecord(rec.data(), rec.size(), 9, &out), "");
+  EXPECT_EQ(out.num_fields, 2);
+  CachedSample s;
+  cf::SampleOf(rec.data(), out, &s);
+  EXPECT_EQ(s.bytes(), 4u);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(s.pixels), 4), "\x01\x02\x03\x04");
+  EXPECT_EQ(s.fields, TwoFields());
+  EXPECT_EQ(s.label, 4);
+}
+
+// Damage a checksum cannot see (a writer's bug, a forged record): the
+// section is checked as well, and its count against the header's.
+TEST(RecordFormat, ASectionThatDoesNotParseIsDamage) {
+  cf::RecordHeader h, out;
+  std::string rec = RecordWithFields(TwoFields(), 1, &h);
+  EXPECT_EQ(cf::CheckRecord(rec.data(), rec.size(), 9, &out),
+            "field section holds another number of fields");
+  std::string sec = TwoFields();
+  sec[8 + 1] = 3;  // the mask's ndim: its dims now run into its name
+  rec = RecordWithFields(sec, 2, &h);
+  EXPECT_EQ(cf::CheckRecord(rec.data(), rec.size(), 9, &out).rfind("field section: ", 0), 0u)
+      << cf::CheckRecord(rec.data(), rec.size(), 9, &out);
+  rec = RecordWithFields(TwoFields().substr(0, 40), 2, &h);
+  EXPECT_EQ(cf::CheckRecord(rec.data(), rec.size(), 9, &out), "field section: field 0 cut short");
+  // Fields in the header and no section at all: the payload is all pixels.
+  rec = RecordWithFields("", 2, &h);
+  EXPECT_EQ(cf::CheckRecord(rec.data(), rec.size(), 9, &out),
+            "record shape does not match its length");
+  // A section without fields in the header: bytes the shape does not explain.
+  rec = RecordWithFields(TwoFields(), 0, &h);
+  EXPECT_EQ(cf::CheckRecord(rec.data(), rec.size(), 9, &out),
+            "record shape does not match its length");
+}
+
+TEST(RecordFormat, EveryFieldByteIsUnderTheChecksum) {
+  cf::RecordHeader h, out;
+  const std::string rec = RecordWithFields(TwoFields(), 2, &h);
+  for (size_t i = cf::kRecordHeaderSize + 4; i < rec.size(); ++i) {
+    std::string bad = rec;
+    bad[i] ^= 0x01;
+    EXPECT_EQ(cf::CheckRecord(bad.data(), bad.size(), 9, &out), "checksum mismatch") << i;
+  }
 }
 
 TEST(RecordFormat, AnIndexEntryRoundTripsAndFailsItsHashWhenDamaged) {
