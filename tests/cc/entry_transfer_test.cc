@@ -283,6 +283,44 @@ TEST(EntryTransfer, IntoAnExistingEntryMerges) {
   EXPECT_EQ(Children(d.Sub("b/trash")), 0u);
 }
 
+// Records with fields (format v3) go out and come back byte for byte, into
+// a new entry and merged into an existing one, and an import's record check
+// sees each record's fields.
+TEST(EntryTransfer, FieldsTravelWithTheirRecords) {
+  test::TempDir d;
+  auto key = test::FakeKey(kSamples);
+  {
+    auto e = CacheEntry::Open(Root(d.Sub("a")), key);
+    ASSERT_TRUE(e.ok());
+    for (uint64_t id = 0; id < kSamples; ++id)
+      ASSERT_TRUE(test::PutFakeWithFields(e->get(), id).ok());
+  }
+  ASSERT_TRUE(ExportToFile(Root(d.Sub("a")), key, d.Sub("s.tar")).ok());
+  Fill(Root(d.Sub("m")), key, 0, kSamples, 2);  // the even ids, without fields
+  for (const char* into : {"b", "m"}) {
+    uint64_t checked = 0;
+    ImportOptions io;
+    io.check_record = [&checked](uint64_t id, const CachedSample& r) {
+      checked += test::SameAsFakeWithFields(id, r);
+      return Status::OK();
+    };
+    int fd = ::open(d.Sub("s.tar").c_str(), O_RDONLY);
+    TransferReport im;
+    Status s = ImportEntry(Root(d.Sub(into)), fd, io, &im);
+    ::close(fd);
+    ASSERT_TRUE(s.ok()) << into << ": " << s.ToString();
+    EXPECT_EQ(checked, kSamples) << into;
+    auto e = CacheEntry::Open(Root(d.Sub(into)), key);
+    ASSERT_TRUE(e.ok());
+    for (uint64_t id = 0; id < kSamples; ++id) {
+      bool merged_over = std::string(into) == "m" && id % 2 == 0;  // kept its own
+      EXPECT_TRUE(merged_over ? test::ReadsBackFake(e->get(), id)
+                              : test::ReadsBackFakeWithFields(e->get(), id))
+          << into << " " << id;
+    }
+  }
+}
+
 // A damaged stream is refused and leaves nothing; a change the stream does
 // not depend on (tar padding) may be accepted, but then imports every record
 // intact.

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/field_section.h"
 #include "cache/record_format.h"
 #include "ssdfeed/cache.h"
 #include "ssdfeed/env.h"
@@ -101,10 +102,12 @@ TEST(FormatGolden, ParserReadsBlocksAndChecksOffsets) {
 
 TEST(FormatGolden, DocHasTheRecordAndIndexBlocks) {
   auto blocks = DocBlocks();
-  ASSERT_EQ(blocks.count("record"), 1u) << DocPath();
-  ASSERT_EQ(blocks.count("index"), 1u) << DocPath();
+  for (const char* name : {"record", "index", "record-fields", "index-fields"})
+    ASSERT_EQ(blocks.count(name), 1u) << DocPath() << " lacks " << name;
   EXPECT_EQ(blocks["record"].size(), cf::kRecordHeaderSize + 6);
   EXPECT_EQ(blocks["index"].size(), cf::kIndexEntrySize);
+  EXPECT_EQ(blocks["record-fields"].size(), cf::kRecordHeaderSize + 6 + 104);
+  EXPECT_EQ(blocks["index-fields"].size(), cf::kIndexEntrySize);
 }
 
 std::string ReadOnly(const std::string& dir, const std::string& ext) {
@@ -121,10 +124,14 @@ std::string ReadOnly(const std::string& dir, const std::string& ext) {
   return found;
 }
 
-// The doc's sample, put into a fresh entry through the real writer.
-TEST(FormatGolden, WriterProducesTheDocsBytes) {
+// Puts sample id into a fresh entry through the real writer and compares
+// its .dat and .idx with the doc's blocks `record` and `index` (+ suffix);
+// then the reader must take the doc's bytes back as that sample.
+void ExpectDocBytes(uint64_t id, const CachedSample& sample, const std::string& suffix) {
   auto blocks = DocBlocks();
-  ASSERT_EQ(blocks.count("record") + blocks.count("index"), 2u);
+  const std::string& record = blocks["record" + suffix];
+  const std::string& index = blocks["index" + suffix];
+  ASSERT_FALSE(record.empty() || index.empty()) << DocPath() << " lacks the blocks " << suffix;
   test::TempDir root;
   CacheOptions o;
   o.root = root.path();
@@ -136,21 +143,56 @@ TEST(FormatGolden, WriterProducesTheDocsBytes) {
   key.samples_total = 8;
   auto e = CacheEntry::Open(o, key);
   ASSERT_TRUE(e.ok()) << e.status().ToString();
-  const uint8_t pixels[] = {0x0a, 0x14, 0x1e, 0x28, 0x32, 0x3c};
-  ASSERT_TRUE((*e)->Put(5, 3, pixels, 1, 2, 3).ok());
+  ASSERT_TRUE((*e)->Put(id, sample).ok());
   ASSERT_TRUE((*e)->Sync().ok());
   std::string dat = ReadOnly((*e)->dir(), ".dat"), idx = ReadOnly((*e)->dir(), ".idx");
-  EXPECT_EQ(Hex(dat), Hex(blocks["record"])) << "record bytes differ from " << DocPath();
-  EXPECT_EQ(Hex(idx), Hex(blocks["index"])) << "index entry bytes differ from " << DocPath();
-  // And the reader takes the doc's bytes back as the same sample.
+  EXPECT_EQ(Hex(dat), Hex(record)) << "record bytes differ from " << DocPath();
+  EXPECT_EQ(Hex(idx), Hex(index)) << "index entry bytes differ from " << DocPath();
   cf::RecordHeader h;
-  EXPECT_EQ(cf::CheckRecord(blocks["record"].data(), blocks["record"].size(), 5, &h), "");
+  ASSERT_EQ(cf::CheckRecord(record.data(), record.size(), id, &h), "");
+  CachedSample back;
+  cf::SampleOf(record.data(), h, &back);
+  EXPECT_EQ(back.label, sample.label);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(back.pixels), back.bytes()),
+            std::string(reinterpret_cast<const char*>(sample.pixels), sample.bytes()));
+  EXPECT_EQ(Hex(std::string(back.fields)), Hex(std::string(sample.fields)));
   cf::IndexEntry ie;
-  ASSERT_TRUE(cf::DecodeIndexEntry(blocks["index"].data(), &ie));
-  EXPECT_EQ(ie.sample_id, 5u);
-  EXPECT_EQ(ie.record_len, blocks["record"].size());
+  ASSERT_TRUE(cf::DecodeIndexEntry(index.data(), &ie));
+  EXPECT_EQ(ie.sample_id, id);
+  EXPECT_EQ(ie.record_len, record.size());
   EXPECT_EQ(ie.stamp, 2u);
   EXPECT_EQ(ie.record_checksum, h.checksum & 0x00ffffffffffffffull);
+}
+
+const uint8_t kPixels[] = {0x0a, 0x14, 0x1e, 0x28, 0x32, 0x3c};
+
+// The doc's image-only sample: its record is as format version 2 wrote it.
+TEST(FormatGolden, WriterProducesTheDocsBytes) {
+  CachedSample s;
+  s.pixels = kPixels;
+  s.height = 1;
+  s.width = 2;
+  s.channels = 3;
+  s.label = 3;
+  ExpectDocBytes(5, s, "");
+}
+
+// The doc's sample with fields: a 1 x 2 mask and one box class.
+TEST(FormatGolden, WriterProducesTheDocsBytesWithFields) {
+  std::string section;
+  std::vector<Field> fields = {
+      {"mask", FieldKind::kMask, "|u1", {1, 2}, std::string("\x00\x01", 2)},
+      {"classes", FieldKind::kClasses, "<i8", {1}, std::string("\x07\0\0\0\0\0\0\0", 8)}};
+  ASSERT_TRUE(cf::EncodeFields(fields, &section).ok());
+  ASSERT_EQ(section.size(), 104u);
+  CachedSample s;
+  s.pixels = kPixels;
+  s.height = 1;
+  s.width = 2;
+  s.channels = 3;
+  s.label = 2;
+  s.fields = section;
+  ExpectDocBytes(6, s, "-fields");
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "cache/field_section.h"
 #include "pipeline/entry_key.h"
 #include "pipeline/fetcher.h"
 #include "ssdfeed/dataset.h"
@@ -46,6 +47,49 @@ Filled MakeFilled(const test::TempDir& dir, size_t n) {
 std::string ReadAll(const std::string& p) {
   std::ifstream f(p, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+std::string OneMask(const std::string& data) {
+  std::string sec;
+  Field f{"mask", FieldKind::kMask, "|u1", {data.size()}, data};
+  EXPECT_TRUE(cache_format::EncodeFields({f}, &sec).ok());
+  return sec;
+}
+
+TEST(OriginCheck, SampleDifferenceComparesFieldsByteForByte) {
+  const uint8_t px[3] = {1, 2, 3};
+  CachedSample a;
+  a.pixels = px;
+  a.height = a.width = 1;
+  a.channels = 3;
+  std::string m1 = OneMask("ab"), m2 = OneMask("ac");
+  a.fields = m1;
+  CachedSample b = a;
+  EXPECT_EQ(SampleDifference(a, b), "");
+  b.fields = m2;
+  EXPECT_EQ(SampleDifference(a, b), "cached field mask differs from the origin's");
+  b.fields = {};
+  EXPECT_EQ(SampleDifference(a, b), "cached field mask differs from the origin's");
+  EXPECT_EQ(SampleDifference(b, a), "the origin's field mask is not in the cached record");
+}
+
+// A record whose pixels and label are right but whose fields are not what
+// the origin prepares is a mismatch, named.
+TEST(OriginCheck, AFieldTheOriginDoesNotPrepareIsAMismatch) {
+  test::TempDir dir;
+  Filled f = MakeFilled(dir, 4);
+  std::string buf, mask = OneMask("xyz");
+  CachedSample s;
+  ASSERT_TRUE(f.entry->Get(1, &buf, &s).ok());
+  s.fields = mask;
+  ASSERT_TRUE(f.entry->Put(1, s).ok());  // the newer record wins
+  OriginCheckReport r;
+  ASSERT_TRUE(CompareWithOrigin(*f.source, f.spec, f.entry.get(), 1, &r).ok());
+  EXPECT_EQ(r.compared, 4u);
+  EXPECT_EQ(r.mismatched, 1u);
+  ASSERT_EQ(r.problems.size(), 1u);
+  EXPECT_NE(r.problems[0].find("sample 1: cached field mask differs"), std::string::npos)
+      << r.problems[0];
 }
 
 TEST(OriginCheck, IntactEntryMatches) {
