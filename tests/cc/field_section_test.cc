@@ -81,6 +81,57 @@ TEST(FieldSection, DamagedSectionsStayInBounds) {
   }
 }
 
+// One set of fields has one encoding: a non-zero padding or reserved byte
+// is refused (the checksum would not tell two encodings apart).
+TEST(FieldSection, PaddingMustBeZero) {
+  std::string sec;
+  ASSERT_TRUE(EncodeFields({MakeField("mask", FieldKind::kMask, "|u1", {1, 2}, "ab")}, &sec).ok());
+  ASSERT_EQ(sec.size(), 8u + 16 + 16 + 8 + 8);
+  std::vector<FieldView> views;
+  uint32_t count = 0;
+  ASSERT_EQ(ParseFields(sec, &views), "");
+  ASSERT_EQ(CheckFields(sec, &count), "");
+  EXPECT_EQ(count, 1u);
+  for (size_t at : {size_t{8 + 16 + 16 + 7}, sec.size() - 1}) {  // after "mask|u1", after "ab"
+    std::string bad = sec;
+    bad[at] = 'x';
+    EXPECT_EQ(ParseFields(bad, &views), "field mask: padding is not zero") << at;
+    EXPECT_TRUE(views.empty());
+    EXPECT_EQ(CheckFields(bad, &count), "field mask: padding is not zero") << at;
+  }
+}
+
+// Dims whose product wraps 64 (or 128) bits must not pass for a small field.
+TEST(FieldSection, AShapeWhoseSizeOverflowsIsRefused) {
+  std::string sec;
+  ASSERT_TRUE(
+      EncodeFields({MakeField("a", FieldKind::kArray, "|u1", {0, 0, 0, 0}, "")}, &sec).ok());
+  std::vector<FieldView> views;
+  ASSERT_EQ(ParseFields(sec, &views), "");  // a 0-sized shape is fine
+  for (int d = 0; d < 4; ++d) {             // each dim 2^32: 2^128 elements
+    uint64_t big = 1ull << 32;
+    std::memcpy(sec.data() + 8 + 16 + 8 * d, &big, 8);
+  }
+  EXPECT_EQ(ParseFields(sec, &views), "field a: shape, dtype and length disagree");
+  Status st = EncodeFields({MakeField("a", FieldKind::kArray, "|u1",
+                                      {1ull << 32, 1ull << 32, 1ull << 32, 1ull << 32}, "")},
+                           &sec);
+  EXPECT_TRUE(st.IsInvalidArgument()) << st.ToString();
+}
+
+TEST(FieldSection, CheckFieldsAgreesWithParseFields) {
+  std::string sec;
+  ASSERT_TRUE(EncodeFields(Sample(), &sec).ok());
+  uint32_t count = 0;
+  EXPECT_EQ(CheckFields(sec, &count), "");
+  EXPECT_EQ(count, Sample().size());
+  EXPECT_EQ(CheckFields("", &count), "");
+  EXPECT_EQ(count, 0u);
+  std::vector<FieldView> views;
+  for (size_t n = 1; n < sec.size(); ++n)
+    EXPECT_EQ(CheckFields(sec.substr(0, n), &count), ParseFields(sec.substr(0, n), &views)) << n;
+}
+
 TEST(FieldSection, ItemSizeFollowsNumpy) {
   EXPECT_EQ(DTypeItemSize("|u1"), 1u);
   EXPECT_EQ(DTypeItemSize("<f4"), 4u);
