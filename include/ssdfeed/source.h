@@ -68,6 +68,18 @@ class Source {
   virtual const std::string& uri() const = 0;
   // Parts of the origin left out under OnError::kSkip while opening.
   virtual size_t skipped() const { return 0; }
+  // Why each part counted in skipped() was left out, one line each
+  // ("/d/a.tar: sample 'k' has no member for field 'mask' (seg.png)"), for
+  // the user to see which samples are missing. Default none.
+  virtual std::vector<std::string> skipped_reasons() const { return {}; }
+  // A detection source's classes: the category ids of the origin (COCO's
+  // category_id) in the order of the class indices samples give, with their
+  // names. Empty for sources without such a map.
+  struct Category {
+    int64_t id = 0;
+    std::string name;
+  };
+  virtual std::vector<Category> categories() const { return {}; }
   // The fields every sample gives, in order. The image and the class label
   // are listed (kinds kImage, kLabel) though they travel outside
   // EncodedSample::fields. {image, label}: a classic source, whose batches
@@ -77,10 +89,13 @@ class Source {
   }
 };
 
-// Opens "folder:DIR" (or a bare directory), "tfrecord:GLOB" or "tar:GLOB".
+// Opens "folder:DIR" (or a bare directory), "tfrecord:GLOB", "tar:GLOB",
+// "files:ROOT?FIELD=PATTERN&..." or "coco:IMAGES_DIR?annotations=FILE.json".
 // GLOB may hold * ? [..] and brace ranges like shard-{000..099}.tar. A folder
 // URI may end in "?allow_empty=1" (or 0/true/false): see allow_empty_classes.
-// Origin files and folders are read through symlinks.
+// A tar URI may end in "?FIELD=EXT&..." ("?image=jpg&mask=seg.png"): fields
+// as SourceOptions::fields gives them (the URI's win). Origin files and
+// folders are read through symlinks. docs/python.md "Layouts with fields".
 Result<std::unique_ptr<Source>> OpenSource(const std::string& uri, const SourceOptions& opts = {});
 
 // Expands brace ranges ({000..099}, {a,b}) and then shell globs (* ? [..]

@@ -79,6 +79,7 @@ struct LoaderBenchArgs {
   std::string source, model, gpu;
   CacheArgs cache;
   PrepareArgs prep;  // the same flags and defaults as warm: same spec, same entry
+  FieldArgs fields;
   bool no_cache = false, fresh = false, json = false, drop_caches = false, vs_storage = false,
        bounds = false;
   std::string warm_read = "auto";
@@ -113,6 +114,8 @@ int RunLoaderBench(const LoaderBenchArgs& a) {
   o.epochs = a.epochs;
   LoaderOptions& lo = o.loader;
   lo.source = a.source;
+  if (Status s = a.fields.ToFields(&lo.source_options.fields); !s.ok())
+    return Fail(s.message(), kExitUsage);
   if (Status s = a.prep.ToSpec(&lo.prepare); !s.ok()) return Fail(s.message(), kExitUsage);
   lo.augment.enabled = a.crop > 0;
   lo.augment.height = lo.augment.width = a.crop;
@@ -144,9 +147,10 @@ int RunLoaderBench(const LoaderBenchArgs& a) {
     if (!warm_read.ok()) return Fail(warm_read.status().message(), kExitUsage);
     lo.cache.warm_read = *warm_read;
     if (a.fresh) {
-      auto src = OpenSource(a.source);
+      auto src = OpenSource(a.source, lo.source_options);
       if (!src.ok()) return Fail(src.status().message());
-      Status s = RemoveEntry(lo.cache, MakeEntryKey(**src, {}, lo.prepare).fingerprint());
+      Status s =
+          RemoveEntry(lo.cache, MakeEntryKey(**src, lo.source_options, lo.prepare).fingerprint());
       if (!s.ok() && !s.IsNotFound()) return Fail(s.message());
     }
   }
@@ -301,6 +305,7 @@ void AddBench(CLI::App& app, RunState* st) {
   auto* l = c->add_subcommand("loader", "Run the real loader; emulate an accelerator per batch");
   auto a = std::make_shared<LoaderBenchArgs>();
   l->add_option("--source", a->source, "Source URI")->required();
+  a->fields.Add(l);
   a->cache.Add(l, true, true);
   l->add_flag("--no-cache", a->no_cache, "Prepare from the origin every epoch");
   l->add_flag("--fresh", a->fresh, "Remove this source's cache entry first (cold start)");

@@ -16,6 +16,7 @@ namespace {
 struct EntryIdArgs {
   std::string source;
   PrepareArgs prep;
+  FieldArgs fields;
   bool json = false;
 };
 
@@ -23,6 +24,7 @@ int RunEntryId(const EntryIdArgs& a) {
   PrepareSpec spec;
   if (Status s = a.prep.ToSpec(&spec); !s.ok()) return Fail(s.message(), kExitUsage);
   SourceOptions so;
+  if (Status s = a.fields.ToFields(&so.fields); !s.ok()) return Fail(s.message(), kExitUsage);
   auto src = OpenSource(a.source, so);
   if (!src.ok()) return Fail(src.status().message());
   EntryKey key = MakeEntryKey(**src, so, spec);
@@ -48,6 +50,7 @@ void AddEntryId(CLI::App& app, RunState* st) {
   auto a = std::make_shared<EntryIdArgs>();
   c->add_option("--source", a->source, "Source URI (as for warm)")->required();
   a->prep.Add(c);
+  a->fields.Add(c);
   c->add_flag("--json", a->json, "Print {entry, label, spec, samples_total}");
   c->callback([st, a] { st->rc = RunEntryId(*a); });
 }

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "source/field_specs.h"
 #include "ssdfeed/defaults.h"
 #include "ssdfeed/enum_names.h"
 #include "util/units.h"
@@ -27,6 +28,32 @@ CLI::Validator AtLeast(long long min, const std::string& note) {
         return "";
       },
       ">=" + std::to_string(min));
+}
+
+void FieldArgs::Add(CLI::App* c) {
+  c->add_option("--field", fields,
+                "A sample field NAME=KEY or NAME:KIND=KEY, repeatable (tar: member extension, "
+                "e.g. mask=seg.png; tfrecord: feature key; default: the layout's own fields)");
+}
+
+Status FieldArgs::ToFields(std::vector<FieldSpec>* out) const {
+  out->clear();
+  for (const auto& f : fields) {
+    size_t eq = f.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return Status::InvalidArgument("--field " + f + ": expected NAME=KEY or NAME:KIND=KEY");
+    FieldSpec spec{f.substr(0, eq), FieldKind::kBytes, f.substr(eq + 1)};
+    size_t colon = spec.name.find(':');
+    if (colon != std::string::npos) {
+      auto kind = ParseFieldKind(spec.name.substr(colon + 1));
+      if (!kind.ok())
+        return Status::InvalidArgument("--field " + f + ": " + kind.status().message());
+      spec.kind = *kind;
+      spec.name.erase(colon);
+    }
+    out->push_back(std::move(spec));
+  }
+  return Status::OK();
 }
 
 void PrepareArgs::Add(CLI::App* c) {

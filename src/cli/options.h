@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "ssdfeed/cache.h"
@@ -38,6 +39,16 @@ struct CacheArgs {
   // gc, rm): a root that does not exist is an error naming it and where it
   // came from, so a mistyped --cache is not an empty listing.
   Status ToExistingRoot(CacheOptions* o) const;
+};
+
+// --field NAME=KEY or NAME:KIND=KEY (repeatable): SourceOptions::fields,
+// e.g. --field mask=seg.png --field depth:array=npy (tar extensions,
+// tfrecord feature keys, files: patterns). KIND: image, mask, boxes,
+// classes, label, array, bytes; without it the name and key decide.
+struct FieldArgs {
+  std::vector<std::string> fields;
+  void Add(CLI::App* c);
+  Status ToFields(std::vector<FieldSpec>* out) const;
 };
 
 Status ParseHxW(const std::string& text, int* h, int* w);

@@ -25,6 +25,7 @@ constexpr double kSizeLow = 1.2, kSizeHigh = 1.5;
 struct PlanArgs {
   std::string source;
   PrepareArgs prep;
+  FieldArgs fields;
   int samples = 300;
   int workers = 0;
   bool json = false;
@@ -56,7 +57,9 @@ std::string Duration(double s) {
 int RunPlan(const PlanArgs& a) {
   PrepareSpec spec;
   if (Status s = a.prep.ToSpec(&spec); !s.ok()) return Fail(s.message(), kExitUsage);
-  auto src = OpenSource(a.source);
+  SourceOptions so;
+  if (Status s = a.fields.ToFields(&so.fields); !s.ok()) return Fail(s.message(), kExitUsage);
+  auto src = OpenSource(a.source, so);
   if (!src.ok()) return Fail(src.status().message());
   Probe p = Measure(**src, spec, a.samples);
   const EntryEstimate& e = p.e;
@@ -111,6 +114,7 @@ void AddPlan(CLI::App& app, RunState* st) {
   auto a = std::make_shared<PlanArgs>();
   c->add_option("--source", a->source, "Source URI (as for warm)")->required();
   a->prep.Add(c);
+  a->fields.Add(c);
   c->add_option("--samples", a->samples,
                 "Samples to prepare, spread over the dataset (default 300)")
       ->check(AtLeast(1));

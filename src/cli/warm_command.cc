@@ -29,6 +29,7 @@ struct WarmArgs {
   std::string source, on_error = "raise", skipped_file;
   PrepareArgs prep;
   CacheArgs cache;
+  FieldArgs fields;
   int workers = 0;
   bool json = false, quiet = false, allow_partial = false;
 };
@@ -158,6 +159,7 @@ int RunWarm(const WarmArgs& a) {
   Result<OnError> on_error = ParseEnum<OnError>(a.on_error, "--on-error");
   if (!on_error.ok()) return Fail(on_error.status().message(), kExitUsage);
   o.source.on_error = *on_error;
+  if (Status s = a.fields.ToFields(&o.source.fields); !s.ok()) return Fail(s.message(), kExitUsage);
   o.workers = a.workers;
   if (Status s = a.prep.ToSpec(&o.prepare); !s.ok()) return Fail(s.message(), kExitUsage);
   if (Status s = a.cache.ToOptions(&o.cache); !s.ok()) return Fail(s.message(), kExitUsage);
@@ -193,6 +195,7 @@ void AddWarm(CLI::App& app, RunState* st) {
                 "means folder:DIR)")
       ->required();
   a->prep.Add(c);
+  a->fields.Add(c);
   a->cache.Add(c, true, true);
   c->add_option("--workers", a->workers, "Threads (default 0: one per core)")
       ->check(AtLeast(0, " (0: one per core)"));

@@ -15,6 +15,13 @@ EntryKey MakeEntryKey(const Source& source, const SourceOptions& so, const Prepa
   j["image_key"] = so.image_key;
   j["label_key"] = so.label_key;
   j["allow_empty_classes"] = so.allow_empty_classes;
+  // Only when set, so the keys of classic sources stay what they were.
+  if (!so.fields.empty()) {
+    nlohmann::json fields = nlohmann::json::array();
+    for (const auto& f : so.fields) fields.push_back({f.name, static_cast<int>(f.kind), f.key});
+    j["fields"] = fields;
+  }
+  if (so.coco_crowd) j["coco_crowd"] = true;
   k.prepare_json = j.dump();
   return k;
 }
@@ -30,6 +37,15 @@ Status ParsePrepareJson(const std::string& text, PrepareSpec* spec, SourceOption
     so->image_key = j.value("image_key", "");
     so->label_key = j.value("label_key", "");
     so->allow_empty_classes = j.value("allow_empty_classes", false);
+    so->coco_crowd = j.value("coco_crowd", false);
+    so->fields.clear();
+    for (const auto& f : j.value("fields", nlohmann::json::array())) {
+      int kind = f.at(1).get<int>();
+      if (kind < 0 || kind > static_cast<int>(FieldKind::kBytes))
+        return Status::Corruption("manifest 'prepare' object: field kind " + std::to_string(kind));
+      so->fields.push_back(
+          {f.at(0).get<std::string>(), static_cast<FieldKind>(kind), f.at(2).get<std::string>()});
+    }
   } catch (const nlohmann::json::exception& e) {
     return Status::Corruption(std::string("manifest 'prepare' object: ") + e.what());
   }

@@ -4,8 +4,11 @@
 // symbols, so in a process that imported tensorflow first our calls into a
 // second libprotobuf would bind to TensorFlow's copy, of another version.
 // Interop with TensorFlow's writer and reader is tested in tests/py.
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 
+#include "source/field_specs.h"
 #include "source/tfrecord_format.h"
 
 namespace ssdfeed {
@@ -41,8 +44,12 @@ class WireReader {
         return Varint(varint);
       case kFixed64:
         return Skip(8);
-      case kFixed32:
-        return Skip(4);
+      case kFixed32:  // the 4 bytes in *varint (float_list's unpacked values)
+        if (static_cast<size_t>(end_ - p_) < 4) return false;
+        *varint = 0;
+        std::memcpy(varint, p_, 4);  // little endian host (as the record format)
+        p_ += 4;
+        return true;
       case kLength: {
         uint64_t n;
         if (!Varint(&n) || n > static_cast<uint64_t>(end_ - p_)) return false;
@@ -149,6 +156,57 @@ bool FirstInt64(std::string_view feature, int64_t* out) {
   return false;
 }
 
+// Every value of a Feature's float_list (field 2), packed or not.
+bool AllFloats(std::string_view feature, std::vector<float>* out) {
+  out->clear();
+  std::string_view list, packed;
+  if (!FeatureList(feature, 2, &list)) return false;
+  WireReader l(list);
+  uint32_t num, type;
+  uint64_t v;
+  while (!l.done()) {
+    if (!l.Field(&num, &type, &packed, &v)) return false;
+    if (num != 1) continue;
+    float f;
+    if (type == kFixed32) {
+      uint32_t bits = static_cast<uint32_t>(v);
+      std::memcpy(&f, &bits, 4);
+      out->push_back(f);
+    } else if (type == kLength) {
+      if (packed.size() % 4 != 0) return false;
+      for (size_t i = 0; i < packed.size(); i += 4) {
+        std::memcpy(&f, packed.data() + i, 4);
+        out->push_back(f);
+      }
+    }
+  }
+  return true;
+}
+
+// Every value of a Feature's int64_list (field 3), packed or not.
+bool AllInt64(std::string_view feature, std::vector<int64_t>* out) {
+  out->clear();
+  std::string_view list, packed;
+  if (!FeatureList(feature, 3, &list)) return false;
+  WireReader l(list);
+  uint32_t num, type;
+  uint64_t v;
+  while (!l.done()) {
+    if (!l.Field(&num, &type, &packed, &v)) return false;
+    if (num != 1) continue;
+    if (type == kVarint) {
+      out->push_back(static_cast<int64_t>(v));
+    } else if (type == kLength) {
+      WireReader p(packed);
+      while (!p.done()) {
+        if (!p.Varint(&v)) return false;
+        out->push_back(static_cast<int64_t>(v));
+      }
+    }
+  }
+  return true;
+}
+
 void PutVarint(uint64_t v, std::string* out) {
   while (v >= 0x80) {
     out->push_back(static_cast<char>(v | 0x80));
@@ -226,6 +284,163 @@ std::string SerializeExample(std::string_view image, int64_t label) {
   PutLength(1, MapEntry("image/format", BytesFeature("jpeg")), &features);
   std::string example;
   PutLength(1, features, &example);
+  return example;
+}
+
+namespace {
+
+// The feature keys field f reads: boxes under a prefix ending in '/' are the
+// object detection API's four lists; every other field reads one key.
+std::vector<std::string> KeysOf(const FieldSpec& f) {
+  if (f.kind == FieldKind::kBoxes && !f.key.empty() && f.key.back() == '/')
+    return {f.key + "xmin", f.key + "ymin", f.key + "xmax", f.key + "ymax"};
+  return {f.key};
+}
+
+Status Missing(const FieldSpec& f, const std::string& key) {
+  return Status::Corruption("Example has no feature '" + key + "' (field '" + f.name + "')");
+}
+
+Status WrongType(const FieldSpec& f, const std::string& key, const char* want) {
+  return Status::Corruption("feature '" + key + "' (field '" + f.name + "') is not a " + want);
+}
+
+// Boxes from the four normalised lists (xyxy interleaved) or one list of
+// 4K pixel coordinates; absent lists are an image without objects.
+Status ReadBoxes(const FieldSpec& f, const std::vector<std::string>& keys, const Found* found,
+                 EncodedField* out) {
+  std::vector<std::vector<float>> lists(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i)
+    if (found[i].present && !AllFloats(found[i].feature, &lists[i]))
+      return WrongType(f, keys[i], "float list");
+  size_t k = lists[0].size();
+  for (size_t i = 1; i < keys.size(); ++i)
+    if (lists[i].size() != k)
+      return Status::Corruption("field '" + f.name + "': " + keys[0] + " has " + std::to_string(k) +
+                                " values but " + keys[i] + " has " +
+                                std::to_string(lists[i].size()));
+  if (keys.size() == 1 && k % 4 != 0)
+    return Status::Corruption("feature '" + keys[0] + "' (field '" + f.name + "') holds " +
+                              std::to_string(k) + " values, not 4 per box");
+  out->normalized = keys.size() == 4;
+  size_t boxes = keys.size() == 4 ? k : k / 4;
+  out->bytes.resize(boxes * 4 * sizeof(float));
+  for (size_t b = 0; b < boxes; ++b)
+    for (size_t c = 0; c < 4; ++c) {
+      float v = keys.size() == 4 ? lists[c][b] : lists[0][b * 4 + c];
+      std::memcpy(out->bytes.data() + (b * 4 + c) * sizeof(float), &v, sizeof(float));
+    }
+  return Status::OK();
+}
+
+// One non-image field from its feature(s).
+Status ReadField(const FieldSpec& f, const std::vector<std::string>& keys, const Found* found,
+                 EncodedField* out) {
+  if (f.kind == FieldKind::kBoxes) return ReadBoxes(f, keys, found, out);
+  std::vector<int64_t> ints;
+  if (f.kind == FieldKind::kClasses || f.kind == FieldKind::kLabel) {
+    if (!found[0].present) {
+      if (f.kind == FieldKind::kClasses) return Status::OK();  // no objects
+      return Missing(f, keys[0]);
+    }
+    if (!AllInt64(found[0].feature, &ints)) return WrongType(f, keys[0], "int64 list");
+    if (f.kind == FieldKind::kLabel && ints.empty()) return Missing(f, keys[0]);
+    if (f.kind == FieldKind::kLabel) ints.resize(1);
+    for (int64_t v : ints) AppendInt64(v, &out->bytes);
+    return Status::OK();
+  }
+  std::string_view bytes;
+  if (!found[0].present) return Missing(f, keys[0]);
+  if (!FirstBytes(found[0].feature, &bytes)) return WrongType(f, keys[0], "bytes list");
+  out->bytes.assign(bytes.data(), bytes.size());
+  return Status::OK();
+}
+
+}  // namespace
+
+Status ParseExampleFields(std::string_view serialized, const ExampleKeys& keys,
+                          const std::vector<FieldSpec>& fields, EncodedSample* out) {
+  SSDFEED_RETURN_IF_ERROR(ParseExample(serialized, keys, out));
+  out->fields.clear();
+  bool want_label = false;
+  std::vector<std::string> wanted;
+  std::vector<size_t> first;  // index in wanted of each field's first key
+  for (const auto& f : fields) {
+    first.push_back(wanted.size());
+    if (f.kind == FieldKind::kImage) continue;
+    if (f.kind == FieldKind::kLabel && f.name == "label") {
+      want_label = true;
+      continue;
+    }
+    for (auto& k : KeysOf(f)) wanted.push_back(std::move(k));
+  }
+  if (!want_label) out->label = -1;
+  std::vector<Found> found;
+  if (!FindFeatures(serialized, wanted, &found))
+    return Status::Corruption("not a tf.train.Example (bad protobuf wire format)");
+  size_t boxes = SIZE_MAX, classes = SIZE_MAX;
+  for (size_t j = 0; j < fields.size(); ++j) {
+    const FieldSpec& f = fields[j];
+    if (f.kind == FieldKind::kImage || (f.kind == FieldKind::kLabel && f.name == "label")) continue;
+    std::vector<std::string> fkeys = KeysOf(f);
+    EncodedField ef{f.name, f.kind, {}, false, {}};
+    SSDFEED_RETURN_IF_ERROR(ReadField(f, fkeys, found.data() + first[j], &ef));
+    if (f.kind == FieldKind::kBoxes) boxes = ef.bytes.size() / 16;
+    if (f.kind == FieldKind::kClasses) classes = ef.bytes.size() / 8;
+    out->fields.push_back(std::move(ef));
+  }
+  if (boxes != SIZE_MAX && classes != SIZE_MAX && boxes != classes)
+    return Status::Corruption("Example has " + std::to_string(boxes) + " boxes but " +
+                              std::to_string(classes) + " classes");
+  if (want_label && out->label == -1)
+    return Status::Corruption(
+        "Example has no int64 label under " +
+        (keys.label_key.empty() ? std::string("image/class/label or label") : keys.label_key));
+  return Status::OK();
+}
+
+std::vector<FieldSpec> DetectExampleFields(std::string_view serialized) {
+  std::vector<std::string> keys = {"image/object/bbox/xmin", "image/segmentation/class/encoded",
+                                   "image/class/label", "label"};
+  std::vector<Found> found;
+  if (!FindFeatures(serialized, keys, &found) || (!found[0].present && !found[1].present))
+    return {};
+  std::vector<FieldSpec> out = {{"image", FieldKind::kImage, ""}};
+  if (found[2].present || found[3].present) out.push_back({"label", FieldKind::kLabel, ""});
+  if (found[0].present) {
+    out.push_back({"boxes", FieldKind::kBoxes, "image/object/bbox/"});
+    out.push_back({"classes", FieldKind::kClasses, "image/object/class/label"});
+  }
+  if (found[1].present)
+    out.push_back({"mask", FieldKind::kMask, "image/segmentation/class/encoded"});
+  return out;
+}
+
+std::string SerializeFeatures(const std::vector<ExampleFeature>& features) {
+  std::vector<const ExampleFeature*> sorted;
+  for (const auto& f : features) sorted.push_back(&f);
+  std::sort(sorted.begin(), sorted.end(),
+            [](const ExampleFeature* a, const ExampleFeature* b) { return a->key < b->key; });
+  std::string all;
+  for (const ExampleFeature* f : sorted) {
+    std::string values, list, feature;
+    if (f->type == ExampleFeature::kBytes) {
+      for (const auto& b : f->bytes) PutLength(1, b, &list);
+      PutLength(1, list, &feature);
+    } else if (f->type == ExampleFeature::kFloat) {
+      values.resize(f->floats.size() * 4);
+      if (!values.empty()) std::memcpy(values.data(), f->floats.data(), values.size());
+      PutLength(1, values, &list);  // packed
+      PutLength(2, list, &feature);
+    } else {
+      for (int64_t v : f->ints) PutVarint(static_cast<uint64_t>(v), &values);
+      PutLength(1, values, &list);  // packed
+      PutLength(3, list, &feature);
+    }
+    PutLength(1, MapEntry(f->key, feature), &all);
+  }
+  std::string example;
+  PutLength(1, all, &example);
   return example;
 }
 

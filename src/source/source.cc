@@ -1,4 +1,5 @@
 // OpenSource: parses the URI and hands over to the concrete reader.
+#include "source/field_specs.h"
 #include "source/sources.h"
 
 namespace ssdfeed {
@@ -37,6 +38,47 @@ Result<std::unique_ptr<Source>> OpenFolder(const std::string& uri, const std::st
   return OpenFolderSource(uri, dir, opts);
 }
 
+// "GLOB?image=jpg&mask=seg.png": the fields given in a tar URI replace
+// those of the options (a URI is what make-dataset prints and users copy).
+Status SplitTarFields(const std::string& uri, std::string* spec, SourceOptions* opts) {
+  size_t q = QueryStart(*spec);
+  if (q == std::string::npos) return Status::OK();
+  std::vector<std::pair<std::string, std::string>> pairs;
+  SSDFEED_RETURN_IF_ERROR(ParseQuery(spec->substr(q + 1), uri, &pairs));
+  opts->fields.clear();
+  for (auto& [name, key] : pairs) {
+    FieldSpec f{name, FieldKind::kBytes, key};
+    size_t colon = name.find(':');  // NAME:KIND, as --field takes it
+    if (colon != std::string::npos) {
+      SSDFEED_ASSIGN_OR_RETURN(f.kind, ParseFieldKind(name.substr(colon + 1)));
+      f.name.erase(colon);
+    }
+    opts->fields.push_back(std::move(f));
+  }
+  spec->erase(q);
+  return Status::OK();
+}
+
+Result<std::unique_ptr<Source>> OpenTar(const std::string& uri, std::string spec,
+                                        SourceOptions opts) {
+  SSDFEED_RETURN_IF_ERROR(SplitTarFields(uri, &spec, &opts));
+  if (spec.rfind("s3://", 0) == 0) return OpenS3Source(uri, spec, "tar", opts);
+  SSDFEED_ASSIGN_OR_RETURN(auto files, ExpandGlob(spec, opts.env));
+  return OpenTarSource(uri, files, opts);
+}
+
+// files: and coco: read local files; over a bucket they would need one
+// request per file, so they say so instead of guessing.
+Status NotOverS3(const std::string& uri, const std::string& spec) {
+  if (spec.rfind("s3://", 0) != 0) return Status::OK();
+  return Status::InvalidArgument(uri.substr(0, uri.find(':')) +
+                                 ": sources in s3:// are not "
+                                 "supported (" +
+                                 uri +
+                                 "); write the dataset as WebDataset "
+                                 "tars (tar:s3://...?image=jpg&mask=seg.png) or mount the bucket");
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Source>> OpenSource(const std::string& uri, const SourceOptions& in) {
@@ -47,20 +89,25 @@ Result<std::unique_ptr<Source>> OpenSource(const std::string& uri, const SourceO
   auto s3 = [&](size_t at) { return uri.compare(at, 5, "s3://") == 0; };
   if (starts("s3://")) return OpenS3Source(uri, uri, "", opts);
   if (starts("tfrecord:") && s3(9)) return OpenS3Source(uri, uri.substr(9), "tfrecord", opts);
-  if (starts("tar:") && s3(4)) return OpenS3Source(uri, uri.substr(4), "tar", opts);
+  if (starts("tar:")) return OpenTar(uri, uri.substr(4), opts);
+  if (starts("files:")) {
+    SSDFEED_RETURN_IF_ERROR(NotOverS3(uri, uri.substr(6)));
+    return OpenFilesSource(uri, uri.substr(6), opts);
+  }
+  if (starts("coco:")) {
+    SSDFEED_RETURN_IF_ERROR(NotOverS3(uri, uri.substr(5)));
+    return OpenCocoSource(uri, uri.substr(5), opts);
+  }
   if (starts("tfrecord:")) {
     SSDFEED_ASSIGN_OR_RETURN(auto files, ExpandGlob(uri.substr(9), opts.env));
     return OpenTFRecordSource(uri, files, opts);
-  }
-  if (starts("tar:")) {
-    SSDFEED_ASSIGN_OR_RETURN(auto files, ExpandGlob(uri.substr(4), opts.env));
-    return OpenTarSource(uri, files, opts);
   }
   size_t colon = uri.find(':');
   if (colon != std::string::npos && uri.find('/') > colon)
     return Status::InvalidArgument(
         "unknown source kind in '" + uri +
-        "' (use folder:DIR, tfrecord:GLOB, tar:GLOB or s3://BUCKET/...)");
+        "' (use folder:DIR, tfrecord:GLOB, tar:GLOB, files:ROOT?FIELD=PATTERN, "
+        "coco:IMAGES_DIR?annotations=FILE.json or s3://BUCKET/...)");
   return OpenFolder("folder:" + uri, uri, opts);  // a bare directory
 }
 

@@ -13,6 +13,12 @@ Result<std::unique_ptr<Source>> OpenTFRecordSource(const std::string& uri,
 Result<std::unique_ptr<Source>> OpenTarSource(const std::string& uri,
                                               const std::vector<std::string>& files,
                                               const SourceOptions& opts);
+// files:ROOT?FIELD=PATTERN&... (spec: all after "files:").
+Result<std::unique_ptr<Source>> OpenFilesSource(const std::string& uri, const std::string& spec,
+                                                const SourceOptions& opts);
+// coco:IMAGES_DIR?annotations=FILE.json[&crowd=1] (spec: all after "coco:").
+Result<std::unique_ptr<Source>> OpenCocoSource(const std::string& uri, const std::string& spec,
+                                               const SourceOptions& opts);
 
 // s3://BUCKET/PATTERN in the given layout ("tfrecord", "tar", "folder"; ""
 // infers it from the pattern's extension). location is the s3:// part.

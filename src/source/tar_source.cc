@@ -1,7 +1,11 @@
 // tar:GLOB — WebDataset shards read with libarchive. Members sharing a key
-// (path up to the first '.' of the file name) form a sample: the image from
-// .jpg/.jpeg/.png, the label from .cls (decimal text). Member names are only
-// ever compared, never used as paths on disk; unsafe ones are refused.
+// (path up to the first '.' of the file name) form a sample: by default the
+// image from .jpg/.jpeg/.png, the label from .cls (decimal text). With
+// SourceOptions::fields each field is the member whose extension (all after
+// the key: "seg.png") is the field's key, or one of its ';'-separated
+// alternatives ("jpg;png", as webdataset writes them), and a sample missing
+// one is an error naming it. Member names are only ever compared, never
+// used as paths on disk; unsafe ones are refused.
 #include <archive.h>
 #include <archive_entry.h>
 
@@ -9,6 +13,7 @@
 #include <cctype>
 #include <map>
 
+#include "source/field_specs.h"
 #include "source/shard_files.h"
 #include "source/sources.h"
 
@@ -16,13 +21,71 @@ namespace ssdfeed {
 
 namespace {
 
+// Where one field of a sample lies (fields mode).
+struct PartRef {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  int64_t label = 0;  // label fields: parsed while listing
+  uint8_t alt = 0;    // which of the key's alternatives matched, for messages
+  bool present = false;
+};
+
 struct TarSample {
   uint32_t file = 0;
   std::string key;
   uint64_t data_offset = 0;
   uint64_t size = 0;
   int64_t label = -1;
+  std::vector<PartRef> parts;  // fields mode: one per field, in order
 };
+
+// A requested field with its extensions (lower case, no leading dot).
+struct TarField {
+  FieldSpec spec;
+  std::vector<std::string> exts;
+  bool classic_label = false;  // the "label" field: EncodedSample::label
+};
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+// The extension a field takes when its key is empty.
+std::string DefaultExt(const FieldSpec& f) {
+  switch (f.kind) {
+    case FieldKind::kImage:
+      return "jpg;jpeg;png";
+    case FieldKind::kMask:
+      return "seg.png";
+    case FieldKind::kLabel:
+      return f.name == "label" ? "cls" : f.name;
+    default:
+      return f.name;
+  }
+}
+
+std::vector<TarField> MakeTarFields(const std::vector<FieldSpec>& specs) {
+  std::vector<TarField> out;
+  bool label_taken = false;
+  for (const auto& f : specs) {
+    TarField t{f, {}, false};
+    std::string keys = Lower(f.key.empty() ? DefaultExt(f) : f.key);
+    size_t start = 0;
+    while (start <= keys.size()) {
+      size_t semi = keys.find(';', start);
+      std::string e = keys.substr(start, semi == std::string::npos ? semi : semi - start);
+      if (!e.empty() && e[0] == '.') e.erase(0, 1);
+      if (!e.empty()) t.exts.push_back(e);
+      if (semi == std::string::npos) break;
+      start = semi + 1;
+    }
+    if (f.kind == FieldKind::kLabel && f.name == "label" && !label_taken)
+      t.classic_label = label_taken = true;
+    out.push_back(std::move(t));
+  }
+  return out;
+}
 
 bool UnsafeName(const std::string& n) {
   if (n.empty() || n[0] == '/') return true;
@@ -38,8 +101,10 @@ bool UnsafeName(const std::string& n) {
   return false;
 }
 
-// *ext is the type: the part after the last dot, lower case.
-void SplitKey(const std::string& name, std::string* key, std::string* ext) {
+// *ext is the type: the part after the last dot, lower case; *full (when
+// asked) all after the key ("seg.png"), lower case.
+void SplitKey(const std::string& name, std::string* key, std::string* ext,
+              std::string* full = nullptr) {
   size_t slash = name.find_last_of('/');
   size_t base = slash == std::string::npos ? 0 : slash + 1;
   size_t dot = name.find('.', base);
@@ -49,6 +114,7 @@ void SplitKey(const std::string& name, std::string* key, std::string* ext) {
   *ext = dot == std::string::npos || last < base ? "" : name.substr(last + 1);
   std::transform(ext->begin(), ext->end(), ext->begin(),
                  [](unsigned char c) { return std::tolower(c); });
+  if (full != nullptr) *full = dot == std::string::npos ? "" : Lower(name.substr(dot + 1));
 }
 
 struct ArchiveCloser {
@@ -59,7 +125,7 @@ struct Member {
   std::string name;
   uint64_t header_pos;
   uint64_t size;
-  std::string small_data;  // contents of .cls members
+  std::string small_data;  // contents of .cls members (and label fields')
 };
 
 // Feeds libarchive from a RandomAccessFile (a local file or an object in a
@@ -95,8 +161,9 @@ la_int64_t SkipInput(archive*, void* user, la_int64_t request) {
   return static_cast<la_int64_t>(n);
 }
 
-Status ListArchive(const std::string& path, ArchiveInput* in, std::vector<Member>* members,
-                   uint64_t* end_pos) {
+// small: full extensions whose (small) members are read while listing.
+Status ListArchive(const std::string& path, ArchiveInput* in, const std::vector<std::string>& small,
+                   std::vector<Member>* members, uint64_t* end_pos) {
   std::unique_ptr<archive, ArchiveCloser> a(archive_read_new());
   archive_read_support_format_tar(a.get());
   archive_read_support_filter_none(a.get());
@@ -121,9 +188,10 @@ Status ListArchive(const std::string& path, ArchiveInput* in, std::vector<Member
              static_cast<uint64_t>(archive_read_header_position(a.get())),
              static_cast<uint64_t>(archive_entry_size(e)),
              {}};
-    std::string key, ext;
-    SplitKey(m.name, &key, &ext);
-    if (ext == "cls" && m.size <= 64) {
+    std::string key, ext, full;
+    SplitKey(m.name, &key, &ext, &full);
+    bool wanted = ext == "cls" || std::find(small.begin(), small.end(), full) != small.end();
+    if (wanted && m.size <= 64) {
       m.small_data.resize(m.size);
       if (archive_read_data(a.get(), m.small_data.data(), m.size) !=
           static_cast<la_ssize_t>(m.size))
@@ -136,31 +204,54 @@ Status ListArchive(const std::string& path, ArchiveInput* in, std::vector<Member
 }
 
 // Lists the regular members of one tar with their header positions.
-Status ListMembers(const RandomAccessFile& f, std::vector<Member>* members, uint64_t* end_pos) {
+Status ListMembers(const RandomAccessFile& f, const std::vector<std::string>& small,
+                   std::vector<Member>* members, uint64_t* end_pos) {
   const std::string& path = f.path();
   ArchiveInput in;
   in.f = &f;
   SSDFEED_ASSIGN_OR_RETURN(in.size, f.Size());
-  Status s = ListArchive(path, &in, members, end_pos);
+  Status s = ListArchive(path, &in, small, members, end_pos);
   return in.error.ok() ? s : in.error;
 }
 
+// Why member i cannot be used (unsafe path, cut short), else OK and where
+// its data starts: data ends where the next header starts, padded to
+// 512-byte blocks.
+Status CheckMember(const std::string& path, const std::vector<Member>& members, size_t i,
+                   uint64_t end_pos, uint64_t file_size, uint64_t* data_offset) {
+  const Member& m = members[i];
+  if (UnsafeName(m.name)) return Status::Corruption(path + ": unsafe member path '" + m.name + "'");
+  uint64_t next = i + 1 < members.size() ? members[i + 1].header_pos : end_pos;
+  uint64_t padded = (m.size + 511) / 512 * 512;
+  if (next < padded || next - padded + m.size > file_size)
+    return Status::Corruption(path + ": member " + m.name + " cut short");
+  *data_offset = next - padded;
+  return Status::OK();
+}
+
+// What a shard gives while opening: its samples, and what was left out.
+struct GroupOut {
+  std::vector<TarSample>* samples;
+  size_t* skipped;
+  std::vector<std::string>* reasons;
+  // Under kSkip: counts and names what is left out; under kRaise: returns it.
+  Status Drop(OnError on_error, Status why) {
+    if (on_error == OnError::kRaise) return why;
+    ++*skipped;
+    reasons->push_back(why.message());
+    return Status::OK();
+  }
+};
+
 Status Group(const std::string& path, uint32_t file, const std::vector<Member>& members,
-             uint64_t end_pos, uint64_t file_size, OnError on_error, std::vector<TarSample>* out,
-             size_t* skipped) {
+             uint64_t end_pos, uint64_t file_size, OnError on_error, GroupOut out) {
   std::map<std::string, size_t> by_key;  // key -> index in out (this file)
   std::vector<TarSample> samples;
   std::vector<bool> has_image;
   for (size_t i = 0; i < members.size(); ++i) {
     const Member& m = members[i];
-    Status bad;
-    if (UnsafeName(m.name))
-      bad = Status::Corruption(path + ": unsafe member path '" + m.name + "'");
-    // Data ends where the next header starts, padded to 512-byte blocks.
-    uint64_t next = i + 1 < members.size() ? members[i + 1].header_pos : end_pos;
-    uint64_t padded = (m.size + 511) / 512 * 512;
-    if (bad.ok() && (next < padded || next - padded + m.size > file_size))
-      bad = Status::Corruption(path + ": member " + m.name + " cut short");
+    uint64_t offset = 0;
+    Status bad = CheckMember(path, members, i, end_pos, file_size, &offset);
     std::string key, ext;
     SplitKey(m.name, &key, &ext);
     if (bad.ok() && ext == "cls") {
@@ -178,7 +269,7 @@ Status Group(const std::string& path, uint32_t file, const std::vector<Member>& 
       if (bad.ok()) {
         if (it == by_key.end()) {
           it = by_key.emplace(key, samples.size()).first;
-          samples.push_back({file, key, 0, 0, -1});
+          samples.push_back({file, key, 0, 0, -1, {}});
           has_image.push_back(false);
         }
         samples[it->second].label = label;
@@ -187,40 +278,117 @@ Status Group(const std::string& path, uint32_t file, const std::vector<Member>& 
       auto it = by_key.find(key);
       if (it == by_key.end()) {
         it = by_key.emplace(key, samples.size()).first;
-        samples.push_back({file, key, 0, 0, -1});
+        samples.push_back({file, key, 0, 0, -1, {}});
         has_image.push_back(false);
       }
-      samples[it->second].data_offset = next - padded;
+      samples[it->second].data_offset = offset;
       samples[it->second].size = m.size;
       has_image[it->second] = true;
     }
-    if (!bad.ok()) {
-      if (on_error == OnError::kRaise) return bad;
-      ++*skipped;
-    }
+    if (!bad.ok()) SSDFEED_RETURN_IF_ERROR(out.Drop(on_error, bad));
   }
   for (size_t i = 0; i < samples.size(); ++i) {
     if (has_image[i]) {
-      out->push_back(std::move(samples[i]));
+      out.samples->push_back(std::move(samples[i]));
       continue;
     }
-    if (on_error == OnError::kRaise)
-      return Status::Corruption(path + ": sample '" + samples[i].key +
-                                "' has no .jpg/.jpeg/.png member");
-    ++*skipped;
+    SSDFEED_RETURN_IF_ERROR(
+        out.Drop(on_error, Status::Corruption(path + ": sample '" + samples[i].key +
+                                              "' has no .jpg/.jpeg/.png member")));
   }
   return Status::OK();
 }
 
+// The field (and which of its extensions) a member's full extension names.
+bool MatchField(const std::vector<TarField>& fields, const std::string& full, size_t* field,
+                uint8_t* alt) {
+  for (size_t j = 0; j < fields.size(); ++j) {
+    const auto& exts = fields[j].exts;
+    for (size_t a = 0; a < exts.size() && a < 256; ++a) {
+      if (exts[a] == full) {
+        *field = j;
+        *alt = static_cast<uint8_t>(a);
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+// Records member i as field j of its sample; a label must be decimal text.
+Status AddPart(const std::string& path, const Member& m, const TarField& f, uint64_t offset,
+               uint8_t alt, PartRef* part) {
+  if (f.spec.kind == FieldKind::kLabel &&
+      (m.size > 64 || !ParseDecimalLabel(m.small_data, &part->label)))
+    return Status::Corruption(path + ": member " + m.name + " (field '" + f.spec.name +
+                              "') is not a decimal label");
+  part->offset = offset;
+  part->size = m.size;
+  part->alt = alt;
+  part->present = true;
+  return Status::OK();
+}
+
+Status GroupFields(const std::string& path, uint32_t file, const std::vector<Member>& members,
+                   uint64_t end_pos, uint64_t file_size, OnError on_error,
+                   const std::vector<TarField>& fields, GroupOut out) {
+  std::map<std::string, size_t> by_key;
+  std::vector<TarSample> samples;
+  for (size_t i = 0; i < members.size(); ++i) {
+    const Member& m = members[i];
+    std::string key, ext, full;
+    SplitKey(m.name, &key, &ext, &full);
+    size_t j = 0;
+    uint8_t alt = 0;
+    if (!MatchField(fields, full, &j, &alt)) continue;  // a member no field asks for
+    uint64_t offset = 0;
+    Status bad = CheckMember(path, members, i, end_pos, file_size, &offset);
+    auto it = by_key.find(key);
+    if (bad.ok() && it == by_key.end()) {
+      it = by_key.emplace(key, samples.size()).first;
+      samples.push_back({file, key, 0, 0, -1, std::vector<PartRef>(fields.size())});
+    }
+    if (bad.ok()) bad = AddPart(path, m, fields[j], offset, alt, &samples[it->second].parts[j]);
+    if (!bad.ok()) SSDFEED_RETURN_IF_ERROR(out.Drop(on_error, bad));
+  }
+  for (auto& smp : samples) {
+    size_t missing = fields.size();
+    for (size_t j = 0; j < fields.size() && missing == fields.size(); ++j)
+      if (!smp.parts[j].present) missing = j;
+    if (missing == fields.size()) {
+      out.samples->push_back(std::move(smp));
+      continue;
+    }
+    const TarField& f = fields[missing];
+    SSDFEED_RETURN_IF_ERROR(out.Drop(
+        on_error, Status::Corruption(path + ": sample '" + smp.key + "' has no member for field '" +
+                                     f.spec.name + "' (" + smp.key + "." + f.exts[0] + ")")));
+  }
+  return Status::OK();
+}
+
+// The list a source gives as its schema: the image first.
+std::vector<FieldSpec> Schema(const std::vector<TarField>& fields) {
+  std::vector<FieldSpec> out;
+  for (const auto& f : fields) out.push_back(f.spec);
+  return out;
+}
+
 class TarSource final : public ShardedSource {
  public:
-  TarSource(std::string uri, ShardFiles files, std::vector<TarSample> samples, size_t skipped)
-      : ShardedSource(std::move(uri), std::move(files), skipped, "tar", ""),
-        samples_(std::move(samples)) {}
+  TarSource(std::string uri, ShardFiles files, std::vector<TarSample> samples, size_t skipped,
+            std::vector<std::string> reasons, std::vector<TarField> fields)
+      : ShardedSource(std::move(uri), std::move(files), skipped, "tar",
+                      fields.empty() ? "" : FieldsIdentity(Schema(fields))),
+        samples_(std::move(samples)),
+        reasons_(std::move(reasons)),
+        fields_(std::move(fields)) {}
   size_t size() const override { return samples_.size(); }
   Status Read(size_t id, EncodedSample* out) const override {
     const TarSample& s = samples_[id];
     SSDFEED_ASSIGN_OR_RETURN(const RandomAccessFile* f, files().Get(s.file));
+    out->fields.clear();
+    if (!fields_.empty()) return ReadFields(*f, s, out).WithContext(Describe(id));
     out->bytes.resize(s.size);
     out->label = s.label;
     return ReadExact(*f, s.data_offset, s.size, out->bytes.data()).WithContext(Describe(id));
@@ -228,40 +396,99 @@ class TarSource final : public ShardedSource {
   std::string Describe(size_t id) const override {
     return file_path(samples_[id].file) + " sample " + samples_[id].key;
   }
+  std::vector<std::string> skipped_reasons() const override { return reasons_; }
+  std::vector<FieldSpec> fields() const override {
+    return fields_.empty() ? Source::fields() : Schema(fields_);
+  }
 
  private:
+  Status ReadFields(const RandomAccessFile& f, const TarSample& s, EncodedSample* out) const {
+    out->label = -1;
+    for (size_t j = 0; j < fields_.size(); ++j) {
+      const TarField& field = fields_[j];
+      const PartRef& p = s.parts[j];
+      if (field.classic_label) {
+        out->label = p.label;
+        continue;
+      }
+      std::string* dst = &out->bytes;
+      if (field.spec.kind != FieldKind::kImage) {
+        out->fields.push_back({field.spec.name,
+                               field.spec.kind,
+                               {},
+                               false,
+                               file_path(s.file) + " member " + s.key + "." + field.exts[p.alt]});
+        dst = &out->fields.back().bytes;
+      }
+      if (field.spec.kind == FieldKind::kLabel) {
+        AppendInt64(p.label, dst);
+        continue;
+      }
+      dst->resize(p.size);
+      SSDFEED_RETURN_IF_ERROR(ReadExact(f, p.offset, p.size, dst->data()));
+    }
+    return Status::OK();
+  }
+
   std::vector<TarSample> samples_;
+  std::vector<std::string> reasons_;
+  std::vector<TarField> fields_;  // empty: the classic image + .cls label
 };
+
+// The fields of a tar source: none (classic) or the requested ones with an
+// image first when none was asked for.
+Result<std::vector<TarField>> TarFieldsOf(const SourceOptions& opts) {
+  if (opts.fields.empty()) return std::vector<TarField>{};
+  SSDFEED_ASSIGN_OR_RETURN(auto specs, ResolveFields(opts.fields, "tar"));
+  bool has_image = std::any_of(specs.begin(), specs.end(),
+                               [](const FieldSpec& f) { return f.kind == FieldKind::kImage; });
+  if (!has_image) specs.insert(specs.begin(), {"image", FieldKind::kImage, ""});
+  return MakeTarFields(specs);
+}
 
 }  // namespace
 
 Result<std::unique_ptr<Source>> OpenTarShards(const std::string& uri, ShardFiles files,
                                               const ShardScan& scan, const SourceOptions& opts) {
+  SSDFEED_ASSIGN_OR_RETURN(std::vector<TarField> fields, TarFieldsOf(opts));
+  std::vector<std::string> small;
+  for (const auto& f : fields)
+    if (f.spec.kind == FieldKind::kLabel) small.insert(small.end(), f.exts.begin(), f.exts.end());
   size_t n = files.files().size();
   std::vector<std::vector<TarSample>> per_file(n);
   std::vector<size_t> skipped(n, 0);
+  std::vector<std::vector<std::string>> reasons(n);
   SSDFEED_RETURN_IF_ERROR(ForEachShard(files, scan, [&](size_t i, const RandomAccessFile& f) {
     const InputFile& input = files.files()[i];
     std::vector<Member> members;
     uint64_t end_pos = 0;
-    Status s = ListMembers(f, &members, &end_pos);
-    if (s.ok())
-      s = Group(input.path, static_cast<uint32_t>(i), members, end_pos, input.size, opts.on_error,
-                &per_file[i], &skipped[i]);
+    Status s = ListMembers(f, small, &members, &end_pos);
+    GroupOut out{&per_file[i], &skipped[i], &reasons[i]};
+    auto file = static_cast<uint32_t>(i);
+    if (s.ok() && fields.empty())
+      s = Group(input.path, file, members, end_pos, input.size, opts.on_error, out);
+    else if (s.ok())
+      s = GroupFields(input.path, file, members, end_pos, input.size, opts.on_error, fields, out);
     if (s.ok() || opts.on_error == OnError::kRaise) return s;
     per_file[i].clear();  // a shard that cannot be listed is left out whole
     ++skipped[i];
+    reasons[i].push_back(s.message());
     return Status::OK();
   }));
   std::vector<TarSample> samples;
+  std::vector<std::string> all_reasons;
   size_t total_skipped = 0;
   for (size_t i = 0; i < n; ++i) {
     total_skipped += skipped[i];
     for (auto& smp : per_file[i]) samples.push_back(std::move(smp));
+    for (auto& r : reasons[i]) all_reasons.push_back(std::move(r));
   }
-  if (samples.empty()) return Status::NotFound(uri + ": no samples with an image member");
-  return std::unique_ptr<Source>(
-      new TarSource(uri, std::move(files), std::move(samples), total_skipped));
+  if (samples.empty())
+    return Status::NotFound(uri + (fields.empty() ? ": no samples with an image member"
+                                                  : ": no samples with every requested field"));
+  return std::unique_ptr<Source>(new TarSource(uri, std::move(files), std::move(samples),
+                                               total_skipped, std::move(all_reasons),
+                                               std::move(fields)));
 }
 
 Result<std::unique_ptr<Source>> OpenTarSource(const std::string& uri,

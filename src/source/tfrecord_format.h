@@ -36,6 +36,32 @@ struct ExampleKeys {
 Status ParseExample(std::string_view serialized, const ExampleKeys& keys, EncodedSample* out);
 std::string SerializeExample(std::string_view image, int64_t label);
 
+// As ParseExample, then each of fields (resolved kinds) from its feature
+// key: image and the field "label" as ParseExample finds them (the label in
+// EncodedSample::label; -1 when not asked for); label: the first int64;
+// classes: every int64 (absent: none); boxes: a key ending in '/' names the
+// object detection API's KEY{xmin,ymin,xmax,ymax} float lists (normalised,
+// absent: no boxes), another key one float list of 4 pixel coordinates per
+// box; mask, array and bytes: the first bytes value. A field absent from
+// the Example is Corruption naming the key and the field.
+Status ParseExampleFields(std::string_view serialized, const ExampleKeys& keys,
+                          const std::vector<FieldSpec>& fields, EncodedSample* out);
+
+// The fields of a TF object detection API or DeepLab Example (image, label
+// if it has one, boxes + classes, mask); empty for any other Example.
+std::vector<FieldSpec> DetectExampleFields(std::string_view serialized);
+
+// One feature of an Example to write (tests and make-dataset).
+struct ExampleFeature {
+  enum Type { kBytes, kFloat, kInt64 } type = kBytes;
+  std::string key;
+  std::vector<std::string> bytes;
+  std::vector<float> floats;
+  std::vector<int64_t> ints;
+};
+// A tf.train.Example holding these features (keys sorted, lists packed).
+std::string SerializeFeatures(const std::vector<ExampleFeature>& features);
+
 // Appends one framed record.
 Status AppendTFRecord(WritableFile* f, std::string_view data);
 

@@ -1,5 +1,12 @@
 // tfrecord:GLOB — records of tf.train.Example, every CRC checked, with an
-// index of record offsets so any record is one pread away.
+// index of record offsets so any record is one pread away. Fields: those of
+// SourceOptions::fields by feature key; without any, the first record
+// decides: a TF object detection API Example (image/object/bbox/xmin) gives
+// boxes + classes, a DeepLab one (image/segmentation/class/encoded) a mask,
+// and every other Example stays classic (image + label).
+#include <algorithm>
+
+#include "source/field_specs.h"
 #include "source/shard_files.h"
 #include "source/sources.h"
 #include "source/tfrecord_format.h"
@@ -14,14 +21,23 @@ struct RecordRef {
   RecordSpan span;
 };
 
+// The keys (and the fields, when there are any: classic identities stay).
+std::string IdentityExtra(const ExampleKeys& keys, const std::vector<FieldSpec>& fields) {
+  std::string extra = keys.image_key;
+  extra.append("|").append(keys.label_key);
+  if (!fields.empty()) extra.append("|").append(FieldsIdentity(fields));
+  return extra;
+}
+
 class TFRecordSource final : public ShardedSource {
  public:
   TFRecordSource(std::string uri, ShardFiles files, std::vector<RecordRef> records,
-                 ExampleKeys keys, size_t skipped)
+                 ExampleKeys keys, size_t skipped, std::vector<FieldSpec> fields)
       : ShardedSource(std::move(uri), std::move(files), skipped, "tfrecord",
-                      keys.image_key + "|" + keys.label_key),
+                      IdentityExtra(keys, fields)),
         records_(std::move(records)),
-        keys_(std::move(keys)) {}
+        keys_(std::move(keys)),
+        fields_(std::move(fields)) {}
 
   size_t size() const override { return records_.size(); }
   Status Read(size_t id, EncodedSample* out) const override {
@@ -29,7 +45,16 @@ class TFRecordSource final : public ShardedSource {
     SSDFEED_ASSIGN_OR_RETURN(const RandomAccessFile* f, files().Get(r.file));
     thread_local std::string buf;
     SSDFEED_RETURN_IF_ERROR(ReadTFRecord(*f, r.span, r.index, &buf));
-    return ParseExample(buf, keys_, out).WithContext(Describe(id));
+    if (fields_.empty()) {
+      out->fields.clear();
+      return ParseExample(buf, keys_, out).WithContext(Describe(id));
+    }
+    Status s = ParseExampleFields(buf, keys_, fields_, out).WithContext(Describe(id));
+    for (auto& ef : out->fields) ef.origin = Describe(id);
+    return s;
+  }
+  std::vector<FieldSpec> fields() const override {
+    return fields_.empty() ? Source::fields() : fields_;
   }
   std::string Describe(size_t id) const override {
     return file_path(records_[id].file) + " record " + std::to_string(records_[id].index);
@@ -38,7 +63,47 @@ class TFRecordSource final : public ShardedSource {
  private:
   std::vector<RecordRef> records_;
   ExampleKeys keys_;
+  std::vector<FieldSpec> fields_;  // empty: classic (image + label)
 };
+
+// The fields asked for (an image added first when none is), or those the
+// first record shows (see the top of this file); empty: classic.
+Result<std::vector<FieldSpec>> TFRecordFields(const SourceOptions& opts, const ShardFiles& files,
+                                              const RecordRef& first) {
+  if (opts.fields.empty()) {
+    SSDFEED_ASSIGN_OR_RETURN(const RandomAccessFile* f, files.Get(first.file));
+    std::string buf;
+    SSDFEED_RETURN_IF_ERROR(ReadTFRecord(*f, first.span, first.index, &buf));
+    return DetectExampleFields(buf);
+  }
+  SSDFEED_ASSIGN_OR_RETURN(auto specs, ResolveFields(opts.fields, "tfrecord"));
+  if (std::none_of(specs.begin(), specs.end(),
+                   [](const FieldSpec& f) { return f.kind == FieldKind::kImage; }))
+    specs.insert(specs.begin(), {"image", FieldKind::kImage, ""});
+  for (auto& f : specs) {
+    if (!f.key.empty() || f.kind == FieldKind::kImage) continue;
+    if (f.kind == FieldKind::kLabel && f.name == "label") continue;  // ParseExample's keys
+    if (f.kind == FieldKind::kBoxes)
+      f.key = "image/object/bbox/";
+    else if (f.kind == FieldKind::kClasses)
+      f.key = "image/object/class/label";
+    else if (f.kind == FieldKind::kMask)
+      f.key = "image/segmentation/class/encoded";
+    else
+      f.key = f.name;
+  }
+  return specs;
+}
+
+// The image and label keys: the fields' own when given, else the options'.
+ExampleKeys KeysFor(const SourceOptions& opts, const std::vector<FieldSpec>& fields) {
+  ExampleKeys k{opts.image_key, opts.label_key};
+  for (const auto& f : fields) {
+    if (f.kind == FieldKind::kImage && !f.key.empty()) k.image_key = f.key;
+    if (f.kind == FieldKind::kLabel && f.name == "label" && !f.key.empty()) k.label_key = f.key;
+  }
+  return k;
+}
 
 }  // namespace
 
@@ -59,8 +124,11 @@ Result<std::unique_ptr<Source>> OpenTFRecordShards(const std::string& uri, Shard
       records.push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(k), spans[i][k]});
   }
   if (records.empty()) return Status::NotFound(uri + ": no records");
-  return std::unique_ptr<Source>(new TFRecordSource(
-      uri, std::move(files), std::move(records), {opts.image_key, opts.label_key}, total_skipped));
+  SSDFEED_ASSIGN_OR_RETURN(auto fields, TFRecordFields(opts, files, records[0]));
+  ExampleKeys keys = KeysFor(opts, fields);
+  return std::unique_ptr<Source>(new TFRecordSource(uri, std::move(files), std::move(records),
+                                                    std::move(keys), total_skipped,
+                                                    std::move(fields)));
 }
 
 Result<std::unique_ptr<Source>> OpenTFRecordSource(const std::string& uri,

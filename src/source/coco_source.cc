@@ -1,0 +1,233 @@
+// coco:IMAGES_DIR?annotations=FILE.json[&crowd=1] — COCO object detection.
+// Fields: image (IMAGES_DIR/file_name), boxes (bbox [x,y,w,h] as float32
+// xyxy in the image's pixels) and classes (category ids mapped to 0..K-1 in
+// id order; the map is part of the identity and categories() gives it).
+// Samples are the json's images sorted by file_name (then id): canonical
+// whatever order the json lists them in. An image without annotations stays
+// with zero boxes; iscrowd boxes are left out unless crowd=1 (or
+// SourceOptions::coco_crowd). Boxes of an image keep the json's order.
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "source/field_specs.h"
+#include "source/shard_files.h"
+#include "source/sources.h"
+
+namespace ssdfeed {
+
+namespace {
+
+using json = nlohmann::json;
+
+struct CocoImage {
+  int64_t id = 0;
+  std::string file_name;
+  std::vector<float> boxes;  // xyxy
+  std::vector<int64_t> classes;
+};
+
+class CocoSource final : public Source {
+ public:
+  CocoSource(std::string uri, std::string annotations, std::vector<CocoImage> images,
+             std::vector<InputFile> files, std::vector<Category> categories, bool crowd,
+             size_t skipped, std::vector<std::string> reasons, Env* env)
+      : uri_(std::move(uri)),
+        annotations_(std::move(annotations)),
+        images_(std::move(images)),
+        files_(std::move(files)),
+        categories_(std::move(categories)),
+        skipped_(skipped),
+        reasons_(std::move(reasons)),
+        env_(env) {
+    std::string extra = FieldsIdentity(fields()) + (crowd ? "|crowd" : "|nocrowd") + "|categories";
+    for (size_t k = 0; k < categories_.size(); ++k) {
+      const auto& c = categories_[k];
+      extra.append("|").append(std::to_string(k)).append(":").append(std::to_string(c.id));
+      extra.append(":").append(std::to_string(c.name.size())).append(":").append(c.name);
+    }
+    identity_ = IdentityDigest("coco", files_, extra);
+  }
+  size_t size() const override { return images_.size(); }
+  Status Read(size_t id, EncodedSample* out) const override {
+    const CocoImage& im = images_[id];
+    out->label = -1;
+    out->fields.clear();
+    std::string origin = annotations_ + " image id " + std::to_string(im.id);
+    EncodedField boxes{"boxes", FieldKind::kBoxes, {}, false, origin};
+    boxes.bytes.resize(im.boxes.size() * sizeof(float));
+    if (!im.boxes.empty()) std::memcpy(boxes.bytes.data(), im.boxes.data(), boxes.bytes.size());
+    EncodedField classes{"classes", FieldKind::kClasses, {}, false, origin};
+    for (int64_t c : im.classes) AppendInt64(c, &classes.bytes);
+    out->fields.push_back(std::move(boxes));
+    out->fields.push_back(std::move(classes));
+    return env_->ReadFileToString(files_[id + 1].path, &out->bytes, OriginReadOptions());
+  }
+  std::string Describe(size_t id) const override {
+    return files_[id + 1].path + " (" + annotations_ + " image id " +
+           std::to_string(images_[id].id) + ")";
+  }
+  const std::string& identity() const override { return identity_; }
+  const std::string& uri() const override { return uri_; }
+  size_t skipped() const override { return skipped_; }
+  std::vector<std::string> skipped_reasons() const override { return reasons_; }
+  std::vector<Category> categories() const override { return categories_; }
+  std::vector<FieldSpec> fields() const override {
+    return {{"image", FieldKind::kImage, ""},
+            {"boxes", FieldKind::kBoxes, "bbox"},
+            {"classes", FieldKind::kClasses, "category_id"}};
+  }
+
+ private:
+  std::string uri_;
+  std::string annotations_;
+  std::vector<CocoImage> images_;
+  std::vector<InputFile> files_;  // the annotations file, then one per image
+  std::vector<Category> categories_;
+  size_t skipped_;
+  std::vector<std::string> reasons_;
+  Env* env_;
+  std::string identity_;
+};
+
+struct CocoQuery {
+  std::string annotations;
+  bool crowd = false;
+};
+
+Status ParseCocoQuery(const std::string& uri, const std::string& query, CocoQuery* q) {
+  std::vector<std::pair<std::string, std::string>> pairs;
+  if (!query.empty()) SSDFEED_RETURN_IF_ERROR(ParseQuery(query, uri, &pairs));
+  for (const auto& [k, v] : pairs) {
+    if (k == "annotations") {
+      q->annotations = v;
+    } else if (k == "crowd" && (v == "0" || v == "1" || v == "true" || v == "false")) {
+      q->crowd = v == "1" || v == "true";
+    } else {
+      return Status::InvalidArgument(uri + ": unknown or bad option '" + k + "=" + v +
+                                     "' (annotations=FILE.json, crowd=0|1)");
+    }
+  }
+  if (q->annotations.empty())
+    return Status::InvalidArgument(uri +
+                                   ": no annotations file (coco:IMAGES_DIR?annotations=FILE.json)");
+  return Status::OK();
+}
+
+bool SafeRelative(const std::string& name) {
+  if (name.empty() || name[0] == '/') return false;
+  size_t start = 0;
+  while (true) {
+    size_t slash = name.find('/', start);
+    if (name.compare(start, slash == std::string::npos ? std::string::npos : slash - start, "..") ==
+        0)
+      return false;
+    if (slash == std::string::npos) return true;
+    start = slash + 1;
+  }
+}
+
+// Parses the json's three lists into images (with their boxes) and the
+// category map; what does not fit COCO's schema is Corruption naming it.
+Status ParseCoco(const json& doc, const std::string& where, bool crowd,
+                 std::vector<CocoImage>* images, std::vector<Source::Category>* categories) {
+  if (!doc.is_object() || !doc.contains("images") || !doc["images"].is_array())
+    return Status::Corruption(where + ": no \"images\" list (not COCO annotations)");
+  for (const auto& c : doc.value("categories", json::array()))
+    categories->push_back({c.at("id").get<int64_t>(), c.value("name", std::string())});
+  std::sort(categories->begin(), categories->end(),
+            [](const auto& a, const auto& b) { return a.id < b.id; });
+  std::map<int64_t, int64_t> cat_index;
+  for (size_t k = 0; k < categories->size(); ++k)
+    if (!cat_index.emplace((*categories)[k].id, static_cast<int64_t>(k)).second)
+      return Status::Corruption(where + ": category id " + std::to_string((*categories)[k].id) +
+                                " is listed twice");
+  std::map<int64_t, size_t> by_id;
+  for (const auto& im : doc["images"]) {
+    CocoImage c{im.at("id").get<int64_t>(), im.at("file_name").get<std::string>(), {}, {}};
+    if (!SafeRelative(c.file_name))
+      return Status::Corruption(where + ": image id " + std::to_string(c.id) + " file_name '" +
+                                c.file_name + "' is not a relative path inside IMAGES_DIR");
+    if (!by_id.emplace(c.id, images->size()).second)
+      return Status::Corruption(where + ": image id " + std::to_string(c.id) + " is listed twice");
+    images->push_back(std::move(c));
+  }
+  for (const auto& a : doc.value("annotations", json::array())) {
+    std::string ann = "annotation id " + (a.contains("id") ? a["id"].dump() : std::string("?"));
+    if (a.value("iscrowd", 0) != 0 && !crowd) continue;
+    auto im = by_id.find(a.at("image_id").get<int64_t>());
+    if (im == by_id.end())
+      return Status::Corruption(where + ": " + ann + " names image id " + a["image_id"].dump() +
+                                ", which is not in \"images\"");
+    auto cat = cat_index.find(a.at("category_id").get<int64_t>());
+    if (cat == cat_index.end())
+      return Status::Corruption(where + ": " + ann + " names category id " +
+                                a["category_id"].dump() + ", which is not in \"categories\"");
+    const json& b = a.at("bbox");
+    if (!b.is_array() || b.size() != 4)
+      return Status::Corruption(where + ": " + ann + " bbox is not [x, y, width, height]");
+    auto x = b[0].get<double>(), y = b[1].get<double>(), w = b[2].get<double>(),
+         h = b[3].get<double>();
+    CocoImage& dst = (*images)[im->second];
+    for (double v : {x, y, x + w, y + h}) dst.boxes.push_back(static_cast<float>(v));
+    dst.classes.push_back(cat->second);
+  }
+  std::sort(images->begin(), images->end(), [](const CocoImage& a, const CocoImage& b) {
+    return a.file_name != b.file_name ? a.file_name < b.file_name : a.id < b.id;
+  });
+  return Status::OK();
+}
+
+Status LoadCoco(Env* env, const std::string& path, bool crowd, std::vector<CocoImage>* images,
+                std::vector<Source::Category>* categories) {
+  std::string text;
+  SSDFEED_RETURN_IF_ERROR(env->ReadFileToString(path, &text, OriginReadOptions()));
+  try {
+    json doc = json::parse(text);
+    return ParseCoco(doc, path, crowd, images, categories);
+  } catch (const json::exception& e) {
+    return Status::Corruption(path + ": not COCO annotations (" + e.what() + ")");
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Source>> OpenCocoSource(const std::string& uri, const std::string& spec,
+                                               const SourceOptions& opts) {
+  size_t q = spec.find('?');
+  std::string dir = spec.substr(0, q);
+  CocoQuery query;
+  query.crowd = opts.coco_crowd;
+  SSDFEED_RETURN_IF_ERROR(
+      ParseCocoQuery(uri, q == std::string::npos ? "" : spec.substr(q + 1), &query));
+  Env* env = opts.env;
+  SSDFEED_ASSIGN_OR_RETURN(FileInfo root, env->Stat(dir));
+  if (!root.is_dir) return Status::InvalidArgument(dir + ": not a directory");
+  std::vector<CocoImage> found;
+  std::vector<Source::Category> categories;
+  SSDFEED_RETURN_IF_ERROR(LoadCoco(env, query.annotations, query.crowd, &found, &categories));
+  SSDFEED_ASSIGN_OR_RETURN(InputFile ann, StatInput(env, query.annotations));
+  std::vector<InputFile> files{ann};
+  std::vector<CocoImage> images;
+  std::vector<std::string> reasons;
+  for (auto& im : found) {
+    auto f = StatInput(env, JoinPath(dir, im.file_name));
+    if (!f.ok()) {
+      Status why = Status::NotFound(query.annotations + ": image id " + std::to_string(im.id) +
+                                    ": " + f.status().message());
+      if (opts.on_error == OnError::kRaise) return why;
+      reasons.push_back(why.message());
+      continue;
+    }
+    files.push_back(*f);
+    images.push_back(std::move(im));
+  }
+  if (images.empty()) return Status::NotFound(uri + ": no images");
+  size_t skipped = reasons.size();
+  return std::unique_ptr<Source>(new CocoSource(uri, query.annotations, std::move(images),
+                                                std::move(files), std::move(categories),
+                                                query.crowd, skipped, std::move(reasons), env));
+}
+
+}  // namespace ssdfeed

@@ -1,0 +1,131 @@
+// Field lists of the layouts: kinds, checks, identity text, URI queries.
+#include "source/field_specs.h"
+
+#include <cctype>
+#include <cstring>
+#include <set>
+
+namespace ssdfeed {
+
+namespace {
+
+constexpr const char* kKindNames[] = {"image", "mask",  "boxes", "classes",
+                                      "label", "array", "bytes"};
+
+bool EndsWith(std::string_view s, std::string_view t) {
+  return s.size() >= t.size() && s.substr(s.size() - t.size()) == t;
+}
+
+FieldKind KindFromKey(std::string_view key) {
+  if (!key.empty() && key.front() == '.') key.remove_prefix(1);
+  if (key == "cls") return FieldKind::kLabel;
+  if (key.substr(0, 4) == "seg." || key.find("segmentation") != std::string_view::npos)
+    return FieldKind::kMask;
+  if (key.substr(0, 18) == "image/object/bbox/") return FieldKind::kBoxes;
+  if (key == "image/object/class/label") return FieldKind::kClasses;
+  if (EndsWith(key, "npy")) return FieldKind::kArray;
+  return FieldKind::kBytes;
+}
+
+}  // namespace
+
+FieldKind ResolveFieldKind(const FieldSpec& spec) {
+  if (spec.kind != FieldKind::kBytes) return spec.kind;
+  FieldKind k = DefaultFieldKind(spec.name, spec.key);
+  return k != FieldKind::kBytes ? k : KindFromKey(spec.key);
+}
+
+Result<std::vector<FieldSpec>> ResolveFields(const std::vector<FieldSpec>& in,
+                                             const std::string& layout) {
+  std::vector<FieldSpec> out;
+  std::set<std::string> names;
+  int images = 0;
+  for (const auto& f : in) {
+    if (f.name.empty())
+      return Status::InvalidArgument(layout + ": a field has an empty name (key '" + f.key + "')");
+    if (!names.insert(f.name).second)
+      return Status::InvalidArgument(layout + ": field '" + f.name + "' is given twice");
+    FieldSpec r = f;
+    r.kind = ResolveFieldKind(f);
+    if (static_cast<uint8_t>(r.kind) > static_cast<uint8_t>(FieldKind::kBytes))
+      return Status::InvalidArgument(layout + ": field '" + f.name + "' has an unknown kind");
+    if (r.kind == FieldKind::kImage && ++images > 1)
+      return Status::InvalidArgument(layout + ": field '" + f.name +
+                                     "' is a second image (a sample has one image)");
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::string FieldsIdentity(const std::vector<FieldSpec>& fields) {
+  std::string s = "fields";
+  for (const auto& f : fields) {
+    s.append("|").append(std::to_string(f.name.size())).append(":").append(f.name);
+    s.append(":").append(FieldKindName(f.kind)).append(":");
+    s.append(std::to_string(f.key.size())).append(":").append(f.key);
+  }
+  return s;
+}
+
+const char* FieldKindName(FieldKind kind) {
+  auto i = static_cast<size_t>(kind);
+  return i < std::size(kKindNames) ? kKindNames[i] : "unknown";
+}
+
+Result<FieldKind> ParseFieldKind(std::string_view name) {
+  for (size_t i = 0; i < std::size(kKindNames); ++i)
+    if (name == kKindNames[i]) return static_cast<FieldKind>(i);
+  return Status::InvalidArgument("unknown field kind '" + std::string(name) +
+                                 "' (image, mask, boxes, classes, label, array or bytes)");
+}
+
+Status ParseQuery(const std::string& query, const std::string& uri,
+                  std::vector<std::pair<std::string, std::string>>* out) {
+  size_t start = 0;
+  while (start <= query.size()) {
+    size_t amp = query.find('&', start);
+    std::string item = query.substr(start, amp == std::string::npos ? amp : amp - start);
+    size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return Status::InvalidArgument("'" + item + "' in '" + uri + "' is not NAME=VALUE");
+    out->emplace_back(item.substr(0, eq), item.substr(eq + 1));
+    if (amp == std::string::npos) break;
+    start = amp + 1;
+  }
+  return Status::OK();
+}
+
+size_t QueryStart(const std::string& spec) {
+  size_t q = spec.rfind('?');
+  if (q == std::string::npos || spec.find('=', q) == std::string::npos ||
+      spec.find('/', q) != std::string::npos)
+    return std::string::npos;
+  return q;
+}
+
+bool ParseDecimalLabel(std::string_view text, int64_t* out) {
+  int64_t v = 0;
+  bool digits = false, neg = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '\n' || c == '\r' || c == ' ') continue;
+    if (c == '-' && !digits && !neg) {
+      neg = true;
+      continue;
+    }
+    if (!std::isdigit(static_cast<unsigned char>(c)) || v > (INT64_MAX - 9) / 10) return false;
+    v = v * 10 + (c - '0');
+    digits = true;
+  }
+  if (!digits) return false;
+  *out = neg ? -v : v;
+  return true;
+}
+
+void AppendInt64(int64_t v, std::string* out) {
+  char b[8];
+  for (int i = 0; i < 8; ++i) b[i] = static_cast<char>(static_cast<uint64_t>(v) >> (8 * i));
+  out->append(b, 8);
+}
+
+}  // namespace ssdfeed

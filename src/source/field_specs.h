@@ -1,0 +1,48 @@
+// What the layouts share about sample fields: resolving the kind of each
+// requested field, the identity text of a field list, URI queries
+// (FIELD=VALUE&...) and the little encodings of labels.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ssdfeed/source.h"
+
+namespace ssdfeed {
+
+// The kind a spec stands for: its own unless it is kBytes (the default of a
+// FieldSpec, so "not said"), then what its name implies (DefaultFieldKind),
+// then what its key implies: "cls" a label, "seg.png"/"...segmentation..."
+// a mask, "image/object/bbox/" boxes, "image/object/class/label" classes,
+// "npy" an array. Otherwise bytes.
+FieldKind ResolveFieldKind(const FieldSpec& spec);
+
+// Resolves every kind and checks the list: names non-empty and unique, at
+// most one image field. `layout` names the source in errors.
+Result<std::vector<FieldSpec>> ResolveFields(const std::vector<FieldSpec>& in,
+                                             const std::string& layout);
+
+// "fields|name:kind:key|...": lengths included, so no two lists collide.
+std::string FieldsIdentity(const std::vector<FieldSpec>& fields);
+
+// The name of a kind ("mask") and back; an unknown name is InvalidArgument.
+const char* FieldKindName(FieldKind kind);
+Result<FieldKind> ParseFieldKind(std::string_view name);
+
+// Splits "a=1&b=2" into pairs, in order; an item without '=' or with an
+// empty name is InvalidArgument naming it and `uri`.
+Status ParseQuery(const std::string& query, const std::string& uri,
+                  std::vector<std::pair<std::string, std::string>>* out);
+
+// Where a URI's query starts: the last '?' followed by a '=' and no '/'
+// (a '?' elsewhere is part of a glob or a name); npos when there is none.
+size_t QueryStart(const std::string& spec);
+
+// A decimal label as WebDataset's .cls holds it ("7\n"); false if not one.
+bool ParseDecimalLabel(std::string_view text, int64_t* out);
+// int64 little endian, as EncodedField holds a label or classes.
+void AppendInt64(int64_t v, std::string* out);
+
+}  // namespace ssdfeed

@@ -1,0 +1,521 @@
+// Sources with fields: WebDataset members by extension, TFRecord features
+// by key (object detection API, DeepLab), files: pairs by {stem} and coco:.
+#include <archive.h>
+#include <archive_entry.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "source/tfrecord_format.h"
+#include "ssdfeed/env.h"
+#include "ssdfeed/source.h"
+#include "test_util.h"
+
+namespace ssdfeed {
+namespace {
+
+using Members = std::vector<std::pair<std::string, std::string>>;
+
+void WriteTar(const std::string& path, const Members& members) {
+  archive* a = archive_write_new();
+  archive_write_set_format_pax_restricted(a);
+  archive_write_open_filename(a, path.c_str());
+  for (const auto& [name, data] : members) {
+    archive_entry* e = archive_entry_new();
+    archive_entry_set_pathname(e, name.c_str());
+    archive_entry_set_size(e, static_cast<la_int64_t>(data.size()));
+    archive_entry_set_filetype(e, AE_IFREG);
+    archive_entry_set_perm(e, 0644);
+    archive_write_header(a, e);
+    archive_write_data(a, data.data(), data.size());
+    archive_entry_free(e);
+  }
+  archive_write_close(a);
+  archive_write_free(a);
+}
+
+void WriteFile(const std::string& path, const std::string& data) {
+  ASSERT_EQ(test::RunCommand("mkdir -p '" + path.substr(0, path.find_last_of('/')) + "'"), 0);
+  std::ofstream(path, std::ios::binary) << data;
+}
+
+const EncodedField* FieldOf(const EncodedSample& s, const std::string& name) {
+  for (const auto& f : s.fields)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+std::vector<std::string> Names(const std::vector<FieldSpec>& fields) {
+  std::vector<std::string> out;
+  for (const auto& f : fields) out.push_back(f.name);
+  return out;
+}
+
+std::vector<float> Floats(const std::string& b) {
+  std::vector<float> v(b.size() / 4);
+  if (!v.empty()) std::memcpy(v.data(), b.data(), b.size());
+  return v;
+}
+
+std::vector<int64_t> Ints(const std::string& b) {
+  std::vector<int64_t> v(b.size() / 8);
+  if (!v.empty()) std::memcpy(v.data(), b.data(), b.size());
+  return v;
+}
+
+SourceOptions WithFields(std::vector<FieldSpec> fields, OnError on_error = OnError::kRaise) {
+  SourceOptions o;
+  o.fields = std::move(fields);
+  o.on_error = on_error;
+  return o;
+}
+
+// --- tar ------------------------------------------------------------------
+
+Members SegShard() {
+  return {{"a.jpg", "JPG-A"},      {"a.seg.png", "MASK-A"}, {"a.cls", "3\n"},
+          {"a.npy", "NPY-A"},      {"a.json", "{\"a\":1}"}, {"b.jpg", "JPG-B"},
+          {"b.seg.png", "MASK-B"}, {"b.cls", "4"},          {"b.npy", "NPY-B"},
+          {"b.json", "{}"}};
+}
+
+TEST(TarFields, MembersByExtensionFormOneSample) {
+  test::TempDir dir;
+  WriteTar(dir.Sub("s.tar"), SegShard());
+  auto src =
+      OpenSource("tar:" + dir.Sub("s.tar"), WithFields({{"image", FieldKind::kBytes, "jpg"},
+                                                        {"mask", FieldKind::kBytes, "seg.png"},
+                                                        {"label", FieldKind::kBytes, "cls"},
+                                                        {"depth", FieldKind::kBytes, "npy"},
+                                                        {"meta", FieldKind::kBytes, "json"}}));
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  ASSERT_EQ((*src)->size(), 2u);
+  auto schema = (*src)->fields();
+  EXPECT_EQ(Names(schema), (std::vector<std::string>{"image", "mask", "label", "depth", "meta"}));
+  EXPECT_EQ(schema[1].kind, FieldKind::kMask);
+  EXPECT_EQ(schema[2].kind, FieldKind::kLabel);
+  EXPECT_EQ(schema[3].kind, FieldKind::kArray);
+  EXPECT_EQ(schema[4].kind, FieldKind::kBytes);
+  EncodedSample s;
+  ASSERT_TRUE((*src)->Read(1, &s).ok());
+  EXPECT_EQ(s.bytes, "JPG-B");
+  EXPECT_EQ(s.label, 4);
+  ASSERT_EQ(s.fields.size(), 3u);  // the label travels in EncodedSample::label
+  EXPECT_EQ(FieldOf(s, "mask")->bytes, "MASK-B");
+  EXPECT_EQ(FieldOf(s, "mask")->kind, FieldKind::kMask);
+  EXPECT_NE(FieldOf(s, "mask")->origin.find("b.seg.png"), std::string::npos);
+  EXPECT_EQ(FieldOf(s, "depth")->bytes, "NPY-B");
+  EXPECT_EQ(FieldOf(s, "meta")->bytes, "{}");
+}
+
+TEST(TarFields, URIQueryGivesTheFieldsAndTheImageComesFirst) {
+  test::TempDir dir;
+  WriteTar(dir.Sub("s.tar"), SegShard());
+  auto src = OpenSource("tar:" + dir.Sub("s.tar") + "?mask=seg.png&extra:bytes=json");
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  // NAME:KIND as --field takes it; only the image is added.
+  EXPECT_EQ(Names((*src)->fields()), (std::vector<std::string>{"image", "mask", "extra"}));
+  EXPECT_EQ((*src)->fields()[2].kind, FieldKind::kBytes);
+  EncodedSample s;
+  ASSERT_TRUE((*src)->Read(0, &s).ok());
+  EXPECT_EQ(s.bytes, "JPG-A");
+  EXPECT_EQ(s.label, -1);  // no label asked for
+  EXPECT_EQ(FieldOf(s, "mask")->bytes, "MASK-A");
+}
+
+TEST(TarFields, MissingFieldNamesSampleAndFieldOrIsSkippedAndCounted) {
+  test::TempDir dir;
+  Members m = SegShard();
+  m.erase(m.begin() + 6);  // b.seg.png
+  WriteTar(dir.Sub("s.tar"), m);
+  std::vector<FieldSpec> f = {{"mask", FieldKind::kBytes, "seg.png"}};
+  auto bad = OpenSource("tar:" + dir.Sub("s.tar"), WithFields(f));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("sample 'b' has no member for field 'mask' (b.seg.png)"),
+            std::string::npos)
+      << bad.status().message();
+  EXPECT_NE(bad.status().message().find(dir.Sub("s.tar")), std::string::npos);
+  auto skip = OpenSource("tar:" + dir.Sub("s.tar"), WithFields(f, OnError::kSkip));
+  ASSERT_TRUE(skip.ok()) << skip.status().ToString();
+  EXPECT_EQ((*skip)->size(), 1u);
+  EXPECT_EQ((*skip)->skipped(), 1u);
+  ASSERT_EQ((*skip)->skipped_reasons().size(), 1u);
+  EXPECT_NE((*skip)->skipped_reasons()[0].find("'b'"), std::string::npos);
+}
+
+TEST(TarFields, DefaultStaysClassicAndIdentityCoversTheFields) {
+  test::TempDir dir;
+  WriteTar(dir.Sub("s.tar"), SegShard());
+  std::string uri = "tar:" + dir.Sub("s.tar");
+  auto classic = OpenSource(uri);
+  ASSERT_TRUE(classic.ok());
+  EXPECT_EQ(Names((*classic)->fields()), (std::vector<std::string>{"image", "label"}));
+  EncodedSample s;
+  ASSERT_TRUE((*classic)->Read(0, &s).ok());
+  EXPECT_TRUE(s.fields.empty());
+  EXPECT_EQ(s.label, 3);
+  auto m1 = OpenSource(uri, WithFields({{"mask", FieldKind::kBytes, "seg.png"}}));
+  auto m2 = OpenSource(uri, WithFields({{"mask", FieldKind::kBytes, "json"}}));
+  auto m3 = OpenSource(uri, WithFields({{"seg", FieldKind::kBytes, "seg.png"}}));
+  ASSERT_TRUE(m1.ok() && m2.ok() && m3.ok());
+  EXPECT_NE((*classic)->identity(), (*m1)->identity());
+  EXPECT_NE((*m1)->identity(), (*m2)->identity());
+  EXPECT_NE((*m1)->identity(), (*m3)->identity());
+}
+
+TEST(TarFields, AlternativesAndBadLabelAndDuplicateNames) {
+  test::TempDir dir;
+  WriteTar(dir.Sub("s.tar"), {{"a.png", "PNG-A"}, {"a.cls", "x"}, {"b.jpeg", "JPG-B"}});
+  auto src = OpenSource("tar:" + dir.Sub("s.tar"),
+                        WithFields({{"image", FieldKind::kBytes, "jpg;jpeg;png"}}));
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  EXPECT_EQ((*src)->size(), 2u);
+  auto bad = OpenSource("tar:" + dir.Sub("s.tar"),
+                        WithFields({{"label", FieldKind::kBytes, "cls"}}, OnError::kRaise));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("a.cls (field 'label') is not a decimal label"),
+            std::string::npos)
+      << bad.status().message();
+  auto dup = OpenSource("tar:" + dir.Sub("s.tar"),
+                        WithFields({{"m", FieldKind::kBytes, "a"}, {"m", FieldKind::kBytes, "b"}}));
+  ASSERT_FALSE(dup.ok());
+  EXPECT_NE(dup.status().message().find("'m' is given twice"), std::string::npos);
+}
+
+// --- tfrecord -------------------------------------------------------------
+
+ExampleFeature Bytes(const std::string& key, const std::string& v) {
+  return {ExampleFeature::kBytes, key, {v}, {}, {}};
+}
+ExampleFeature Floats(const std::string& key, std::vector<float> v) {
+  return {ExampleFeature::kFloat, key, {}, std::move(v), {}};
+}
+ExampleFeature Int64s(const std::string& key, std::vector<int64_t> v) {
+  return {ExampleFeature::kInt64, key, {}, {}, std::move(v)};
+}
+
+std::string OdExample(const std::string& image, std::vector<float> xmin, std::vector<int64_t> cls,
+                      bool mask) {
+  std::vector<float> ymin, xmax, ymax;
+  for (float x : xmin) {
+    ymin.push_back(x / 2);
+    xmax.push_back(x + 0.25f);
+    ymax.push_back(x / 2 + 0.5f);
+  }
+  std::vector<ExampleFeature> f = {
+      Bytes("image/encoded", image),          Bytes("image/format", "jpeg"),
+      Floats("image/object/bbox/xmin", xmin), Floats("image/object/bbox/ymin", ymin),
+      Floats("image/object/bbox/xmax", xmax), Floats("image/object/bbox/ymax", ymax),
+      Int64s("image/object/class/label", cls)};
+  if (mask) f.push_back(Bytes("image/segmentation/class/encoded", "PNG-" + image));
+  return SerializeFeatures(f);
+}
+
+void WriteRecords(const std::string& path, const std::vector<std::string>& records) {
+  WritableFileOptions wo;
+  wo.truncate = true;
+  auto f = Env::Default()->NewWritableFile(path, wo);
+  ASSERT_TRUE(f.ok());
+  for (const auto& r : records) ASSERT_TRUE(AppendTFRecord(f->get(), r).ok());
+  ASSERT_TRUE((*f)->Close().ok());
+}
+
+TEST(TFRecordFields, ObjectDetectionApiIsDetectedFromTheFirstRecord) {
+  test::TempDir dir;
+  WriteRecords(dir.Sub("od.tfrecord"),
+               {OdExample("I0", {0.1f, 0.5f}, {1, 7}, true), OdExample("I1", {}, {}, true)});
+  auto src = OpenSource("tfrecord:" + dir.Sub("od.tfrecord"));
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  EXPECT_EQ(Names((*src)->fields()),
+            (std::vector<std::string>{"image", "boxes", "classes", "mask"}));
+  EncodedSample s;
+  ASSERT_TRUE((*src)->Read(0, &s).ok());
+  EXPECT_EQ(s.bytes, "I0");
+  const EncodedField* boxes = FieldOf(s, "boxes");
+  ASSERT_NE(boxes, nullptr);
+  EXPECT_TRUE(boxes->normalized);
+  EXPECT_EQ(Floats(boxes->bytes),
+            (std::vector<float>{0.1f, 0.05f, 0.35f, 0.55f, 0.5f, 0.25f, 0.75f, 0.75f}));
+  EXPECT_EQ(Ints(FieldOf(s, "classes")->bytes), (std::vector<int64_t>{1, 7}));
+  EXPECT_EQ(FieldOf(s, "mask")->bytes, "PNG-I0");
+  EXPECT_EQ(FieldOf(s, "mask")->kind, FieldKind::kMask);
+  EXPECT_NE(FieldOf(s, "mask")->origin.find("record 0"), std::string::npos);
+  ASSERT_TRUE((*src)->Read(1, &s).ok());
+  EXPECT_TRUE(FieldOf(s, "boxes")->bytes.empty());
+  EXPECT_TRUE(FieldOf(s, "classes")->bytes.empty());
+}
+
+TEST(TFRecordFields, ClassicExamplesStayClassic) {
+  test::TempDir dir;
+  WriteRecords(dir.Sub("c.tfrecord"), {SerializeExample("IMG", 5)});
+  auto src = OpenSource("tfrecord:" + dir.Sub("c.tfrecord"));
+  ASSERT_TRUE(src.ok());
+  EXPECT_EQ(Names((*src)->fields()), (std::vector<std::string>{"image", "label"}));
+  EncodedSample s;
+  ASSERT_TRUE((*src)->Read(0, &s).ok());
+  EXPECT_EQ(s.label, 5);
+  EXPECT_TRUE(s.fields.empty());
+}
+
+TEST(TFRecordFields, RequestedKeysAndAMissingFeatureNamesKeyAndRecord) {
+  test::TempDir dir;
+  WriteRecords(
+      dir.Sub("d.tfrecord"),
+      {SerializeFeatures({Bytes("image/encoded", "I0"), Bytes("depth", "NPY0"),
+                          Int64s("image/class/label", {2})}),
+       SerializeFeatures({Bytes("image/encoded", "I1"), Int64s("image/class/label", {3})})});
+  std::string uri = "tfrecord:" + dir.Sub("d.tfrecord");
+  auto src = OpenSource(
+      uri, WithFields({{"label", FieldKind::kBytes, ""}, {"depth", FieldKind::kArray, "depth"}}));
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  EXPECT_EQ(Names((*src)->fields()), (std::vector<std::string>{"image", "label", "depth"}));
+  EncodedSample s;
+  ASSERT_TRUE((*src)->Read(0, &s).ok());
+  EXPECT_EQ(s.label, 2);
+  EXPECT_EQ(FieldOf(s, "depth")->bytes, "NPY0");
+  Status st = (*src)->Read(1, &s);
+  ASSERT_TRUE(st.IsCorruption());
+  EXPECT_NE(st.message().find("no feature 'depth' (field 'depth')"), std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("record 1"), std::string::npos) << st.message();
+  auto classic = OpenSource(uri);
+  ASSERT_TRUE(classic.ok());
+  EXPECT_NE((*classic)->identity(), (*src)->identity());
+}
+
+TEST(TFRecordFields, UnequalBoxListsAreCorruption) {
+  test::TempDir dir;
+  WriteRecords(
+      dir.Sub("b.tfrecord"),
+      {SerializeFeatures(
+          {Bytes("image/encoded", "I0"), Floats("image/object/bbox/xmin", {0.1f, 0.2f}),
+           Floats("image/object/bbox/ymin", {0.1f}), Floats("image/object/bbox/xmax", {0.3f, 0.4f}),
+           Floats("image/object/bbox/ymax", {0.3f, 0.4f})})});
+  auto src = OpenSource("tfrecord:" + dir.Sub("b.tfrecord"));
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  EncodedSample s;
+  Status st = (*src)->Read(0, &s);
+  ASSERT_TRUE(st.IsCorruption());
+  EXPECT_NE(st.message().find("image/object/bbox/ymin has 1"), std::string::npos) << st.message();
+}
+
+// --- files: ---------------------------------------------------------------
+
+TEST(FilesSource, VocPairsInSortedStemOrder) {
+  test::TempDir dir;
+  for (std::string stem : {"2007_000033", "2007_000032"}) {
+    WriteFile(dir.Sub("JPEGImages/" + stem + ".jpg"), "JPG" + stem);
+    WriteFile(dir.Sub("SegmentationClass/" + stem + ".png"), "PNG" + stem);
+  }
+  std::string uri =
+      "files:" + dir.path() + "?image=JPEGImages/{stem}.jpg&mask=SegmentationClass/{stem}.png";
+  auto src = OpenSource(uri);
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  ASSERT_EQ((*src)->size(), 2u);
+  EXPECT_EQ(Names((*src)->fields()), (std::vector<std::string>{"image", "mask"}));
+  EXPECT_EQ((*src)->fields()[1].kind, FieldKind::kMask);
+  EncodedSample s;
+  ASSERT_TRUE((*src)->Read(0, &s).ok());
+  EXPECT_EQ(s.bytes, "JPG2007_000032");
+  ASSERT_EQ(s.fields.size(), 1u);
+  EXPECT_EQ(s.fields[0].bytes, "PNG2007_000032");
+  EXPECT_EQ(s.fields[0].origin, dir.Sub("SegmentationClass/2007_000032.png"));
+}
+
+TEST(FilesSource, CityscapesStemsSpanFolders) {
+  test::TempDir dir;
+  for (std::string stem : {"aachen/aachen_000000_000019", "bochum/bochum_000000_000313"}) {
+    WriteFile(dir.Sub("leftImg8bit/train/" + stem + "_leftImg8bit.png"), "IMG" + stem);
+    WriteFile(dir.Sub("gtFine/train/" + stem + "_gtFine_labelIds.png"), "LBL" + stem);
+    WriteFile(dir.Sub("gtFine/train/" + stem + "_gtFine_color.png"), "unused");
+  }
+  auto src = OpenSource("files:" + dir.path() +
+                        "?image=leftImg8bit/train/{stem}_leftImg8bit.png"
+                        "&mask=gtFine/train/{stem}_gtFine_labelIds.png");
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  ASSERT_EQ((*src)->size(), 2u);
+  EncodedSample s;
+  ASSERT_TRUE((*src)->Read(1, &s).ok());
+  EXPECT_EQ(s.bytes, "IMGbochum/bochum_000000_000313");
+  EXPECT_EQ(s.fields[0].bytes, "LBLbochum/bochum_000000_000313");
+  EXPECT_NE((*src)->Describe(1).find("bochum/bochum_000000_000313"), std::string::npos);
+}
+
+TEST(FilesSource, AdeLayoutWithALabelFile) {
+  test::TempDir dir;
+  WriteFile(dir.Sub("images/training/ADE_train_00000001.jpg"), "JPG");
+  WriteFile(dir.Sub("annotations/training/ADE_train_00000001.png"), "PNG");
+  WriteFile(dir.Sub("labels/ADE_train_00000001.txt"), "12\n");
+  auto src = OpenSource("files:" + dir.path() +
+                        "?image=images/training/{stem}.jpg&mask=annotations/training/{stem}.png"
+                        "&label=labels/{stem}.txt");
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  EncodedSample s;
+  ASSERT_TRUE((*src)->Read(0, &s).ok());
+  EXPECT_EQ(s.label, 12);
+  ASSERT_EQ(s.fields.size(), 1u);
+  EXPECT_EQ(s.fields[0].name, "mask");
+}
+
+TEST(FilesSource, MissingFieldNamesStemAndFieldOrIsSkippedNamedAndCounted) {
+  test::TempDir dir;
+  WriteFile(dir.Sub("JPEGImages/a.jpg"), "A");
+  WriteFile(dir.Sub("JPEGImages/b.jpg"), "B");
+  WriteFile(dir.Sub("SegmentationClass/a.png"), "MA");
+  std::string uri =
+      "files:" + dir.path() + "?image=JPEGImages/{stem}.jpg&mask=SegmentationClass/{stem}.png";
+  auto bad = OpenSource(uri);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("stem 'b' has no 'mask' file (" +
+                                        dir.Sub("SegmentationClass/b.png") + ")"),
+            std::string::npos)
+      << bad.status().message();
+  SourceOptions o;
+  o.on_error = OnError::kSkip;
+  auto skip = OpenSource(uri, o);
+  ASSERT_TRUE(skip.ok());
+  EXPECT_EQ((*skip)->size(), 1u);
+  EXPECT_EQ((*skip)->skipped(), 1u);
+  ASSERT_EQ((*skip)->skipped_reasons().size(), 1u);
+  EXPECT_NE((*skip)->skipped_reasons()[0].find("stem 'b'"), std::string::npos);
+}
+
+TEST(FilesSource, IdentityCoversPatternsAndEveryFile) {
+  test::TempDir dir;
+  WriteFile(dir.Sub("img/a.jpg"), "A");
+  WriteFile(dir.Sub("seg/a.png"), "MA");
+  WriteFile(dir.Sub("seg2/a.png"), "MA");
+  std::string base = "files:" + dir.path() + "?image=img/{stem}.jpg&mask=";
+  auto one = OpenSource(base + "seg/{stem}.png");
+  auto two = OpenSource(base + "seg2/{stem}.png");
+  ASSERT_TRUE(one.ok() && two.ok());
+  EXPECT_NE((*one)->identity(), (*two)->identity());
+  std::string before = (*one)->identity();
+  WriteFile(dir.Sub("seg/a.png"), "MASK-CHANGED");
+  auto again = OpenSource(base + "seg/{stem}.png");
+  ASSERT_TRUE(again.ok());
+  EXPECT_NE((*again)->identity(), before);
+}
+
+TEST(FilesSource, BadPatternsAndS3AreClearErrors) {
+  test::TempDir dir;
+  WriteFile(dir.Sub("img/a.jpg"), "A");
+  auto no_stem = OpenSource("files:" + dir.path() + "?image=img/a.jpg");
+  ASSERT_FALSE(no_stem.ok());
+  EXPECT_NE(no_stem.status().message().find("holding {stem} once"), std::string::npos);
+  auto no_image = OpenSource("files:" + dir.path() + "?mask=img/{stem}.jpg");
+  ASSERT_FALSE(no_image.ok());
+  EXPECT_NE(no_image.status().message().find("no image field"), std::string::npos);
+  auto s3 = OpenSource("files:s3://bucket/voc?image=JPEGImages/{stem}.jpg");
+  ASSERT_FALSE(s3.ok());
+  EXPECT_NE(s3.status().message().find("not supported"), std::string::npos);
+}
+
+// --- coco: ----------------------------------------------------------------
+
+const char* kCoco = R"({
+  "images": [
+    {"id": 20, "file_name": "b.jpg", "width": 100, "height": 80},
+    {"id": 10, "file_name": "a.jpg", "width": 64, "height": 48},
+    {"id": 30, "file_name": "c.jpg", "width": 10, "height": 10}],
+  "categories": [{"id": 7, "name": "cat"}, {"id": 1, "name": "person"},
+                 {"id": 3, "name": "car"}],
+  "annotations": [
+    {"id": 1, "image_id": 20, "category_id": 7, "bbox": [10, 20, 30, 40], "iscrowd": 0},
+    {"id": 2, "image_id": 10, "category_id": 1, "bbox": [1.5, 2, 3, 4], "iscrowd": 0},
+    {"id": 3, "image_id": 20, "category_id": 3, "bbox": [0, 0, 100, 80], "iscrowd": 1},
+    {"id": 4, "image_id": 20, "category_id": 3, "bbox": [5, 5, 10, 10]}]
+})";
+
+std::string MakeCoco(const test::TempDir& dir) {
+  for (std::string f : {"a.jpg", "b.jpg", "c.jpg"}) WriteFile(dir.Sub("images/" + f), "JPG" + f);
+  WriteFile(dir.Sub("ann.json"), kCoco);
+  return "coco:" + dir.Sub("images") + "?annotations=" + dir.Sub("ann.json");
+}
+
+TEST(CocoSource, BoxesClassesMapAndOrder) {
+  test::TempDir dir;
+  auto src = OpenSource(MakeCoco(dir));
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  ASSERT_EQ((*src)->size(), 3u);
+  EXPECT_EQ(Names((*src)->fields()), (std::vector<std::string>{"image", "boxes", "classes"}));
+  auto cats = (*src)->categories();
+  ASSERT_EQ(cats.size(), 3u);
+  EXPECT_EQ(cats[0].id, 1);
+  EXPECT_EQ(cats[1].id, 3);
+  EXPECT_EQ(cats[2].name, "cat");
+  EncodedSample s;
+  ASSERT_TRUE((*src)->Read(0, &s).ok());  // a.jpg: sorted by file name
+  EXPECT_EQ(s.bytes, "JPGa.jpg");
+  EXPECT_EQ(Floats(FieldOf(s, "boxes")->bytes), (std::vector<float>{1.5f, 2, 4.5f, 6}));
+  EXPECT_FALSE(FieldOf(s, "boxes")->normalized);
+  EXPECT_EQ(Ints(FieldOf(s, "classes")->bytes), (std::vector<int64_t>{0}));
+  ASSERT_TRUE((*src)->Read(1, &s).ok());  // b.jpg: the crowd box left out
+  EXPECT_EQ(Floats(FieldOf(s, "boxes")->bytes), (std::vector<float>{10, 20, 40, 60, 5, 5, 15, 15}));
+  EXPECT_EQ(Ints(FieldOf(s, "classes")->bytes), (std::vector<int64_t>{2, 1}));
+  ASSERT_TRUE((*src)->Read(2, &s).ok());  // c.jpg: no annotations, still a sample
+  EXPECT_TRUE(FieldOf(s, "boxes")->bytes.empty());
+}
+
+TEST(CocoSource, CrowdOnRequestChangesTheIdentity) {
+  test::TempDir dir;
+  std::string uri = MakeCoco(dir);
+  auto plain = OpenSource(uri);
+  auto crowd = OpenSource(uri + "&crowd=1");
+  SourceOptions o;
+  o.coco_crowd = true;
+  auto by_option = OpenSource(uri, o);
+  ASSERT_TRUE(plain.ok() && crowd.ok() && by_option.ok());
+  EXPECT_NE((*plain)->identity(), (*crowd)->identity());
+  EXPECT_EQ((*crowd)->identity(), (*by_option)->identity());
+  EncodedSample s;
+  ASSERT_TRUE((*crowd)->Read(1, &s).ok());
+  EXPECT_EQ(Ints(FieldOf(s, "classes")->bytes), (std::vector<int64_t>{2, 1, 1}));
+}
+
+TEST(CocoSource, CategoryMapIsPartOfTheIdentity) {
+  test::TempDir dir;
+  std::string uri = MakeCoco(dir);
+  auto before = OpenSource(uri);
+  ASSERT_TRUE(before.ok());
+  std::string text = kCoco;
+  text.replace(text.find("\"cat\""), 5, "\"dog\"");
+  WriteFile(dir.Sub("ann.json"), text);
+  auto after = OpenSource(uri);
+  ASSERT_TRUE(after.ok());
+  EXPECT_NE((*before)->identity(), (*after)->identity());
+}
+
+TEST(CocoSource, MissingImageAndBadJsonAreNamed) {
+  test::TempDir dir;
+  std::string uri = MakeCoco(dir);
+  ASSERT_EQ(::unlink(dir.Sub("images/b.jpg").c_str()), 0);
+  auto bad = OpenSource(uri);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("image id 20"), std::string::npos)
+      << bad.status().message();
+  SourceOptions o;
+  o.on_error = OnError::kSkip;
+  auto skip = OpenSource(uri, o);
+  ASSERT_TRUE(skip.ok());
+  EXPECT_EQ((*skip)->size(), 2u);
+  EXPECT_EQ((*skip)->skipped(), 1u);
+  WriteFile(dir.Sub("ann.json"), "{\"images\": [{\"id\": 1}]}");
+  auto broken = OpenSource(uri);
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.status().message().find(dir.Sub("ann.json")), std::string::npos);
+  EXPECT_TRUE(broken.status().IsCorruption()) << broken.status().ToString();
+  WriteFile(dir.Sub("ann.json"),
+            R"({"images": [{"id": 1, "file_name": "a.jpg"}], "categories": [],
+                "annotations": [{"id": 9, "image_id": 1, "category_id": 4, "bbox": [0,0,1,1]}]})");
+  auto unknown = OpenSource(uri);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("annotation id 9 names category id 4"),
+            std::string::npos)
+      << unknown.status().message();
+}
+
+}  // namespace
+}  // namespace ssdfeed
