@@ -45,6 +45,12 @@ printf '\x01\x01\0\0\0\0\0\0\0\x01\x02\x04\x03\0\0\0\0\x04\0\0\0\0\0\0\0%b%b%b' 
   '\x02\0\0\0\0\0\0\0\x02\0\0\0\0\0\0\0' 'mask|u1\0' '\x00\x01\x01\x00\0\0\0\0' \
   >"$corpus_root/field_section_fuzzer/mask"
 for f in "$here"/seeds/*; do [ -e "$f" ] && cp "$f" "$corpus_root/decode/"; done
+# A Fortran-ordered (2,2) float32 .npy (header padded to 128 bytes, as
+# numpy writes it).
+mkdir -p "$corpus_root/npy"
+{ printf '\223NUMPY\001\000\166\000'
+  printf "%-117s\n" "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }"
+  printf '1234567812345678'; } >"$corpus_root/npy/f4.npy"
 # A ListObjectsV2 page with the entities, quotes and paging a real one has.
 mkdir -p "$corpus_root/s3_list_fuzzer"
 printf '%s' '<?xml version="1.0" encoding="UTF-8"?><ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>bkt</Name><Prefix>a/</Prefix><KeyCount>2</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated><Contents><Key>a/x&amp;y &#233;.tar</Key><LastModified>2025-01-01T00:00:00.000Z</LastModified><ETag>&quot;9b2cf535f27731c974343645a3985328&quot;</ETag><Size>10240</Size><StorageClass>STANDARD</StorageClass></Contents><Contents><Key>a/b/c.jpg</Key><ETag>"d41d8cd98f00b204e9800998ecf8427e-2"</ETag><Size>0</Size></Contents><NextContinuationToken>1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=</NextContinuationToken></ListBucketResult>' \
@@ -53,6 +59,7 @@ declare -A corpus=([decode_fuzzer]=decode [tfrecord_fuzzer]=tfrecord [tar_fuzzer
                    [cache_record_fuzzer]=cache [import_stream_fuzzer]=import
                    [stats_block_fuzzer]=stats [ledger_fuzzer]=ledger
                    [manifest_fuzzer]=manifest [prepare_spec_fuzzer]=prepare
+                   [npy_fuzzer]=npy
                    [skipped_fuzzer]=skipped)
 for bin in "$build"/fuzz/*_fuzzer; do
   name=$(basename "$bin")

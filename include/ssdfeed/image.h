@@ -60,6 +60,21 @@ struct PrepareSpec {
   static Result<PrepareSpec> FromJson(std::string_view json);
 };
 
+// Where a prepared image's pixels come from in its origin image: the resize
+// to resized_h x resized_w, then the centre crop at (crop_top, crop_left)
+// of out_h x out_w. Masks and boxes of the sample follow the same geometry
+// (image/field_prepare.h).
+struct PrepareGeometry {
+  int origin_h = 0, origin_w = 0;    // the decoded image at full size
+  int resized_h = 0, resized_w = 0;  // after the resize (the origin size without one)
+  int crop_top = 0, crop_left = 0;   // 0 without a centre crop
+  int out_h = 0, out_w = 0;          // the prepared image
+};
+
+// The geometry spec gives an origin_h x origin_w image (an image smaller
+// than the centre crop is refused by the preparation, not here).
+PrepareGeometry PlanPrepare(const PrepareSpec& spec, int origin_h, int origin_w);
+
 struct DecodeLimits {
   // Decoded pixels (width * height) above this are refused before any pixel
   // is decoded, so a crafted header cannot exhaust memory. Default 100 MP.
@@ -85,7 +100,10 @@ class Decoder {
 
   // Decode + prepare (the cached step). EXIF orientation is ignored (as by
   // torchvision's and TensorFlow's decoders); see docs/ARCHITECTURE.md.
-  Status DecodeAndPrepare(std::string_view bytes, const PrepareSpec& spec, Image* out);
+  // geometry (may be null): where the output came from, for the sample's
+  // other spatial fields.
+  Status DecodeAndPrepare(std::string_view bytes, const PrepareSpec& spec, Image* out,
+                          PrepareGeometry* geometry = nullptr);
 
   DecodeLimits limits;
 

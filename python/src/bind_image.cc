@@ -1,6 +1,11 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
 
+#include "image/augment.h"
+#include "image/field_augment.h"
+#include "image/field_prepare.h"
 #include "python/src/bindings.h"
 #include "ssdfeed/augment.h"
 #include "ssdfeed/dataset.h"
@@ -22,6 +27,48 @@ nb::object DecodeOrThrow(nb::bytes data, const PrepareSpec& spec, uint64_t max_p
   }
   ThrowIfError(s);
   return ImageToArray(std::move(img));
+}
+
+// A field as the test-only bindings hand it to Python: (name, kind,
+// dtype, shape, data).
+using PyField = std::tuple<std::string, int, std::string, std::vector<uint64_t>, nb::bytes>;
+
+std::vector<PyField> ToPy(const std::vector<Field>& fields) {
+  std::vector<PyField> out;
+  for (const Field& f : fields)
+    out.emplace_back(f.name, static_cast<int>(f.kind), f.dtype, f.shape,
+                     nb::bytes(f.data.data(), f.data.size()));
+  return out;
+}
+
+// (name, kind, bytes, normalized, origin) as a source gives them.
+using PyEncoded = std::tuple<std::string, int, nb::bytes, bool, std::string>;
+
+std::vector<PyField> PrepareFieldsPy(const std::vector<PyEncoded>& in, const PrepareSpec& spec,
+                                     int origin_h, int origin_w) {
+  std::vector<EncodedField> enc;
+  for (const auto& [name, kind, data, normalized, origin] : in)
+    enc.push_back({name, static_cast<FieldKind>(kind), std::string(data.c_str(), data.size()),
+                   normalized, origin});
+  std::vector<Field> out;
+  ThrowIfError(PrepareFields(enc, PlanPrepare(spec, origin_h, origin_w), {}, &out));
+  return ToPy(out);
+}
+
+std::vector<PyField> RenderFieldsPy(const std::vector<PyField>& in,
+                                    std::tuple<int, int, int, int, bool> crop, int in_h, int in_w,
+                                    int out_h, int out_w, double min_box_visible) {
+  std::vector<FieldView> views;
+  for (const auto& [name, kind, dtype, shape, data] : in)
+    views.push_back({name, static_cast<FieldKind>(kind), dtype, shape,
+                     reinterpret_cast<const uint8_t*>(data.c_str()), data.size()});
+  auto [top, left, h, w, flip] = crop;
+  if (h <= 0 || w <= 0 || top < 0 || left < 0 || top + h > in_h || left + w > in_w)
+    ThrowIfError(Status::InvalidArgument("crop outside the image"));
+  std::vector<Field> out;
+  ThrowIfError(RenderFields(views, CropBox{top, left, h, w, flip}, in_h, in_w, out_h, out_w,
+                            min_box_visible, &out));
+  return ToPy(out);
 }
 
 }  // namespace
@@ -53,6 +100,26 @@ void BindImage(nb::module_& m) {
   m.def("_decode_with", &DecodeOrThrow, nb::arg("data"), nb::arg("spec"),
         nb::arg("max_pixels") = DecodeLimits{}.max_pixels,
         "Decodes JPEG/PNG bytes and prepares them with a PrepareSpec.");
+
+  m.def(
+      "crop_params",
+      [](const AugmentSpec& a, uint64_t seed, uint64_t epoch, uint64_t id, int height, int width) {
+        if (height <= 0 || width <= 0) ThrowIfError(Status::InvalidArgument("empty image"));
+        CropBox b = SampleCrop(a, height, width, AugmentKey(seed, epoch, id));
+        return std::make_tuple(b.top, b.left, b.height, b.width, b.flip);
+      },
+      nb::arg("augment"), nb::arg("seed"), nb::arg("epoch"), nb::arg("id"), nb::arg("height"),
+      nb::arg("width"),
+      "The crop (top, left, height, width, flip) the Loader applies to sample id of epoch, "
+      "prepared height x width, under augment and seed: for reference tests.");
+  m.def("_prepare_fields", &PrepareFieldsPy, nb::arg("fields"), nb::arg("spec"),
+        nb::arg("origin_h"), nb::arg("origin_w"),
+        "Test hook: fields [(name, kind, bytes, normalized, origin)] of an origin_h x origin_w "
+        "image prepared with spec -> [(name, kind, dtype, shape, data)].");
+  m.def("_render_fields", &RenderFieldsPy, nb::arg("fields"), nb::arg("crop"), nb::arg("in_h"),
+        nb::arg("in_w"), nb::arg("out_h"), nb::arg("out_w"), nb::arg("min_box_visible") = 0.25,
+        "Test hook: prepared fields [(name, kind, dtype, shape, data)] rendered with crop "
+        "(top, left, height, width, flip) to out_h x out_w.");
 
   m.def(
       "make_dataset",

@@ -118,14 +118,16 @@ Status ResizeInto(const Image& in, int th, int tw, Image* out) {
                        std::to_string(th) + "x" + std::to_string(tw));
 }
 
+// Same rounding as torchvision's center_crop.
+int CenterOffset(int size, int crop) { return static_cast<int>(std::lround((size - crop) / 2.0)); }
+
 Status CenterCrop(const Image& in, int ch, int cw, Image* out) {
   if (in.height < ch || in.width < cw)
     return Status::InvalidArgument("center crop " + std::to_string(ch) + "x" + std::to_string(cw) +
                                    " is larger than the resized image " +
                                    std::to_string(in.height) + "x" + std::to_string(in.width));
-  // Same rounding as torchvision's center_crop.
-  int top = static_cast<int>(std::lround((in.height - ch) / 2.0));
-  int left = static_cast<int>(std::lround((in.width - cw) / 2.0));
+  int top = CenterOffset(in.height, ch);
+  int left = CenterOffset(in.width, cw);
   out->Reset(ch, cw, in.channels);
   size_t row = static_cast<size_t>(cw) * in.channels;
   for (int y = 0; y < ch; ++y) {
@@ -145,6 +147,22 @@ Status ResizeAndCrop(const Image& in, int th, int tw, const PrepareSpec& spec, I
 
 }  // namespace
 
+PrepareGeometry PlanPrepare(const PrepareSpec& spec, int h, int w) {
+  PrepareGeometry g;
+  g.origin_h = h;
+  g.origin_w = w;
+  ResizeTarget(spec, h, w, &g.resized_h, &g.resized_w);
+  g.out_h = g.resized_h;
+  g.out_w = g.resized_w;
+  if (spec.crop_h > 0) {
+    g.crop_top = CenterOffset(g.resized_h, spec.crop_h);
+    g.crop_left = CenterOffset(g.resized_w, spec.crop_w);
+    g.out_h = spec.crop_h;
+    g.out_w = spec.crop_w;
+  }
+  return g;
+}
+
 Status PrepareDecoded(const Image& in, const PrepareSpec& spec, Image* out) {
   int th, tw;
   ResizeTarget(spec, in.height, in.width, &th, &tw);
@@ -152,7 +170,8 @@ Status PrepareDecoded(const Image& in, const PrepareSpec& spec, Image* out) {
   return ResizeAndCrop(in, th, tw, spec, &tmp, out);
 }
 
-Status Decoder::DecodeAndPrepare(std::string_view bytes, const PrepareSpec& spec, Image* out) {
+Status Decoder::DecodeAndPrepare(std::string_view bytes, const PrepareSpec& spec, Image* out,
+                                 PrepareGeometry* geometry) {
   SSDFEED_RETURN_IF_ERROR(spec.Validate());
   // The target is computed from the original size so the output size never
   // depends on the DCT scale picked.
@@ -174,7 +193,12 @@ Status Decoder::DecodeAndPrepare(std::string_view bytes, const PrepareSpec& spec
   // (image_test.cc) while large images still decode 4-16x fewer pixels.
   SSDFEED_RETURN_IF_ERROR(
       Decode(bytes, spec.gray, resizes ? 2 * th : 0, resizes ? 2 * tw : 0, &decoded));
-  if (h == 0) ResizeTarget(spec, decoded.height, decoded.width, &th, &tw);
+  if (h == 0) {  // not a JPEG: decoded at full size
+    h = decoded.height;
+    w = decoded.width;
+    ResizeTarget(spec, h, w, &th, &tw);
+  }
+  if (geometry != nullptr) *geometry = PlanPrepare(spec, h, w);
   return ResizeAndCrop(decoded, th, tw, spec, &resized, out);
 }
 

@@ -1,6 +1,8 @@
 #include "pipeline/fetcher.h"
 
 #include "cache/capacity.h"
+#include "cache/field_section.h"
+#include "image/field_prepare.h"
 
 namespace ssdfeed {
 
@@ -149,13 +151,26 @@ bool SampleFetcher::WaitForOther(uint64_t id, FetchScratch* s, CachedSample* out
   return false;  // bounded: prepare it ourselves
 }
 
+// The sample's other fields, with the geometry its image was prepared with.
+Status SampleFetcher::PrepareFieldsOf(FetchScratch* s, CachedSample* out) {
+  out->fields = {};
+  if (s->encoded.fields.empty()) return Status::OK();
+  SSDFEED_RETURN_IF_ERROR(
+      PrepareFields(s->encoded.fields, s->geometry, s->decoder.limits, &s->fields));
+  s->field_section.clear();
+  SSDFEED_RETURN_IF_ERROR(cache_format::EncodeFields(s->fields, &s->field_section));
+  out->fields = s->field_section;
+  return Status::OK();
+}
+
 Status SampleFetcher::FromOrigin(uint64_t id, FetchScratch* s, CachedSample* out) {
   double t0 = time_stages_ ? Seconds() : 0;
   SSDFEED_RETURN_IF_ERROR(source_->Read(id, &s->encoded));
   double t1 = time_stages_ ? Seconds() : 0;
   if (time_stages_) stats_->Observe(Hist::kReadOrigin, t1 - t0);
   stats_->Add(Ctr::kOriginBytes, s->encoded.bytes.size());
-  Status st = s->decoder.DecodeAndPrepare(s->encoded.bytes, spec_, &s->image);
+  Status st = s->decoder.DecodeAndPrepare(s->encoded.bytes, spec_, &s->image, &s->geometry);
+  if (st.ok()) st = PrepareFieldsOf(s, out);
   if (time_stages_) stats_->Observe(Hist::kPrepare, Seconds() - t1);
   if (!st.ok()) {
     stats_->Add(Ctr::kDecodeErrors);

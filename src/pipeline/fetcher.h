@@ -22,6 +22,9 @@ struct FetchScratch {
   std::vector<CacheRead> reads[2];
   EncodedSample encoded;
   Image image;
+  PrepareGeometry geometry;
+  std::vector<Field> fields;
+  std::string field_section;  // CachedSample::fields of a sample from the origin
   Decoder decoder;
 };
 
@@ -71,6 +74,7 @@ class SampleFetcher {
   void CountHit(const CachedSample& out);
   bool WaitForOther(uint64_t id, FetchScratch* s, CachedSample* out);
   Status FromOrigin(uint64_t id, FetchScratch* s, CachedSample* out);
+  Status PrepareFieldsOf(FetchScratch* s, CachedSample* out);
   void MaybeRefresh();
   int64_t NowUs() const { return env_->MonotonicMicros(); }
   double Seconds() const { return static_cast<double>(env_->MonotonicMicros()) * 1e-6; }

@@ -48,11 +48,17 @@ def test_public_headers_include_only_public_headers():
     assert not bad, bad
 
 
+# Test hooks: the SigV4 signer (_ssdfeed._s3_sign, checked against
+# botocore's by test_s3.py) and the field geometry (crop_params,
+# _prepare_fields, _render_fields, checked against torchvision and OpenCV by
+# test_field_geometry.py).
+BINDING_HOOKS = {"source/s3_sigv4.h", "image/augment.h", "image/field_augment.h",
+                 "image/field_prepare.h"}
+
+
 def test_bindings_include_only_public_headers():
-    # The one exception: the SigV4 signer, bound as a test hook
-    # (_ssdfeed._s3_sign) that test_s3.py checks against botocore's.
     bad = [(p, inc) for p, inc in _includes("src", under="python")
-           if not inc.startswith(("ssdfeed/", "python/src/")) and inc != "source/s3_sigv4.h"]
+           if not inc.startswith(("ssdfeed/", "python/src/")) and inc not in BINDING_HOOKS]
     assert not bad, bad
 
 

@@ -1,0 +1,27 @@
+// The .npy parser (an "array" field of a sample, read from the origin) and
+// the mask PNG decoder over arbitrary bytes: never a crash; an array it
+// accepts holds exactly product(shape) * itemsize bytes.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+
+#include "image/field_prepare.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace ssdfeed;
+  std::string_view bytes(reinterpret_cast<const char*>(data), size);
+  Field f;
+  if (ParseNpy(bytes, &f).ok()) {
+    unsigned __int128 n = DTypeItemSize(f.dtype);
+    for (uint64_t d : f.shape) n *= d;
+    if (n != f.data.size()) std::abort();
+  }
+  MaskPixels m;
+  DecodeLimits limits;
+  limits.max_pixels = 1 << 20;
+  if (DecodeMaskPng(bytes, limits, &m).ok() &&
+      m.data.size() != static_cast<size_t>(m.height) * m.width * m.elem)
+    std::abort();
+  return 0;
+}

@@ -1,0 +1,113 @@
+#include "image/field_augment.h"
+
+#include <cstring>
+
+#include "image/field_geometry.h"
+
+namespace ssdfeed {
+
+namespace {
+
+std::string Dims(const std::vector<uint64_t>& s) {
+  std::string r = "(";
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i > 0) r += ',';
+    r += std::to_string(s[i]);
+  }
+  r += ')';
+  return r;
+}
+
+Status RenderMask(const FieldView& v, const CropBox& box, int in_h, int in_w, int out_h, int out_w,
+                  Field* out) {
+  int elem = v.dtype == "|u1" ? 1 : v.dtype == "<u2" ? 2 : 0;
+  if (elem == 0 || v.shape.size() != 2 || v.shape[0] != static_cast<uint64_t>(in_h) ||
+      v.shape[1] != static_cast<uint64_t>(in_w))
+    return Status::InvalidArgument("mask '" + std::string(v.name) + "' is " + std::string(v.dtype) +
+                                   " " + Dims(v.shape) + ", its image is (" + std::to_string(in_h) +
+                                   "," + std::to_string(in_w) + ")");
+  thread_local std::vector<int> ys, xs;
+  NearestIndex(box.height, out_h, 0, out_h, false, &ys);
+  NearestIndex(box.width, out_w, 0, out_w, box.flip, &xs);
+  for (int& y : ys) y += box.top;
+  for (int& x : xs) x += box.left;
+  out->dtype = v.dtype;
+  out->shape = {static_cast<uint64_t>(out_h), static_cast<uint64_t>(out_w)};
+  out->data.resize(static_cast<size_t>(out_h) * out_w * elem);
+  RemapNearest(v.data, static_cast<size_t>(in_w) * elem, elem, ys, xs,
+               reinterpret_cast<uint8_t*>(out->data.data()));
+  return Status::OK();
+}
+
+Status RenderBoxes(const FieldView& v, const CropBox& box, int out_h, int out_w, double min_visible,
+                   Field* out, std::vector<size_t>* kept) {
+  if (v.dtype != "<f4" || v.shape.size() != 2 || v.shape[1] != 4)
+    return Status::InvalidArgument("boxes '" + std::string(v.name) + "' are " +
+                                   std::string(v.dtype) + " " + Dims(v.shape) + ", not <f4 (K,4)");
+  BoxMap m;
+  m.sx = static_cast<double>(out_w) / box.width;
+  m.sy = static_cast<double>(out_h) / box.height;
+  m.bx = -box.left * m.sx;
+  m.by = -box.top * m.sy;
+  m.width = out_w;
+  m.height = out_h;
+  m.flip = box.flip;
+  m.min_visible = min_visible;
+  thread_local std::vector<float> boxes;
+  MapBoxes(v.data, v.shape[0], m, &boxes, kept);
+  out->dtype = "<f4";
+  out->shape = {kept->size(), 4};
+  out->data.assign(reinterpret_cast<const char*>(boxes.data()), boxes.size() * sizeof(float));
+  return Status::OK();
+}
+
+void Copy(const FieldView& v, Field* out) {
+  out->dtype.assign(v.dtype);
+  out->shape = v.shape;
+  out->data.assign(reinterpret_cast<const char*>(v.data), v.size);
+}
+
+}  // namespace
+
+Status RenderFields(const std::vector<FieldView>& in, const CropBox& box, int in_h, int in_w,
+                    int out_h, int out_w, double min_box_visible, std::vector<Field>* out) {
+  if (box.top < 0 || box.left < 0 || box.height <= 0 || box.width <= 0 ||
+      box.top + box.height > in_h || box.left + box.width > in_w || out_h <= 0 || out_w <= 0)
+    return Status::InvalidArgument("crop outside the image or an empty output");
+  out->resize(in.size());
+  thread_local std::vector<size_t> kept;
+  const FieldView* boxes = nullptr;
+  for (size_t i = 0; i < in.size(); ++i) {
+    (*out)[i].name.assign(in[i].name);
+    (*out)[i].kind = in[i].kind;
+    if (in[i].kind != FieldKind::kBoxes) continue;
+    if (boxes != nullptr)
+      return Status::InvalidArgument("two boxes fields: '" + std::string(boxes->name) + "' and '" +
+                                     std::string(in[i].name) + "'");
+    boxes = &in[i];
+    SSDFEED_RETURN_IF_ERROR(
+        RenderBoxes(in[i], box, out_h, out_w, min_box_visible, &(*out)[i], &kept));
+  }
+  for (size_t i = 0; i < in.size(); ++i) {
+    const FieldView& v = in[i];
+    Field& f = (*out)[i];
+    if (v.kind == FieldKind::kMask) {
+      SSDFEED_RETURN_IF_ERROR(RenderMask(v, box, in_h, in_w, out_h, out_w, &f));
+    } else if (v.kind == FieldKind::kClasses && boxes != nullptr) {
+      if (v.dtype != "<i8" || v.shape.size() != 1 || v.shape[0] != boxes->shape[0])
+        return Status::InvalidArgument("classes '" + std::string(v.name) + "' are " +
+                                       std::string(v.dtype) + " " + Dims(v.shape) + " for " +
+                                       std::to_string(boxes->shape[0]) + " boxes");
+      f.dtype = "<i8";
+      f.shape = {kept.size()};
+      f.data.resize(kept.size() * 8);
+      for (size_t k = 0; k < kept.size(); ++k)
+        std::memcpy(f.data.data() + k * 8, v.data + kept[k] * 8, 8);
+    } else if (v.kind != FieldKind::kBoxes) {
+      Copy(v, &f);
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace ssdfeed

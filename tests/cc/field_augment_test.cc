@@ -1,0 +1,132 @@
+// Augmentation of masks and boxes with their image: the same crop, resize
+// and flip as RenderSample (image/field_augment.h).
+#include "image/field_augment.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <opencv2/core.hpp>
+#include <opencv2/imgproc.hpp>
+#include <random>
+
+namespace ssdfeed {
+namespace {
+
+FieldView View(std::string_view name, FieldKind kind, std::string_view dtype,
+               std::vector<uint64_t> shape, const void* data, size_t size) {
+  return {name, kind, dtype, std::move(shape), static_cast<const uint8_t*>(data), size};
+}
+
+template <typename T>
+std::vector<T> As(const std::string& s) {
+  std::vector<T> v(s.size() / sizeof(T));
+  std::memcpy(v.data(), s.data(), s.size());
+  return v;
+}
+
+TEST(FieldAugment, MaskIsTheCropResizedNearestAndFlippedAsOpenCvDoes) {
+  std::mt19937 rng(5);
+  for (int type : {CV_8UC1, CV_16UC1}) {
+    cv::Mat mask(120, 160, type);
+    cv::randu(mask, 0, 30);
+    for (CropBox box : {CropBox{10, 20, 50, 70, false}, CropBox{0, 0, 120, 160, true},
+                        CropBox{33, 41, 17, 29, true}}) {
+      FieldView v = View("mask", FieldKind::kMask, type == CV_8UC1 ? "|u1" : "<u2", {120, 160},
+                         mask.data, mask.total() * mask.elemSize());
+      std::vector<Field> out;
+      ASSERT_TRUE(RenderFields({v}, box, 120, 160, 64, 48, 0.25, &out).ok());
+      cv::Mat ref;
+      cv::resize(mask(cv::Rect(box.left, box.top, box.width, box.height)), ref, cv::Size(48, 64), 0,
+                 0, cv::INTER_NEAREST);
+      if (box.flip) cv::flip(ref, ref, 1);
+      ASSERT_EQ(out[0].shape, (std::vector<uint64_t>{64, 48}));
+      ASSERT_EQ(out[0].data.size(), ref.total() * ref.elemSize());
+      EXPECT_EQ(std::memcmp(out[0].data.data(), ref.data, ref.total() * ref.elemSize()), 0);
+    }
+  }
+}
+
+TEST(FieldAugment, FlippedMaskIsTheMaskOfTheFlippedImage) {
+  // A scene of class blocks whose image pixels are the class's colour: after
+  // the same crop and flip, image and mask must tell the same class
+  // wherever the image is not blended across an edge.
+  const int H = 180, W = 240;
+  cv::Mat mask(H, W, CV_8UC1, cv::Scalar(0));
+  cv::rectangle(mask, cv::Rect(20, 30, 90, 60), cv::Scalar(1), cv::FILLED);
+  cv::rectangle(mask, cv::Rect(130, 10, 80, 150), cv::Scalar(2), cv::FILLED);
+  cv::circle(mask, cv::Point(70, 140), 30, cv::Scalar(3), cv::FILLED);
+  const uint8_t colour[4] = {0, 80, 160, 240};
+  cv::Mat img(H, W, CV_8UC3);
+  for (int y = 0; y < H; ++y)
+    for (int x = 0; x < W; ++x)
+      img.at<cv::Vec3b>(y, x) = cv::Vec3b::all(colour[mask.at<uint8_t>(y, x)]);
+  AugmentSpec aug;
+  aug.scale_min = 0.3;
+  int flips = 0;
+  for (uint64_t id = 0; id < 20; ++id) {
+    CropBox box = SampleCrop(aug, H, W, AugmentKey(1, 0, id));
+    flips += box.flip;
+    std::vector<uint8_t> pixels(224 * 224 * 3), scratch;
+    ASSERT_TRUE(RenderSample({img.data, H, W, 3}, box, 224, 224, {}, pixels.data(), &scratch).ok());
+    std::vector<Field> out;
+    FieldView v = View("mask", FieldKind::kMask, "|u1", {H, W}, mask.data, mask.total());
+    ASSERT_TRUE(RenderFields({v}, box, H, W, 224, 224, 0.25, &out).ok());
+    size_t exact = 0, agree = 0;
+    for (size_t p = 0; p < 224 * 224; ++p) {
+      int cls = -1;
+      for (int c = 0; c < 4; ++c)
+        if (pixels[p * 3] == colour[c]) cls = c;
+      if (cls < 0) continue;  // blended at an edge
+      ++exact;
+      agree += static_cast<uint8_t>(out[0].data[p]) == cls;
+    }
+    ASSERT_GT(exact, 224u * 224 / 2);
+    EXPECT_GE(agree, exact * 995 / 1000) << "id " << id << " flip " << box.flip;
+  }
+  EXPECT_GT(flips, 0);
+  EXPECT_LT(flips, 20);
+}
+
+TEST(FieldAugment, BoxesAreShiftedScaledClippedDroppedAndFlippedWithTheirClasses) {
+  // A 100x100 crop at (top 50, left 20) to 200x200: x' = 2 (x - 20), y' =
+  // 2 (y - 50), then mirrored: x' = 200 - x'.
+  std::vector<float> boxes = {30,  60,  50,  80,    // inside: (20,20)-(60,60)
+                              0,   60,  40,  80,    // x 0..40 -> half seen: kept, clipped
+                              10,  60,  25,  80,    // x 10..25 -> 1/3 seen: kept
+                              0,   60,  22,  80,    // x 0..22 -> 1/11 seen: dropped
+                              500, 500, 600, 600};  // outside: dropped
+  std::vector<int64_t> classes = {1, 2, 3, 4, 5};
+  std::string blob = "raw";
+  std::vector<FieldView> in = {
+      View("boxes", FieldKind::kBoxes, "<f4", {5, 4}, boxes.data(), boxes.size() * 4),
+      View("classes", FieldKind::kClasses, "<i8", {5}, classes.data(), classes.size() * 8),
+      View("meta", FieldKind::kBytes, "|u1", {3}, blob.data(), blob.size())};
+  std::vector<Field> out;
+  ASSERT_TRUE(RenderFields(in, {50, 20, 100, 100, false}, 300, 300, 200, 200, 0.25, &out).ok());
+  EXPECT_EQ(As<float>(out[0].data),
+            (std::vector<float>{20, 20, 60, 60, 0, 20, 40, 60, 0, 20, 10, 60}));
+  EXPECT_EQ(out[0].shape, (std::vector<uint64_t>{3, 4}));
+  EXPECT_EQ(As<int64_t>(out[1].data), (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(out[1].shape, (std::vector<uint64_t>{3}));
+  EXPECT_EQ(out[2].data, "raw");
+  EXPECT_EQ(out[2].name, "meta");
+  ASSERT_TRUE(RenderFields(in, {50, 20, 100, 100, true}, 300, 300, 200, 200, 0.25, &out).ok());
+  EXPECT_EQ(As<float>(out[0].data),
+            (std::vector<float>{140, 20, 180, 60, 160, 20, 200, 60, 190, 20, 200, 60}));
+  // A stricter threshold drops the third box too.
+  ASSERT_TRUE(RenderFields(in, {50, 20, 100, 100, false}, 300, 300, 200, 200, 0.4, &out).ok());
+  EXPECT_EQ(As<int64_t>(out[1].data), (std::vector<int64_t>{1, 2}));
+}
+
+TEST(FieldAugment, MaskOfAnotherShapeIsAnError) {
+  std::vector<uint8_t> m(10 * 12);
+  std::vector<Field> out;
+  Status s = RenderFields({View("seg", FieldKind::kMask, "|u1", {10, 12}, m.data(), m.size())},
+                          {0, 0, 5, 5, false}, 10, 13, 4, 4, 0.25, &out);
+  EXPECT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.message().find("'seg' is |u1 (10,12), its image is (10,13)"), std::string::npos)
+      << s.message();
+}
+
+}  // namespace
+}  // namespace ssdfeed

@@ -1,0 +1,199 @@
+"""Field geometry pinned against the reference libraries.
+
+For the crop parameters the Loader draws (crop_params), boxes rendered by
+ssdfeed equal torchvision.transforms.v2.functional's resized_crop +
+horizontal_flip + clamp on BoundingBoxes; masks equal OpenCV's
+INTER_NEAREST (cv2.resize), which picks source pixel floor(i * src / dst):
+not INTER_NEAREST_EXACT and not PIL's NEAREST, which sample pixel centres.
+Arrays (.npy) come back bit-exact as numpy wrote them.
+"""
+import io
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from ssdfeed import _ssdfeed
+
+MASK, BOXES, CLASSES, ARRAY = 1, 2, 3, 5
+
+
+def _torchvision():
+    """torchvision.transforms.v2.functional and tv_tensors.
+
+    PyPI's torchvision is built against PyPI's torch; beside the CPU build of
+    torch its C++ ops do not load and `import torchvision` fails registering
+    fake kernels for them ("operator torchvision::nms does not exist"). The
+    functional transforms used here are plain PyTorch, so they are imported
+    without those registrations."""
+    pytest.importorskip("torch")
+    try:
+        import torchvision.transforms.v2.functional as F
+    except ModuleNotFoundError:
+        pytest.skip("torchvision is not installed (tests/requirements.txt)")
+    except RuntimeError:
+        for name in [m for m in sys.modules if m.startswith("torchvision")]:
+            del sys.modules[name]
+        sys.modules["torchvision._meta_registrations"] = types.ModuleType(
+            "torchvision._meta_registrations")
+        import torchvision.transforms.v2.functional as F
+    from torchvision import tv_tensors
+    return F, tv_tensors
+
+
+def _augment(**kw):
+    a = _ssdfeed.AugmentSpec()
+    a.enabled = True
+    for k, v in kw.items():
+        setattr(a, k, v)
+    return a
+
+
+def _field(name, kind, arr):
+    arr = np.ascontiguousarray(arr)
+    return (name, kind, arr.dtype.str, list(arr.shape), arr.tobytes())
+
+
+def _array(field):
+    _, _, dtype, shape, data = field
+    return np.frombuffer(data, dtype=np.dtype(dtype)).reshape(shape)
+
+
+def _crops(a, h, w, n, seed=3):
+    return [_ssdfeed.crop_params(a, seed, epoch, i, h, w) for epoch in (0, 1) for i in range(n)]
+
+
+def test_crop_params_are_keyed_and_inside_the_image():
+    a = _augment(scale_min=0.08)
+    crops = _crops(a, 300, 400, 50)
+    assert crops == _crops(a, 300, 400, 50)
+    assert len(set(crops)) > 90
+    for top, left, h, w, flip in crops:
+        assert 0 <= top and top + h <= 300 and 0 <= left and left + w <= 400
+    flips = [c[4] for c in crops]
+    assert any(flips) and not all(flips)
+
+
+def test_boxes_equal_torchvision_resized_crop_flip_and_clamp():
+    F, tv_tensors = _torchvision()
+    import torch
+    rng = np.random.default_rng(0)
+    H, W, out_h, out_w, min_visible = 300, 400, 224, 192, 0.25
+    xy = rng.uniform([0, 0], [W, H], size=(40, 2))
+    wh = rng.uniform(2, 180, size=(40, 2))
+    boxes = np.concatenate([xy, np.minimum(xy + wh, [W, H])], axis=1).astype(np.float32)
+    classes = np.arange(len(boxes), dtype=np.int64)  # tells which boxes were kept
+    compared = dropped = 0
+    for top, left, h, w, flip in _crops(_augment(scale_min=0.1), H, W, 40):
+        got = _ssdfeed._render_fields(
+            [_field("boxes", BOXES, boxes), _field("classes", CLASSES, classes)],
+            (top, left, h, w, flip), H, W, out_h, out_w, min_visible)
+        ours, kept = _array(got[0]), _array(got[1])
+        ref = tv_tensors.BoundingBoxes(torch.from_numpy(boxes), format="XYXY", canvas_size=(H, W))
+        ref = F.resized_crop(ref, top, left, h, w, [out_h, out_w])
+        if flip:
+            ref = F.horizontal_flip(ref)
+        ref = F.clamp_bounding_boxes(ref).numpy()
+        np.testing.assert_allclose(ours, ref[kept], atol=2e-3)
+        # What is dropped is what torchvision keeps too little of.
+        sx, sy = out_w / w, out_h / h
+        seen = (ref[:, 2] - ref[:, 0]) * (ref[:, 3] - ref[:, 1]) / (sx * sy)
+        whole = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+        frac = seen / whole
+        clear = np.abs(frac - min_visible) > 1e-4
+        expect = np.flatnonzero((frac >= min_visible) & (seen > 0) & clear)
+        assert set(expect) == set(kept) - set(np.flatnonzero(~clear))
+        compared += len(kept)
+        dropped += len(boxes) - len(kept)
+    assert compared > 500 and dropped > 100
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
+def test_mask_render_equals_cv2_inter_nearest(dtype):
+    cv2 = pytest.importorskip("cv2")
+    rng = np.random.default_rng(1)
+    H, W = 211, 317
+    mask = rng.integers(0, 60000 if dtype == np.uint16 else 255, size=(H, W)).astype(dtype)
+    for out_h, out_w in [(224, 224), (97, 131)]:
+        for top, left, h, w, flip in _crops(_augment(scale_min=0.05), H, W, 15):
+            got = _array(_ssdfeed._render_fields([_field("mask", MASK, mask)],
+                                                 (top, left, h, w, flip), H, W, out_h, out_w)[0])
+            ref = cv2.resize(mask[top:top + h, left:left + w], (out_w, out_h),
+                             interpolation=cv2.INTER_NEAREST)
+            if flip:
+                ref = ref[:, ::-1]
+            np.testing.assert_array_equal(got, ref)
+            assert set(np.unique(got)) <= set(np.unique(mask))
+
+
+def _png(arr, mode, palette=None):
+    """A PNG that PIL writes: grey ("L", "I;16") or palette indices ("P")."""
+    from PIL import Image
+    img = Image.frombytes(mode, arr.shape[::-1], arr.astype(arr.dtype.newbyteorder("<")).tobytes())
+    if palette is not None:
+        img.putpalette(palette)
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("mode", ["L", "P", "I;16"])
+def test_prepared_mask_equals_cv2_inter_nearest_then_centre_crop(mode):
+    cv2 = pytest.importorskip("cv2")
+    pytest.importorskip("PIL")
+    rng = np.random.default_rng(2)
+    H, W = 123, 171
+    dtype = np.uint16 if mode == "I;16" else np.uint8
+    mask = rng.integers(0, 21, size=(H, W)).astype(dtype) * (1000 if mode == "I;16" else 1)
+    palette = [int(v) for v in rng.integers(0, 256, size=768)] if mode == "P" else None
+    spec = _ssdfeed.PrepareSpec()
+    spec.resize_h, spec.resize_w, spec.crop_h, spec.crop_w = 80, 111, 64, 90
+    got = _ssdfeed._prepare_fields([("mask", MASK, _png(mask, mode, palette), False, "m.png")],
+                                   spec, H, W)
+    got = _array(got[0])
+    resized = cv2.resize(mask, (111, 80), interpolation=cv2.INTER_NEAREST)
+    top, left = int(np.floor((80 - 64) / 2 + 0.5)), int(np.floor((111 - 90) / 2 + 0.5))
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got, resized[top:top + 64, left:left + 90])
+
+
+def test_mask_of_another_size_is_refused_naming_it():
+    pytest.importorskip("PIL")
+    png = _png(np.zeros((10, 12), np.uint8), "L")
+    with pytest.raises(ValueError, match=r"/d/seg/7\.png.*12x10.*12x11"):
+        _ssdfeed._prepare_fields([("mask", MASK, png, False, "/d/seg/7.png")],
+                                 _ssdfeed.PrepareSpec(), 11, 12)
+
+
+@pytest.mark.parametrize("arr", [
+    np.arange(24, dtype="<f4").reshape(2, 3, 4),
+    np.asfortranarray(np.arange(24, dtype=">i2").reshape(2, 3, 4)),
+    np.asfortranarray(np.arange(6, dtype="<f8").reshape(2, 3)),
+    np.array(7, dtype="<i8"),
+    np.zeros((0, 5), dtype="|u1"),
+    np.array([[True, False]]),
+    np.array([1 + 2j, 3 - 4j], dtype="<c16"),
+    np.array(["ab", "xyz"]),
+    np.array([b"ab", b"c"]),
+    np.array(["2024-01-01", "2025-06-30"], dtype="datetime64[ns]"),
+], ids=lambda a: f"{a.dtype.str}{a.shape}{'F' if a.flags.f_contiguous and a.ndim > 1 else ''}")
+def test_npy_arrays_come_back_bit_exact(arr):
+    buf = io.BytesIO()
+    np.save(buf, arr)
+    name, kind, dtype, shape, data = _ssdfeed._prepare_fields(
+        [("depth", ARRAY, buf.getvalue(), False, "d.npy")], _ssdfeed.PrepareSpec(), 4, 4)[0]
+    assert (dtype, tuple(shape)) == (arr.dtype.str, arr.shape)
+    assert data == np.ascontiguousarray(arr).tobytes()
+
+
+@pytest.mark.parametrize("arr,says", [
+    (np.array([{"a": 1}], dtype=object), "object"),
+    (np.zeros(2, dtype=[("x", "<i4"), ("y", "<f4")]), "structured"),
+])
+def test_npy_object_and_structured_arrays_are_refused_naming_the_file(arr, says):
+    buf = io.BytesIO()
+    np.save(buf, arr, allow_pickle=True)
+    with pytest.raises(ValueError, match=rf"/d/x\.npy.*{says}"):
+        _ssdfeed._prepare_fields([("depth", ARRAY, buf.getvalue(), False, "/d/x.npy")],
+                                 _ssdfeed.PrepareSpec(), 4, 4)
