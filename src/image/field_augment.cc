@@ -64,6 +64,7 @@ Status RenderBoxes(const FieldView& v, const CropBox& box, int out_h, int out_w,
 void Copy(const FieldView& v, Field* out) {
   out->dtype.assign(v.dtype);
   out->shape = v.shape;
+  if (v.size == 0) return out->data.clear();  // an empty field may have no data pointer
   out->data.assign(reinterpret_cast<const char*>(v.data), v.size);
 }
 

@@ -19,7 +19,8 @@ namespace ssdfeed {
 void NearestIndex(int src_n, int dst_n, int off, int n, bool mirror, std::vector<int>* idx);
 
 // dst[y][x] = src[ys[y]][xs[x]] for elements of elem (1 or 2) bytes; dst
-// rows are packed (xs.size() elements).
+// rows are packed (xs.size() elements). Every source row is src_stride
+// readable bytes (8-bit rows are read 16 bytes at a time within them).
 void RemapNearest(const uint8_t* src, size_t src_stride, int elem, const std::vector<int>& ys,
                   const std::vector<int>& xs, uint8_t* dst);
 

@@ -29,8 +29,11 @@ TEST(FieldAugment, MaskIsTheCropResizedNearestAndFlippedAsOpenCvDoes) {
   for (int type : {CV_8UC1, CV_16UC1}) {
     cv::Mat mask(120, 160, type);
     cv::randu(mask, 0, 30);
+    // Shrinks (a gather), enlargements (byte shuffles), and one at the right
+    // edge, where a shuffle's 16-byte load would pass the row's end.
     for (CropBox box : {CropBox{10, 20, 50, 70, false}, CropBox{0, 0, 120, 160, true},
-                        CropBox{33, 41, 17, 29, true}}) {
+                        CropBox{33, 41, 17, 29, true}, CropBox{100, 137, 20, 23, false},
+                        CropBox{90, 130, 30, 30, true}}) {
       FieldView v = View("mask", FieldKind::kMask, type == CV_8UC1 ? "|u1" : "<u2", {120, 160},
                          mask.data, mask.total() * mask.elemSize());
       std::vector<Field> out;
