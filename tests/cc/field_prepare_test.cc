@@ -11,8 +11,10 @@
 #include <set>
 
 #include "cache/field_section.h"
+#include "cache_test_util.h"
 #include "image/field_geometry.h"
 #include "pipeline/fetcher.h"
+#include "test_util.h"
 
 namespace ssdfeed {
 namespace {
@@ -409,6 +411,32 @@ TEST(FieldPrepare, FetcherServesPreparedFields) {
   EXPECT_EQ(views[0].shape, (std::vector<uint64_t>{15, 20}));
   Field boxes = cache_format::ToField(views[1]);
   EXPECT_EQ(As<float>(boxes.data), (std::vector<float>{0, 0, 10, 5}));
+}
+
+TEST(FieldPrepare, FieldsPreparedOnAMissAreStoredAndServedOnTheHit) {
+  FieldSource src({MaskField(Png(RandomMask(30, 40, CV_8UC1, 4, 2))),
+                   {"boxes", FieldKind::kBoxes, Floats({4, 2, 30, 20}), false, ""},
+                   {"classes", FieldKind::kClasses, Int64s({5}), false, ""}});
+  test::TempDir root;
+  CacheOptions o;
+  o.root = root.path();
+  o.capacity_bytes = 1ull << 30;
+  o.fill_write = FillWrite::kBuffered;
+  auto e = CacheEntry::Open(o, test::FakeKey(1));
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  PrepareSpec spec;
+  spec.resize_short = 15;
+  SampleFetcher f(&src, spec, e->get(), 0);
+  FetchScratch scratch;
+  CachedSample miss, hit;
+  ASSERT_TRUE(f.Fetch(0, &scratch, &miss).ok());
+  std::string prepared(miss.fields);
+  ASSERT_FALSE(prepared.empty());
+  ASSERT_TRUE((*e)->Sync().ok());
+  FetchScratch scratch2;
+  ASSERT_TRUE(f.Fetch(0, &scratch2, &hit).ok());
+  EXPECT_EQ(f.stats().Snapshot()[Ctr::kCacheHits], 1u);
+  EXPECT_EQ(std::string(hit.fields), prepared);
 }
 
 TEST(FieldPrepare, FetcherNamesTheImageAndTheMaskAndCountsADecodeError) {
