@@ -374,11 +374,14 @@ TEST(Npy, BadFilesAreClearErrors) {
 // A source of one generated JPEG and the fields given to it.
 class FieldSource : public Source {
  public:
-  FieldSource(std::vector<EncodedField> fields) : fields_(std::move(fields)) {
-    Image img;
-    img.Reset(30, 40, 3);
-    for (size_t i = 0; i < img.bytes(); ++i) img.pixels[i] = static_cast<uint8_t>(i);
-    EXPECT_TRUE(EncodeJpeg(img, 90, &jpeg_).ok());
+  // image: 30x40 of varied pixels unless given.
+  explicit FieldSource(std::vector<EncodedField> fields, Image img = {})
+      : fields_(std::move(fields)) {
+    if (img.pixels.empty()) {
+      img.Reset(30, 40, 3);
+      for (size_t i = 0; i < img.bytes(); ++i) img.pixels[i] = static_cast<uint8_t>(i);
+    }
+    EXPECT_TRUE(EncodeJpeg(img, 95, &jpeg_).ok());
   }
   size_t size() const override { return 1; }
   Status Read(size_t, EncodedSample* out) const override {
@@ -411,6 +414,42 @@ TEST(FieldPrepare, FetcherServesPreparedFields) {
   EXPECT_EQ(views[0].shape, (std::vector<uint64_t>{15, 20}));
   Field boxes = cache_format::ToField(views[1]);
   EXPECT_EQ(As<float>(boxes.data), (std::vector<float>{0, 0, 10, 5}));
+}
+
+TEST(FieldPrepare, PreparedMaskAgreesWithItsPreparedImage) {
+  // A scene whose JPEG's colours are its mask's classes, prepared through
+  // the fetcher with a DCT-scaled decode (64 * 2 <= 300 / 2) and a centre
+  // crop: away from class edges image and mask tell the same class.
+  const int H = 300, W = 400;
+  cv::Mat mask(H, W, CV_8UC1, cv::Scalar(0));
+  cv::rectangle(mask, cv::Rect(40, 30, 150, 120), cv::Scalar(1), cv::FILLED);
+  cv::rectangle(mask, cv::Rect(220, 60, 140, 200), cv::Scalar(2), cv::FILLED);
+  cv::circle(mask, cv::Point(110, 220), 55, cv::Scalar(3), cv::FILLED);
+  const uint8_t colour[4] = {0, 80, 160, 240};
+  Image img;
+  img.Reset(H, W, 3);
+  for (int i = 0; i < H * W; ++i) std::memset(&img.pixels[i * 3], colour[mask.data[i]], 3);
+  FieldSource src({MaskField(Png(mask))}, img);
+  PrepareSpec spec;
+  spec.resize_short = 64;
+  spec.crop_h = spec.crop_w = 56;
+  SampleFetcher f(&src, spec, nullptr, 0);
+  FetchScratch scratch;
+  CachedSample cs;
+  ASSERT_TRUE(f.Fetch(0, &scratch, &cs).ok());
+  std::vector<FieldView> views;
+  ASSERT_EQ(cache_format::ParseFields(cs.fields, &views), "");
+  ASSERT_EQ(views[0].shape, (std::vector<uint64_t>{56, 56}));
+  size_t clear = 0, agree = 0;
+  for (int p = 0; p < 56 * 56; ++p) {
+    for (int c = 0; c < 4; ++c) {
+      if (std::abs(cs.pixels[p * 3] - colour[c]) > 6) continue;  // blended at an edge
+      ++clear;
+      agree += views[0].data[p] == c;
+    }
+  }
+  ASSERT_GT(clear, 56u * 56 * 3 / 4);
+  EXPECT_GE(agree, clear * 98 / 100) << agree << " of " << clear;
 }
 
 TEST(FieldPrepare, FieldsPreparedOnAMissAreStoredAndServedOnTheHit) {
