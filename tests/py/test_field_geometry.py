@@ -197,3 +197,89 @@ def test_npy_object_and_structured_arrays_are_refused_naming_the_file(arr, says)
     with pytest.raises(ValueError, match=rf"/d/x\.npy.*{says}"):
         _ssdfeed._prepare_fields([("depth", ARRAY, buf.getvalue(), False, "/d/x.npy")],
                                  _ssdfeed.PrepareSpec(), 4, 4)
+
+
+# End to end through the Loader: these need dict batches (the batch side of
+# sample fields) and skip where the Loader still yields (images, labels).
+COLOURS = np.array([0, 80, 160, 240], np.uint8)
+
+
+def _scene(rng, h, w):
+    mask = np.zeros((h, w), np.uint8)
+    for cls in (1, 2, 3):
+        y, x = rng.integers(0, h - 20), rng.integers(0, w - 20)
+        mask[y:y + rng.integers(15, h // 2), x:x + rng.integers(15, w // 2)] = cls
+    return mask
+
+
+def _dict_batches(loader):
+    batches = list(loader)
+    if batches and not isinstance(batches[0], dict):
+        pytest.skip("the Loader yields (images, labels): dict batches are not built yet")
+    return batches
+
+
+def test_loader_serves_masks_that_agree_with_their_images(tmp_path):
+    pytest.importorskip("PIL")
+    from PIL import Image
+    import ssdfeed
+    rng = np.random.default_rng(4)
+    (tmp_path / "JPEGImages").mkdir()
+    (tmp_path / "SegmentationClass").mkdir()
+    for i in range(12):
+        mask = _scene(rng, 90, 120)
+        Image.fromarray(np.repeat(COLOURS[mask][..., None], 3, -1)).save(
+            tmp_path / "JPEGImages" / f"s{i:02d}.jpg", quality=95)
+        Image.fromarray(mask, mode="L").save(tmp_path / "SegmentationClass" / f"s{i:02d}.png")
+    uri = (f"files:{tmp_path}?image=JPEGImages/{{stem}}.jpg"
+           f"&mask=SegmentationClass/{{stem}}.png")
+    loader = ssdfeed.Loader(uri, cache=tmp_path / "cache", prepare=ssdfeed.Prepare(resize_short=60),
+                            augment=ssdfeed.RandomResizedCrop(64, scale=(0.3, 1.0)),
+                            batch_size=4, workers=1)
+    clear = agree = 0
+    for b in _dict_batches(loader):
+        grey = b["image"][..., 0].astype(int)
+        dist = np.abs(grey[..., None] - COLOURS.astype(int))
+        ok = dist.min(-1) <= 6  # not blended across a class edge
+        clear += ok.sum()
+        agree += (dist.argmin(-1) == b["mask"])[ok].sum()
+    assert clear > 12 * 64 * 64 // 2
+    assert agree >= 0.98 * clear
+
+
+def test_loader_serves_boxes_whose_centres_lie_on_their_class(tmp_path):
+    pytest.importorskip("PIL")
+    from PIL import Image
+    import json
+    import ssdfeed
+    rng = np.random.default_rng(5)
+    images, annotations = [], []
+    for i in range(12):
+        img = np.zeros((90, 120), np.uint8)
+        for cat in (1, 2, 3):
+            x, y = int(rng.integers(0, 80)), int(rng.integers(0, 50))
+            w, h = int(rng.integers(20, 40)), int(rng.integers(20, 40))
+            w, h = min(w, 120 - x), min(h, 90 - y)
+            img[y:y + h, x:x + w] = COLOURS[cat]
+            annotations.append({"id": len(annotations) + 1, "image_id": i + 1, "category_id": cat,
+                                "bbox": [x, y, w, h], "area": w * h, "iscrowd": 0})
+        Image.fromarray(np.repeat(img[..., None], 3, -1)).save(tmp_path / f"{i}.png")
+        images.append({"id": i + 1, "file_name": f"{i}.png", "width": 120, "height": 90})
+    # Classes are painted in order with rising colours: a box's centre shows
+    # its own colour or a later (brighter) box's over it.
+    (tmp_path / "ann.json").write_text(json.dumps({
+        "images": images, "annotations": annotations,
+        "categories": [{"id": c, "name": f"c{c}"} for c in (1, 2, 3)]}))
+    loader = ssdfeed.Loader(f"coco:{tmp_path}?annotations={tmp_path / 'ann.json'}",
+                            cache=tmp_path / "cache",
+                            augment=ssdfeed.RandomResizedCrop(64, scale=(0.5, 1.0)),
+                            batch_size=4, workers=1)
+    checked = 0
+    for b in _dict_batches(loader):
+        for n in range(len(b["image"])):
+            for box, cls in zip(b["boxes"][n][:b["num_boxes"][n]], b["classes"][n]):
+                cx, cy = int((box[0] + box[2]) / 2), int((box[1] + box[3]) / 2)
+                assert 0 <= cx < 64 and 0 <= cy < 64
+                assert b["image"][n, cy, cx, 0] >= COLOURS[cls + 1] - 8
+                checked += 1
+    assert checked > 12
