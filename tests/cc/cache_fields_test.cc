@@ -3,12 +3,18 @@
 // every way a record is written (buffered, direct) and read (Get, GetMany
 // buffered and direct, compaction, verify).
 #include <gtest/gtest.h>
+#include <spng.h>
 
+#include <cstdlib>
 #include <fstream>
 
 #include "cache/record_format.h"
 #include "cache_test_util.h"
+#include "pipeline/entry_key.h"
+#include "pipeline/fetcher.h"
+#include "pipeline/origin_check.h"
 #include "ssdfeed/cache.h"
+#include "ssdfeed/warm.h"
 #include "test_util.h"
 #include "util/hash.h"
 
@@ -243,6 +249,105 @@ TEST(CacheFields, TheFormatVersionIsInTheFingerprint) {
   };
   EXPECT_EQ(k.fingerprint(), with("ssdfeed-cache-v3"));
   EXPECT_NE(k.fingerprint(), with("ssdfeed-cache-v2"));
+}
+
+// A grey 8-bit PNG of w x h class ids.
+std::string GreyPng(int w, int h, const std::vector<uint8_t>& ids) {
+  spng_ctx* ctx = spng_ctx_new(SPNG_CTX_ENCODER);
+  spng_set_option(ctx, SPNG_ENCODE_TO_BUFFER, 1);
+  spng_ihdr ihdr{
+      static_cast<uint32_t>(w), static_cast<uint32_t>(h), 8, SPNG_COLOR_TYPE_GRAYSCALE, 0, 0, 0};
+  spng_set_ihdr(ctx, &ihdr);
+  int e = spng_encode_image(ctx, ids.data(), ids.size(), SPNG_FMT_RAW, SPNG_ENCODE_FINALIZE);
+  EXPECT_EQ(e, 0) << spng_strerror(e);
+  size_t len = 0;
+  void* buf = spng_get_png_buffer(ctx, &len, &e);
+  std::string out(static_cast<char*>(buf), len);
+  std::free(buf);
+  spng_ctx_free(ctx);
+  return out;
+}
+
+// n segmentation samples: a 64 x 64 JPEG, its mask and one box each.
+class SegSource : public Source {
+ public:
+  explicit SegSource(size_t n) : n_(n) {}
+  size_t size() const override { return n_; }
+  Status Read(size_t id, EncodedSample* out) const override {
+    Image img;
+    img.Reset(64, 64, 3);
+    std::vector<uint8_t> ids(64 * 64);
+    for (size_t i = 0; i < img.bytes(); ++i) img.pixels[i] = static_cast<uint8_t>(i * 3 + id);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint8_t>((i / 64 + id) % 5);
+    SSDFEED_RETURN_IF_ERROR(EncodeJpeg(img, 90, &out->bytes));
+    out->label = static_cast<int64_t>(id);
+    float box[4] = {1, 2, 30.5f, 40};
+    int64_t cls = static_cast<int64_t>(id % 3);
+    out->fields = {
+        {"mask", FieldKind::kMask, GreyPng(64, 64, ids), false, Describe(id) + ".png"},
+        {"boxes", FieldKind::kBoxes, std::string(reinterpret_cast<char*>(box), 16), false, ""},
+        {"classes", FieldKind::kClasses, std::string(reinterpret_cast<char*>(&cls), 8), false, ""}};
+    return Status::OK();
+  }
+  std::string Describe(size_t id) const override { return "/seg/" + std::to_string(id); }
+  const std::string& identity() const override { return uri_; }
+  const std::string& uri() const override { return uri_; }
+
+ private:
+  size_t n_;
+  std::string uri_ = "test:seg";
+};
+
+// The whole way a segmentation sample goes: prepared from the origin with
+// its fields, stored by the fetcher's Put, served with them, compared with
+// the origin by the content check, and counted by the size estimate.
+TEST(CacheFields, PreparedFieldsAreStoredServedAndComparedWithTheOrigin) {
+  test::TempDir root;
+  SegSource src(6);
+  PrepareSpec spec;
+  auto e = CacheEntry::Open(Opts(root.path()), MakeEntryKey(src, {}, spec));
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  SampleFetcher fetcher(&src, spec, e->get(), 0);
+  FetchScratch scratch;
+  for (uint64_t id = 0; id < src.size(); ++id) {
+    CachedSample s;
+    ASSERT_TRUE(fetcher.Fetch(id, &scratch, &s).ok());
+    EXPECT_FALSE(s.fields.empty());
+  }
+  ASSERT_EQ((*e)->samples_present(), src.size()) << "the fetcher stored every sample";
+  std::string buf;
+  CachedSample got;
+  ASSERT_TRUE((*e)->Get(2, &buf, &got).ok());
+  std::vector<FieldView> views;
+  ASSERT_EQ(cf::ParseFields(got.fields, &views), "");
+  ASSERT_EQ(views.size(), 3u);
+  EXPECT_EQ(views[0].name, "mask");
+  EXPECT_EQ(views[0].shape, (std::vector<uint64_t>{64, 64}));
+  OriginCheckReport r;
+  ASSERT_TRUE(CompareWithOrigin(src, spec, e->get(), 2, &r).ok());
+  EXPECT_EQ(r.compared, src.size());
+  EXPECT_EQ(r.mismatched, 0u) << (r.problems.empty() ? "" : r.problems[0]);
+
+  // The estimate counts the fields: it covers the records written.
+  EntryEstimate est = EstimateEntry(src, spec);
+  EXPECT_EQ(est.field_bytes, got.fields.size() * src.size());
+  uint64_t records = src.size() * (buf.size() + cf::kIndexEntrySize);
+  EXPECT_GE(est.entry_bytes(), records);
+
+  // A record whose mask is not what the origin prepares (checksum intact).
+  std::string mask_changed;
+  std::vector<Field> owned;
+  for (const FieldView& v : views) owned.push_back(cf::ToField(v));
+  owned[0].data[100] = static_cast<char>(owned[0].data[100] + 1);
+  ASSERT_TRUE(cf::EncodeFields(owned, &mask_changed).ok());
+  got.fields = mask_changed;
+  ASSERT_TRUE((*e)->Put(2, got).ok());
+  ASSERT_TRUE(CompareWithOrigin(src, spec, e->get(), 2, &r).ok());
+  EXPECT_EQ(r.mismatched, 1u);
+  ASSERT_EQ(r.problems.size(), 1u);
+  EXPECT_NE(r.problems[0].find("sample 2: cached field mask differs from the origin's"),
+            std::string::npos)
+      << r.problems[0];
 }
 
 }  // namespace

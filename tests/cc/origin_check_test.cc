@@ -71,6 +71,12 @@ TEST(OriginCheck, SampleDifferenceComparesFieldsByteForByte) {
   b.fields = {};
   EXPECT_EQ(SampleDifference(a, b), "cached field mask differs from the origin's");
   EXPECT_EQ(SampleDifference(b, a), "the origin's field mask is not in the cached record");
+  // A section of no fields is stored as none: the same sample.
+  std::string none;
+  ASSERT_TRUE(cache_format::EncodeFields({}, &none).ok());
+  b.fields = none;
+  a.fields = {};
+  EXPECT_EQ(SampleDifference(a, b), "");
 }
 
 // A record whose pixels and label are right but whose fields are not what
