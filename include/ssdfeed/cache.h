@@ -137,6 +137,8 @@ struct CachedSample {
   // only an image and a label. cache_format::ParseFields reads it.
   std::string_view fields;
   size_t bytes() const { return static_cast<size_t>(height) * width * channels; }
+  // The pixels and every other field: what the cache_*_bytes counters count.
+  size_t payload_bytes() const { return bytes() + fields.size(); }
 };
 
 // Buffers for CacheEntry::GetMany, kept between calls (the hot path

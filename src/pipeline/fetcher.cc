@@ -48,7 +48,7 @@ Status SampleFetcher::TimedGet(uint64_t id, FetchScratch* s, CachedSample* out) 
 
 void SampleFetcher::CountHit(const CachedSample& out) {
   stats_->Add(Ctr::kCacheHits);
-  stats_->Add(Ctr::kCacheHitBytes, out.bytes());
+  stats_->Add(Ctr::kCacheHitBytes, out.payload_bytes());
 }
 
 bool SampleFetcher::GetCached(uint64_t id, FetchScratch* s, CachedSample* out) {
@@ -121,7 +121,7 @@ Status SampleFetcher::Resolve(uint64_t id, Status st, FetchScratch* s, CachedSam
   }
   stats_->Add(Ctr::kCacheMisses);
   st = FromOrigin(id, s, out);
-  if (st.ok()) stats_->Add(Ctr::kCacheMissBytes, out->bytes());
+  if (st.ok()) stats_->Add(Ctr::kCacheMissBytes, out->payload_bytes());
   if (st.ok() && admit) {
     // A full disk or capacity only stops admission; training goes on.
     Status put = cache_->Put(id, *out);
@@ -168,7 +168,10 @@ Status SampleFetcher::FromOrigin(uint64_t id, FetchScratch* s, CachedSample* out
   SSDFEED_RETURN_IF_ERROR(source_->Read(id, &s->encoded));
   double t1 = time_stages_ ? Seconds() : 0;
   if (time_stages_) stats_->Observe(Hist::kReadOrigin, t1 - t0);
-  stats_->Add(Ctr::kOriginBytes, s->encoded.bytes.size());
+  // Every field read counts: a mask or an array is origin traffic too.
+  uint64_t origin_bytes = s->encoded.bytes.size();
+  for (const EncodedField& f : s->encoded.fields) origin_bytes += f.bytes.size();
+  stats_->Add(Ctr::kOriginBytes, origin_bytes);
   Status st = s->decoder.DecodeAndPrepare(s->encoded.bytes, spec_, &s->image, &s->geometry);
   if (st.ok()) st = PrepareFieldsOf(s, out);
   if (time_stages_) stats_->Observe(Hist::kPrepare, Seconds() - t1);

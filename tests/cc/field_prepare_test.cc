@@ -393,6 +393,7 @@ class FieldSource : public Source {
   std::string Describe(size_t) const override { return "/d/images/a.jpg"; }
   const std::string& identity() const override { return jpeg_; }
   const std::string& uri() const override { return jpeg_; }
+  const std::vector<EncodedField>& encoded_fields() const { return fields_; }
 
  private:
   std::vector<EncodedField> fields_;
@@ -476,6 +477,13 @@ TEST(FieldPrepare, FieldsPreparedOnAMissAreStoredAndServedOnTheHit) {
   ASSERT_TRUE(f.Fetch(0, &scratch2, &hit).ok());
   EXPECT_EQ(f.stats().Snapshot()[Ctr::kCacheHits], 1u);
   EXPECT_EQ(std::string(hit.fields), prepared);
+  // The byte counters count the fields as well as the pixels, on both paths.
+  auto c = f.stats().Snapshot();
+  EXPECT_EQ(c[Ctr::kCacheMissBytes], miss.bytes() + prepared.size());
+  EXPECT_EQ(c[Ctr::kCacheHitBytes], hit.bytes() + prepared.size());
+  uint64_t encoded = 0;
+  for (const EncodedField& ef : src.encoded_fields()) encoded += ef.bytes.size();
+  EXPECT_GT(c[Ctr::kOriginBytes], encoded);
 }
 
 TEST(FieldPrepare, FetcherNamesTheImageAndTheMaskAndCountsADecodeError) {
