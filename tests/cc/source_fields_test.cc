@@ -184,6 +184,24 @@ TEST(TarFields, AlternativesAndBadLabelAndDuplicateNames) {
   EXPECT_NE(dup.status().message().find("'m' is given twice"), std::string::npos);
 }
 
+TEST(TarFields, MembersTogetherOrFarApartReadTheSame) {
+  test::TempDir dir;
+  std::string big(1 << 20, 'x');  // a member no field asks for, between two that are
+  WriteTar(dir.Sub("s.tar"), {{"a.jpg", "JPG-A"},
+                              {"a.bin", big},
+                              {"a.seg.png", "MASK-A"},
+                              {"b.jpg", "JPG-B"},
+                              {"b.seg.png", "MASK-B"}});
+  auto src = OpenSource("tar:" + dir.Sub("s.tar") + "?mask=seg.png");
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  EncodedSample s;
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_TRUE((*src)->Read(i, &s).ok());
+    EXPECT_EQ(s.bytes, i == 0 ? "JPG-A" : "JPG-B");
+    EXPECT_EQ(s.fields[0].bytes, i == 0 ? "MASK-A" : "MASK-B");
+  }
+}
+
 // --- tfrecord -------------------------------------------------------------
 
 ExampleFeature Bytes(const std::string& key, const std::string& v) {
