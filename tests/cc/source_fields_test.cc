@@ -265,6 +265,23 @@ TEST(TFRecordFields, ObjectDetectionApiIsDetectedFromTheFirstRecord) {
   EXPECT_TRUE(FieldOf(s, "classes")->bytes.empty());
 }
 
+TEST(TFRecordFields, ADamagedFirstRecordLeavesDetectionToTheNext) {
+  test::TempDir dir;
+  std::string path = dir.Sub("od.tfrecord");
+  WriteRecords(path, {OdExample("I0", {0.1f}, {1}, false), OdExample("I1", {0.2f}, {2}, false)});
+  std::string bytes;
+  ASSERT_TRUE(Env::Default()->ReadFileToString(path, &bytes).ok());
+  bytes[12 + 3] ^= 0x40;  // inside record 0's payload: its data CRC no longer matches
+  WriteFile(path, bytes);
+  auto src = OpenSource("tfrecord:" + path);
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  EXPECT_EQ(Names((*src)->fields()), (std::vector<std::string>{"image", "boxes", "classes"}));
+  EncodedSample s;
+  EXPECT_TRUE((*src)->Read(0, &s).IsCorruption());
+  ASSERT_TRUE((*src)->Read(1, &s).ok());
+  EXPECT_EQ(Ints(FieldOf(s, "classes")->bytes), (std::vector<int64_t>{2}));
+}
+
 TEST(TFRecordFields, ClassicExamplesStayClassic) {
   test::TempDir dir;
   WriteRecords(dir.Sub("c.tfrecord"), {SerializeExample("IMG", 5)});
