@@ -95,7 +95,7 @@ class Source {
 // URI may end in "?allow_empty=1" (or 0/true/false): see allow_empty_classes.
 // A tar URI may end in "?FIELD=EXT&..." ("?image=jpg&mask=seg.png"): fields
 // as SourceOptions::fields gives them (the URI's win). Origin files and
-// folders are read through symlinks. docs/python.md "Layouts with fields".
+// folders are read through symlinks. docs/layouts.md.
 Result<std::unique_ptr<Source>> OpenSource(const std::string& uri, const SourceOptions& opts = {});
 
 // Expands brace ranges ({000..099}, {a,b}) and then shell globs (* ? [..]

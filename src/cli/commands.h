@@ -20,6 +20,7 @@ void AddBench(CLI::App& app, RunState* st);
 void AddServeMetrics(CLI::App& app, RunState* st);
 void AddNodeLabels(CLI::App& app, RunState* st);
 void AddEntryId(CLI::App& app, RunState* st);
+void AddInspect(CLI::App& app, RunState* st);
 void AddPlan(CLI::App& app, RunState* st);
 void AddDoctor(CLI::App& app, RunState* st);
 

@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   AddServeMetrics(app, &st);
   AddNodeLabels(app, &st);
   AddEntryId(app, &st);
+  AddInspect(app, &st);
   AddPlan(app, &st);
   AddDoctor(app, &st);
   try {

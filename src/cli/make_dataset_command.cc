@@ -1,4 +1,4 @@
-// ssdfeed make-dataset DIR --format folder|tfrecord|tar --count N ...
+// ssdfeed make-dataset DIR --format folder|tfrecord|tar|voc|coco|wds-seg --count N ...
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -8,12 +8,15 @@
 namespace ssdfeed::cli {
 
 void AddMakeDataset(CLI::App& app, RunState* st) {
-  auto* c = app.add_subcommand("make-dataset", "Generate a deterministic ImageNet-like dataset");
+  auto* c =
+      app.add_subcommand("make-dataset", "Generate a deterministic ImageNet-like or scene dataset");
   auto o = std::make_shared<MakeDatasetOptions>();
   auto json = std::make_shared<bool>(false);
   c->add_option("dir", o->dir, "Output directory")->required();
-  c->add_option("--format", o->format, "folder, tfrecord or tar")
-      ->check(CLI::IsMember({"folder", "tfrecord", "tar"}))
+  c->add_option("--format", o->format,
+                "folder, tfrecord or tar (images and labels); voc, coco or wds-seg (colour-coded "
+                "scenes with masks, boxes and arrays)")
+      ->check(CLI::IsMember({"folder", "tfrecord", "tar", "voc", "coco", "wds-seg"}))
       ->capture_default_str();
   c->add_option("--count", o->count, "Number of samples")->capture_default_str();
   c->add_option("--classes", o->classes, "Number of classes")->capture_default_str();
@@ -21,7 +24,7 @@ void AddMakeDataset(CLI::App& app, RunState* st) {
   c->add_option("--corrupt", o->corrupt, "Fraction of samples made undecodable")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
-  c->add_option("--shard-size", o->shard_size, "Samples per tfrecord/tar shard")
+  c->add_option("--shard-size", o->shard_size, "Samples per tfrecord/tar/wds-seg shard")
       ->capture_default_str();
   c->add_option("--min-side", o->min_side, "Smallest image side")->capture_default_str();
   c->add_option("--max-side", o->max_side, "Largest image side")->capture_default_str();

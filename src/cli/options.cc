@@ -50,6 +50,8 @@ Status FieldArgs::ToFields(std::vector<FieldSpec>* out) const {
         return Status::InvalidArgument("--field " + f + ": " + kind.status().message());
       spec.kind = *kind;
       spec.name.erase(colon);
+      if (Status s = spec.kind == FieldKind::kBytes ? CheckSaidBytes(spec) : Status::OK(); !s.ok())
+        return Status::InvalidArgument("--field " + f + ": " + s.message());
     }
     out->push_back(std::move(spec));
   }

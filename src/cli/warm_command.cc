@@ -166,6 +166,8 @@ int RunWarm(const WarmArgs& a) {
   CatchSigint();  // before the plan line, so a Ctrl-C after it is always handled
   auto src = OpenSource(a.source, o.source);
   if (!src.ok()) return Fail(src.status().message());
+  for (const auto& why : (*src)->skipped_reasons())  // parts --on-error skip left out at open
+    std::cerr << "ssdfeed: left out " << why << "\n";
   if (!a.quiet) PrintPlan(**src, o.prepare, a.prep.given());
   bool show = !a.quiet && !a.json;
   o.progress = ProgressBar(show);

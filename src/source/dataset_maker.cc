@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "image/cv_call.h"
+#include "source/sources.h"
 #include "source/tfrecord_format.h"
 #include "ssdfeed/dataset.h"
 #include "util/hash.h"
@@ -171,8 +172,10 @@ la_ssize_t WriteTarBytes(archive* a, void* user, const void* data, size_t n) {
   return -1;
 }
 
-Status WriteTar(Env* env, const std::string& path, size_t first,
-                const std::vector<Encoded>& items) {
+}  // namespace
+
+Status WriteTarMembers(Env* env, const std::string& path,
+                       const std::vector<std::pair<std::string, std::string>>& members) {
   WritableFileOptions wo;
   wo.truncate = true;
   wo.mode = 0644;
@@ -187,28 +190,37 @@ Status WriteTar(Env* env, const std::string& path, size_t first,
     return s;
   }
   Status s;
-  for (size_t k = 0; k < items.size() && s.ok(); ++k) {
-    std::string key = "sample_" + Num(first + k, 8);
-    std::string cls = std::to_string(items[k].label) + "\n";
-    for (int part = 0; part < 2 && s.ok(); ++part) {
-      const std::string& data = part == 0 ? items[k].bytes : cls;
-      archive_entry* e = archive_entry_new();
-      archive_entry_set_pathname(e, (key + (part == 0 ? ".jpg" : ".cls")).c_str());
-      archive_entry_set_size(e, static_cast<la_int64_t>(data.size()));
-      archive_entry_set_filetype(e, AE_IFREG);
-      archive_entry_set_perm(e, 0644);
-      archive_entry_set_mtime(e, 1700000000, 0);  // reproducible bytes
-      if (archive_write_header(a, e) != ARCHIVE_OK ||
-          archive_write_data(a, data.data(), data.size()) != static_cast<la_ssize_t>(data.size()))
-        s = Status::IOError(path + ": " + archive_error_string(a));
-      archive_entry_free(e);
-    }
+  for (size_t k = 0; k < members.size() && s.ok(); ++k) {
+    const auto& [name, data] = members[k];
+    archive_entry* e = archive_entry_new();
+    archive_entry_set_pathname(e, name.c_str());
+    archive_entry_set_size(e, static_cast<la_int64_t>(data.size()));
+    archive_entry_set_filetype(e, AE_IFREG);
+    archive_entry_set_perm(e, 0644);
+    archive_entry_set_mtime(e, 1700000000, 0);  // reproducible bytes
+    if (archive_write_header(a, e) != ARCHIVE_OK ||
+        archive_write_data(a, data.data(), data.size()) != static_cast<la_ssize_t>(data.size()))
+      s = Status::IOError(path + ": " + archive_error_string(a));
+    archive_entry_free(e);
   }
   if (archive_write_close(a) != ARCHIVE_OK && s.ok())
     s = Status::IOError(path + ": " + archive_error_string(a));
   archive_write_free(a);
   if (!out.error.ok()) return out.error;
   return s.ok() ? f->Close() : s;
+}
+
+namespace {
+
+Status WriteTar(Env* env, const std::string& path, size_t first,
+                const std::vector<Encoded>& items) {
+  std::vector<std::pair<std::string, std::string>> members;
+  for (size_t k = 0; k < items.size(); ++k) {
+    std::string key = "sample_" + Num(first + k, 8);
+    members.emplace_back(key + ".jpg", items[k].bytes);
+    members.emplace_back(key + ".cls", std::to_string(items[k].label) + "\n");
+  }
+  return WriteTarMembers(env, path, members);
 }
 
 Status WriteChunk(const MakeDatasetOptions& o, Env* env, size_t first, size_t shard, size_t shards,
@@ -239,14 +251,17 @@ Status WriteChunk(const MakeDatasetOptions& o, Env* env, size_t first, size_t sh
 Status MakeDataset(const MakeDatasetOptions& in, MakeDatasetReport* report) {
   MakeDatasetOptions o = in;
   Env* env = o.env != nullptr ? o.env : Env::Default();
-  if (o.format != "folder" && o.format != "tfrecord" && o.format != "tar")
-    return Status::InvalidArgument("unknown format '" + o.format + "' (folder, tfrecord or tar)");
+  bool scenes = o.format == "voc" || o.format == "coco" || o.format == "wds-seg";
+  if (o.format != "folder" && o.format != "tfrecord" && o.format != "tar" && !scenes)
+    return Status::InvalidArgument("unknown format '" + o.format +
+                                   "' (folder, tfrecord, tar, voc, coco or wds-seg)");
   if (o.count == 0 || o.classes <= 0 || o.shard_size == 0 || o.min_side < 16 ||
       o.max_side < o.min_side || o.corrupt < 0 || o.corrupt > 1)
     return Status::InvalidArgument(
         "make-dataset: count, classes and sizes must be positive, "
         "corrupt in [0, 1]");
   SSDFEED_RETURN_IF_ERROR(CreateDirs(env, o.dir, 0755));
+  if (scenes) return MakeSceneDataset(o, env, report);
   size_t shards = (o.count + o.shard_size - 1) / o.shard_size;
   *report = {};
   for (size_t s = 0; s < shards; ++s) {

@@ -57,6 +57,14 @@ Result<std::vector<FieldSpec>> ResolveFields(const std::vector<FieldSpec>& in,
   return out;
 }
 
+Status CheckSaidBytes(const FieldSpec& spec) {
+  FieldKind k = ResolveFieldKind(spec);
+  if (k == FieldKind::kBytes) return Status::OK();
+  return Status::InvalidArgument("field '" + spec.name + "' (key '" + spec.key + "') is read as " +
+                                 FieldKindName(k) + " by its name or key, not as bytes; give it " +
+                                 "another name to pass it through as bytes");
+}
+
 std::string FieldsIdentity(const std::vector<FieldSpec>& fields) {
   std::string s = "fields";
   for (const auto& f : fields) {

@@ -24,6 +24,11 @@ FieldKind ResolveFieldKind(const FieldSpec& spec);
 Result<std::vector<FieldSpec>> ResolveFields(const std::vector<FieldSpec>& in,
                                              const std::string& layout);
 
+// A spec whose kind was given as "bytes" (NAME:bytes=KEY): since bytes is
+// also "not said", a name or key implying another kind would silently win;
+// that is an InvalidArgument naming the field instead.
+Status CheckSaidBytes(const FieldSpec& spec);
+
 // "fields|name:kind:key|...": lengths included, so no two lists collide.
 std::string FieldsIdentity(const std::vector<FieldSpec>& fields);
 

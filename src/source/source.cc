@@ -52,6 +52,7 @@ Status SplitTarFields(const std::string& uri, std::string* spec, SourceOptions* 
     if (colon != std::string::npos) {
       SSDFEED_ASSIGN_OR_RETURN(f.kind, ParseFieldKind(name.substr(colon + 1)));
       f.name.erase(colon);
+      if (f.kind == FieldKind::kBytes) SSDFEED_RETURN_IF_ERROR(CheckSaidBytes(f));
     }
     opts->fields.push_back(std::move(f));
   }

@@ -1,6 +1,7 @@
 // Constructors of the concrete sources, called by OpenSource.
 #pragma once
 
+#include "ssdfeed/dataset.h"
 #include "ssdfeed/source.h"
 
 namespace ssdfeed {
@@ -24,6 +25,13 @@ Result<std::unique_ptr<Source>> OpenCocoSource(const std::string& uri, const std
 // infers it from the pattern's extension). location is the s3:// part.
 Result<std::unique_ptr<Source>> OpenS3Source(const std::string& uri, const std::string& location,
                                              const std::string& layout, const SourceOptions& opts);
+
+// Writes a tar of these members (name, bytes), in order, reproducibly.
+Status WriteTarMembers(Env* env, const std::string& path,
+                       const std::vector<std::pair<std::string, std::string>>& members);
+
+// make-dataset's scene formats (voc, coco, wds-seg); o.dir exists.
+Status MakeSceneDataset(const MakeDatasetOptions& o, Env* env, MakeDatasetReport* report);
 
 // Appends the expansions of the brace ranges / lists in pattern to out.
 Status ExpandBraces(const std::string& pattern, std::vector<std::string>* out);

@@ -402,8 +402,32 @@ class TarSource final : public ShardedSource {
   }
 
  private:
+  // A sample's members usually lie together: one read of their span (one
+  // request in a bucket, instead of one per member) unless the gaps between
+  // them are larger than the members.
+  bool ReadSpan(const RandomAccessFile& f, const TarSample& s, uint64_t* start, std::string* buf,
+                Status* st) const {
+    uint64_t lo = UINT64_MAX, hi = 0, total = 0;
+    for (size_t j = 0; j < fields_.size(); ++j) {
+      if (fields_[j].spec.kind == FieldKind::kLabel) continue;
+      lo = std::min(lo, s.parts[j].offset);
+      hi = std::max(hi, s.parts[j].offset + s.parts[j].size);
+      total += s.parts[j].size;
+    }
+    if (lo >= hi || hi - lo > 2 * total + (64 << 10)) return false;
+    buf->resize(hi - lo);
+    *start = lo;
+    *st = ReadExact(f, lo, hi - lo, buf->data());
+    return true;
+  }
+
   Status ReadFields(const RandomAccessFile& f, const TarSample& s, EncodedSample* out) const {
     out->label = -1;
+    thread_local std::string span;
+    uint64_t start = 0;
+    Status st;
+    bool whole = ReadSpan(f, s, &start, &span, &st);
+    SSDFEED_RETURN_IF_ERROR(st);
     for (size_t j = 0; j < fields_.size(); ++j) {
       const TarField& field = fields_[j];
       const PartRef& p = s.parts[j];
@@ -422,6 +446,10 @@ class TarSource final : public ShardedSource {
       }
       if (field.spec.kind == FieldKind::kLabel) {
         AppendInt64(p.label, dst);
+        continue;
+      }
+      if (whole) {
+        dst->assign(span, p.offset - start, p.size);
         continue;
       }
       dst->resize(p.size);

@@ -1,6 +1,6 @@
 // tfrecord:GLOB — records of tf.train.Example, every CRC checked, with an
 // index of record offsets so any record is one pread away. Fields: those of
-// SourceOptions::fields by feature key; without any, the first record
+// SourceOptions::fields by feature key; without any, the first readable record
 // decides: a TF object detection API Example (image/object/bbox/xmin) gives
 // boxes + classes, a DeepLab one (image/segmentation/class/encoded) a mask,
 // and every other Example stays classic (image + label).
@@ -68,14 +68,23 @@ class TFRecordSource final : public ShardedSource {
 
 // The fields asked for (an image added first when none is), or those the
 // first record shows (see the top of this file); empty: classic.
-Result<std::vector<FieldSpec>> TFRecordFields(const SourceOptions& opts, const ShardFiles& files,
-                                              const RecordRef& first) {
-  if (opts.fields.empty()) {
-    SSDFEED_ASSIGN_OR_RETURN(const RandomAccessFile* f, files.Get(first.file));
-    std::string buf;
-    SSDFEED_RETURN_IF_ERROR(ReadTFRecord(*f, first.span, first.index, &buf));
-    return DetectExampleFields(buf);
+// The first record that reads decides (a damaged one is reported when it
+// is read as a sample, as in a classic source); none in the first 16:
+// classic.
+Result<std::vector<FieldSpec>> DetectFields(const ShardFiles& files,
+                                            const std::vector<RecordRef>& records) {
+  std::string buf;
+  for (size_t i = 0; i < records.size() && i < 16; ++i) {
+    SSDFEED_ASSIGN_OR_RETURN(const RandomAccessFile* f, files.Get(records[i].file));
+    if (ReadTFRecord(*f, records[i].span, records[i].index, &buf).ok())
+      return DetectExampleFields(buf);
   }
+  return std::vector<FieldSpec>{};
+}
+
+Result<std::vector<FieldSpec>> TFRecordFields(const SourceOptions& opts, const ShardFiles& files,
+                                              const std::vector<RecordRef>& records) {
+  if (opts.fields.empty()) return DetectFields(files, records);
   SSDFEED_ASSIGN_OR_RETURN(auto specs, ResolveFields(opts.fields, "tfrecord"));
   if (std::none_of(specs.begin(), specs.end(),
                    [](const FieldSpec& f) { return f.kind == FieldKind::kImage; }))
@@ -124,7 +133,7 @@ Result<std::unique_ptr<Source>> OpenTFRecordShards(const std::string& uri, Shard
       records.push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(k), spans[i][k]});
   }
   if (records.empty()) return Status::NotFound(uri + ": no records");
-  SSDFEED_ASSIGN_OR_RETURN(auto fields, TFRecordFields(opts, files, records[0]));
+  SSDFEED_ASSIGN_OR_RETURN(auto fields, TFRecordFields(opts, files, records));
   ExampleKeys keys = KeysFor(opts, fields);
   return std::unique_ptr<Source>(new TFRecordSource(uri, std::move(files), std::move(records),
                                                     std::move(keys), total_skipped,

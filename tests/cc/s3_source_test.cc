@@ -20,6 +20,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 #include "source/s3_client.h"
 #include "ssdfeed/dataset.h"
@@ -154,6 +155,58 @@ TEST_F(S3SourceTest, ShardsReadFromManyThreadsMatchTheLocalCopy) {
     }
     for (auto& t : ts) t.join();
     EXPECT_EQ(bad.load(), 0) << format;
+  }
+}
+
+// Layouts with fields read over S3 as they are read locally: WebDataset
+// tars with masks and arrays (fields in the URI), and a tfrecord whose
+// fields are given in the options.
+TEST_F(S3SourceTest, FieldsOfTarAndTFRecordShardsMatchTheLocalCopy) {
+  MakeDatasetOptions o;
+  o.dir = tmp_.Sub("seg");
+  o.format = "wds-seg";
+  o.count = 12;
+  o.classes = 3;
+  o.shard_size = 5;
+  o.min_side = o.max_side = 32;
+  const std::string seg_uri = test::MakeTestDataset(o);
+  ASSERT_FALSE(seg_uri.empty());
+  Upload(tmp_.Sub("seg"), "seg/");
+  const std::string tf_uri =
+      test::MakeTestDataset({.dir = tmp_.Sub("tf"), .format = "tfrecord", .count = 6});
+  ASSERT_FALSE(tf_uri.empty());
+  Upload(tmp_.Sub("tf"), "tf/");
+  SourceOptions fields;
+  fields.fields = {{"label", FieldKind::kLabel, ""}, {"format", FieldKind::kBytes, "image/format"}};
+  std::string query = seg_uri.substr(seg_uri.find('?'));
+  std::vector<std::tuple<std::string, std::string, SourceOptions>> cases = {
+      {seg_uri, "tar:s3://bkt/seg/*.tar" + query, {}},
+      {tf_uri, "tfrecord:s3://bkt/tf/*.tfrecord", fields}};
+  for (const auto& [local_uri, remote_uri, opts] : cases) {
+    auto local = OpenSource(local_uri, opts);
+    auto remote = OpenSource(remote_uri, opts);
+    ASSERT_TRUE(local.ok() && remote.ok()) << remote_uri << ": " << remote.status().message();
+    ASSERT_EQ((*remote)->size(), (*local)->size());
+    ASSERT_EQ((*remote)->fields().size(), (*local)->fields().size());
+    EXPECT_GT((*remote)->fields().size(), 2u);
+    for (size_t i = 0; i < (*local)->size(); ++i) {
+      EncodedSample a, b;
+      ASSERT_TRUE((*local)->Read(i, &a).ok() && (*remote)->Read(i, &b).ok()) << remote_uri;
+      EXPECT_EQ(a.bytes, b.bytes);
+      EXPECT_EQ(a.label, b.label);
+      ASSERT_EQ(a.fields.size(), b.fields.size());
+      for (size_t k = 0; k < a.fields.size(); ++k) EXPECT_EQ(a.fields[k].bytes, b.fields[k].bytes);
+    }
+  }
+}
+
+TEST(S3Layouts, FilesAndCocoInABucketAreAClearError) {
+  for (std::string uri : {"files:s3://b/voc?image=JPEGImages/{stem}.jpg",
+                          "coco:s3://b/images?annotations=s3://b/a.json"}) {
+    auto src = OpenSource(uri);
+    ASSERT_FALSE(src.ok());
+    EXPECT_NE(src.status().message().find("not supported"), std::string::npos)
+        << src.status().message();
   }
 }
 

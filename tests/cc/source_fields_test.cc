@@ -184,6 +184,24 @@ TEST(TarFields, AlternativesAndBadLabelAndDuplicateNames) {
   EXPECT_NE(dup.status().message().find("'m' is given twice"), std::string::npos);
 }
 
+TEST(TarFields, MembersTogetherOrFarApartReadTheSame) {
+  test::TempDir dir;
+  std::string big(1 << 20, 'x');  // a member no field asks for, between two that are
+  WriteTar(dir.Sub("s.tar"), {{"a.jpg", "JPG-A"},
+                              {"a.bin", big},
+                              {"a.seg.png", "MASK-A"},
+                              {"b.jpg", "JPG-B"},
+                              {"b.seg.png", "MASK-B"}});
+  auto src = OpenSource("tar:" + dir.Sub("s.tar") + "?mask=seg.png");
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  EncodedSample s;
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_TRUE((*src)->Read(i, &s).ok());
+    EXPECT_EQ(s.bytes, i == 0 ? "JPG-A" : "JPG-B");
+    EXPECT_EQ(s.fields[0].bytes, i == 0 ? "MASK-A" : "MASK-B");
+  }
+}
+
 // --- tfrecord -------------------------------------------------------------
 
 ExampleFeature Bytes(const std::string& key, const std::string& v) {
@@ -245,6 +263,23 @@ TEST(TFRecordFields, ObjectDetectionApiIsDetectedFromTheFirstRecord) {
   ASSERT_TRUE((*src)->Read(1, &s).ok());
   EXPECT_TRUE(FieldOf(s, "boxes")->bytes.empty());
   EXPECT_TRUE(FieldOf(s, "classes")->bytes.empty());
+}
+
+TEST(TFRecordFields, ADamagedFirstRecordLeavesDetectionToTheNext) {
+  test::TempDir dir;
+  std::string path = dir.Sub("od.tfrecord");
+  WriteRecords(path, {OdExample("I0", {0.1f}, {1}, false), OdExample("I1", {0.2f}, {2}, false)});
+  std::string bytes;
+  ASSERT_TRUE(Env::Default()->ReadFileToString(path, &bytes).ok());
+  bytes[12 + 3] ^= 0x40;  // inside record 0's payload: its data CRC no longer matches
+  WriteFile(path, bytes);
+  auto src = OpenSource("tfrecord:" + path);
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  EXPECT_EQ(Names((*src)->fields()), (std::vector<std::string>{"image", "boxes", "classes"}));
+  EncodedSample s;
+  EXPECT_TRUE((*src)->Read(0, &s).IsCorruption());
+  ASSERT_TRUE((*src)->Read(1, &s).ok());
+  EXPECT_EQ(Ints(FieldOf(s, "classes")->bytes), (std::vector<int64_t>{2}));
 }
 
 TEST(TFRecordFields, ClassicExamplesStayClassic) {
