@@ -11,6 +11,7 @@
 #include "ssdfeed/augment.h"
 #include "ssdfeed/cache.h"
 #include "ssdfeed/loader.h"
+#include "ssdfeed/sample.h"
 #include "ssdfeed/source.h"
 #include "ssdfeed/status.h"
 
@@ -63,6 +64,15 @@ template <>
 struct EnumTable<Layout> {
   static constexpr const char* option = "layout";
   static constexpr Spelling<Layout> names[] = {{Layout::kNHWC, "NHWC"}, {Layout::kNCHW, "NCHW"}};
+};
+
+template <>
+struct EnumTable<FieldKind> {
+  static constexpr const char* option = "field kind";
+  static constexpr Spelling<FieldKind> names[] = {
+      {FieldKind::kImage, "image"},     {FieldKind::kMask, "mask"},   {FieldKind::kBoxes, "boxes"},
+      {FieldKind::kClasses, "classes"}, {FieldKind::kLabel, "label"}, {FieldKind::kArray, "array"},
+      {FieldKind::kBytes, "bytes"},     {FieldKind::kAuto, "auto"}};
 };
 
 template <typename E>

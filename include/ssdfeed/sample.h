@@ -27,6 +27,9 @@ enum class FieldKind : uint8_t {
   kLabel = 4,    // "<i8" (): a class label (the classic one is EncodedSample::label)
   kArray = 5,    // a .npy file: any dtype and shape, passed through bit-exact
   kBytes = 6,    // passed through untouched ("|u1" (n,)): .json, .txt, ...
+  // FieldSpec only, never stored: the kind its name implies, else its key's
+  // (ResolveFieldKind).
+  kAuto = 255,
 };
 
 // One field of a sample as the layouts name it: `name` is what the batch
@@ -35,14 +38,21 @@ enum class FieldKind : uint8_t {
 // the layout's default for the name.
 struct FieldSpec {
   std::string name;
-  FieldKind kind = FieldKind::kBytes;
+  FieldKind kind = FieldKind::kAuto;  // Default: from the name, then the key.
   std::string key;
 };
 
-// The kind a field name or extension implies when the user does not say:
-// "image" -> image, "mask"/"seg*" -> mask, "label"/"cls" -> label, "boxes",
-// "classes"; an .npy key -> array; anything else -> bytes.
-FieldKind DefaultFieldKind(std::string_view name, std::string_view key);
+// The kind of spec: its own unless kAuto; then the name's ("image", "mask"
+// or "seg*", "label" or "cls", "boxes", "classes"); then the key's ("cls" a
+// label, "seg.png" or "...segmentation..." a mask, "image/object/bbox/*"
+// boxes, "image/object/class/label" classes, "*npy" an array); else bytes.
+FieldKind ResolveFieldKind(const FieldSpec& spec);
+
+// "NAME=KEY" or "NAME:KIND=KEY" (KIND spelled as in EnumTable<FieldKind>),
+// as the CLI's --field and URI queries take it. Malformed text, or a kind
+// said to be bytes for a name or key that implies another, is
+// InvalidArgument saying so.
+Result<FieldSpec> ParseFieldSpec(std::string_view text);
 
 // A field as read from the origin, before preparation.
 struct EncodedField {

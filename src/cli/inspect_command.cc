@@ -7,7 +7,6 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/options.h"
-#include "source/field_specs.h"
 #include "ssdfeed/enum_names.h"
 
 namespace ssdfeed::cli {
@@ -30,8 +29,7 @@ nlohmann::json Values(const std::string& bytes) {
 
 // A field as JSON: boxes and classes by value, the rest by size and origin.
 nlohmann::json FieldJson(const EncodedField& f) {
-  nlohmann::json j = {
-      {"kind", FieldKindName(f.kind)}, {"bytes", f.bytes.size()}, {"origin", f.origin}};
+  nlohmann::json j = {{"kind", EnumName(f.kind)}, {"bytes", f.bytes.size()}, {"origin", f.origin}};
   if (f.kind == FieldKind::kBoxes) {
     j["boxes"] = Values<float>(f.bytes);
     j["normalized"] = f.normalized;
@@ -56,7 +54,7 @@ Result<nlohmann::json> SampleJson(const Source& src, size_t id) {
 nlohmann::json SourceJson(const Source& src) {
   nlohmann::json fields = nlohmann::json::array(), cats = nlohmann::json::array();
   for (const auto& f : src.fields())
-    fields.push_back({{"name", f.name}, {"kind", FieldKindName(f.kind)}, {"key", f.key}});
+    fields.push_back({{"name", f.name}, {"kind", EnumName(f.kind)}, {"key", f.key}});
   for (const auto& c : src.categories()) cats.push_back({{"id", c.id}, {"name", c.name}});
   return {{"uri", src.uri()},
           {"size", src.size()},

@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "source/field_specs.h"
 #include "ssdfeed/defaults.h"
 #include "ssdfeed/enum_names.h"
 #include "util/units.h"
@@ -39,21 +38,9 @@ void FieldArgs::Add(CLI::App* c) {
 Status FieldArgs::ToFields(std::vector<FieldSpec>* out) const {
   out->clear();
   for (const auto& f : fields) {
-    size_t eq = f.find('=');
-    if (eq == std::string::npos || eq == 0)
-      return Status::InvalidArgument("--field " + f + ": expected NAME=KEY or NAME:KIND=KEY");
-    FieldSpec spec{f.substr(0, eq), FieldKind::kBytes, f.substr(eq + 1)};
-    size_t colon = spec.name.find(':');
-    if (colon != std::string::npos) {
-      auto kind = ParseFieldKind(spec.name.substr(colon + 1));
-      if (!kind.ok())
-        return Status::InvalidArgument("--field " + f + ": " + kind.status().message());
-      spec.kind = *kind;
-      spec.name.erase(colon);
-      if (Status s = spec.kind == FieldKind::kBytes ? CheckSaidBytes(spec) : Status::OK(); !s.ok())
-        return Status::InvalidArgument("--field " + f + ": " + s.message());
-    }
-    out->push_back(std::move(spec));
+    auto spec = ParseFieldSpec(f);
+    if (!spec.ok()) return Status::InvalidArgument("--field: " + spec.status().message());
+    out->push_back(std::move(*spec));
   }
   return Status::OK();
 }

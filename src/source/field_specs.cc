@@ -5,35 +5,11 @@
 #include <cstring>
 #include <set>
 
+#include "ssdfeed/enum_names.h"
+
 namespace ssdfeed {
 
-namespace {
-
-constexpr const char* kKindNames[] = {"image", "mask",  "boxes", "classes",
-                                      "label", "array", "bytes"};
-
-bool EndsWith(std::string_view s, std::string_view t) {
-  return s.size() >= t.size() && s.substr(s.size() - t.size()) == t;
-}
-
-FieldKind KindFromKey(std::string_view key) {
-  if (!key.empty() && key.front() == '.') key.remove_prefix(1);
-  if (key == "cls") return FieldKind::kLabel;
-  if (key.substr(0, 4) == "seg." || key.find("segmentation") != std::string_view::npos)
-    return FieldKind::kMask;
-  if (key.substr(0, 18) == "image/object/bbox/") return FieldKind::kBoxes;
-  if (key == "image/object/class/label") return FieldKind::kClasses;
-  if (EndsWith(key, "npy")) return FieldKind::kArray;
-  return FieldKind::kBytes;
-}
-
-}  // namespace
-
-FieldKind ResolveFieldKind(const FieldSpec& spec) {
-  if (spec.kind != FieldKind::kBytes) return spec.kind;
-  FieldKind k = DefaultFieldKind(spec.name, spec.key);
-  return k != FieldKind::kBytes ? k : KindFromKey(spec.key);
-}
+namespace {}  // namespace
 
 Result<std::vector<FieldSpec>> ResolveFields(const std::vector<FieldSpec>& in,
                                              const std::string& layout) {
@@ -57,34 +33,14 @@ Result<std::vector<FieldSpec>> ResolveFields(const std::vector<FieldSpec>& in,
   return out;
 }
 
-Status CheckSaidBytes(const FieldSpec& spec) {
-  FieldKind k = ResolveFieldKind(spec);
-  if (k == FieldKind::kBytes) return Status::OK();
-  return Status::InvalidArgument("field '" + spec.name + "' (key '" + spec.key + "') is read as " +
-                                 FieldKindName(k) + " by its name or key, not as bytes; give it " +
-                                 "another name to pass it through as bytes");
-}
-
 std::string FieldsIdentity(const std::vector<FieldSpec>& fields) {
   std::string s = "fields";
   for (const auto& f : fields) {
     s.append("|").append(std::to_string(f.name.size())).append(":").append(f.name);
-    s.append(":").append(FieldKindName(f.kind)).append(":");
+    s.append(":").append(EnumName(f.kind)).append(":");
     s.append(std::to_string(f.key.size())).append(":").append(f.key);
   }
   return s;
-}
-
-const char* FieldKindName(FieldKind kind) {
-  auto i = static_cast<size_t>(kind);
-  return i < std::size(kKindNames) ? kKindNames[i] : "unknown";
-}
-
-Result<FieldKind> ParseFieldKind(std::string_view name) {
-  for (size_t i = 0; i < std::size(kKindNames); ++i)
-    if (name == kKindNames[i]) return static_cast<FieldKind>(i);
-  return Status::InvalidArgument("unknown field kind '" + std::string(name) +
-                                 "' (image, mask, boxes, classes, label, array or bytes)");
 }
 
 Status ParseQuery(const std::string& query, const std::string& uri,

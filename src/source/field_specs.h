@@ -12,29 +12,13 @@
 
 namespace ssdfeed {
 
-// The kind a spec stands for: its own unless it is kBytes (the default of a
-// FieldSpec, so "not said"), then what its name implies (DefaultFieldKind),
-// then what its key implies: "cls" a label, "seg.png"/"...segmentation..."
-// a mask, "image/object/bbox/" boxes, "image/object/class/label" classes,
-// "npy" an array. Otherwise bytes.
-FieldKind ResolveFieldKind(const FieldSpec& spec);
-
 // Resolves every kind and checks the list: names non-empty and unique, at
 // most one image field. `layout` names the source in errors.
 Result<std::vector<FieldSpec>> ResolveFields(const std::vector<FieldSpec>& in,
                                              const std::string& layout);
 
-// A spec whose kind was given as "bytes" (NAME:bytes=KEY): since bytes is
-// also "not said", a name or key implying another kind would silently win;
-// that is an InvalidArgument naming the field instead.
-Status CheckSaidBytes(const FieldSpec& spec);
-
 // "fields|name:kind:key|...": lengths included, so no two lists collide.
 std::string FieldsIdentity(const std::vector<FieldSpec>& fields);
-
-// The name of a kind ("mask") and back; an unknown name is InvalidArgument.
-const char* FieldKindName(FieldKind kind);
-Result<FieldKind> ParseFieldKind(std::string_view name);
 
 // Splits "a=1&b=2" into pairs, in order; an item without '=' or with an
 // empty name is InvalidArgument naming it and `uri`.

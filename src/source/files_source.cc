@@ -157,7 +157,7 @@ Result<std::vector<FilesField>> ParseFields(const std::string& uri, const std::s
     std::vector<std::pair<std::string, std::string>> pairs;
     SSDFEED_RETURN_IF_ERROR(ParseQuery(query, uri, &pairs));
     for (auto& [name, pattern] : pairs) {
-      FieldKind kind = FieldKind::kBytes;
+      FieldKind kind = FieldKind::kAuto;
       for (const auto& o : opts.fields)
         if (o.name == name) kind = o.kind;
       specs.push_back({name, kind, pattern});

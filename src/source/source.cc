@@ -47,13 +47,7 @@ Status SplitTarFields(const std::string& uri, std::string* spec, SourceOptions* 
   SSDFEED_RETURN_IF_ERROR(ParseQuery(spec->substr(q + 1), uri, &pairs));
   opts->fields.clear();
   for (auto& [name, key] : pairs) {
-    FieldSpec f{name, FieldKind::kBytes, key};
-    size_t colon = name.find(':');  // NAME:KIND, as --field takes it
-    if (colon != std::string::npos) {
-      SSDFEED_ASSIGN_OR_RETURN(f.kind, ParseFieldKind(name.substr(colon + 1)));
-      f.name.erase(colon);
-      if (f.kind == FieldKind::kBytes) SSDFEED_RETURN_IF_ERROR(CheckSaidBytes(f));
-    }
+    SSDFEED_ASSIGN_OR_RETURN(FieldSpec f, ParseFieldSpec(name + "=" + key));  // NAME:KIND too
     opts->fields.push_back(std::move(f));
   }
   spec->erase(q);

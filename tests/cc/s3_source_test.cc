@@ -177,7 +177,7 @@ TEST_F(S3SourceTest, FieldsOfTarAndTFRecordShardsMatchTheLocalCopy) {
   ASSERT_FALSE(tf_uri.empty());
   Upload(tmp_.Sub("tf"), "tf/");
   SourceOptions fields;
-  fields.fields = {{"label", FieldKind::kLabel, ""}, {"format", FieldKind::kBytes, "image/format"}};
+  fields.fields = {{"label", FieldKind::kLabel, ""}, {"format", FieldKind::kAuto, "image/format"}};
   std::string query = seg_uri.substr(seg_uri.find('?'));
   std::vector<std::tuple<std::string, std::string, SourceOptions>> cases = {
       {seg_uri, "tar:s3://bkt/seg/*.tar" + query, {}},

@@ -85,11 +85,11 @@ TEST(TarFields, MembersByExtensionFormOneSample) {
   test::TempDir dir;
   WriteTar(dir.Sub("s.tar"), SegShard());
   auto src =
-      OpenSource("tar:" + dir.Sub("s.tar"), WithFields({{"image", FieldKind::kBytes, "jpg"},
-                                                        {"mask", FieldKind::kBytes, "seg.png"},
-                                                        {"label", FieldKind::kBytes, "cls"},
-                                                        {"depth", FieldKind::kBytes, "npy"},
-                                                        {"meta", FieldKind::kBytes, "json"}}));
+      OpenSource("tar:" + dir.Sub("s.tar"), WithFields({{"image", FieldKind::kAuto, "jpg"},
+                                                        {"mask", FieldKind::kAuto, "seg.png"},
+                                                        {"label", FieldKind::kAuto, "cls"},
+                                                        {"depth", FieldKind::kAuto, "npy"},
+                                                        {"meta", FieldKind::kAuto, "json"}}));
   ASSERT_TRUE(src.ok()) << src.status().ToString();
   ASSERT_EQ((*src)->size(), 2u);
   auto schema = (*src)->fields();
@@ -130,7 +130,7 @@ TEST(TarFields, MissingFieldNamesSampleAndFieldOrIsSkippedAndCounted) {
   Members m = SegShard();
   m.erase(m.begin() + 6);  // b.seg.png
   WriteTar(dir.Sub("s.tar"), m);
-  std::vector<FieldSpec> f = {{"mask", FieldKind::kBytes, "seg.png"}};
+  std::vector<FieldSpec> f = {{"mask", FieldKind::kAuto, "seg.png"}};
   auto bad = OpenSource("tar:" + dir.Sub("s.tar"), WithFields(f));
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("sample 'b' has no member for field 'mask' (b.seg.png)"),
@@ -156,9 +156,9 @@ TEST(TarFields, DefaultStaysClassicAndIdentityCoversTheFields) {
   ASSERT_TRUE((*classic)->Read(0, &s).ok());
   EXPECT_TRUE(s.fields.empty());
   EXPECT_EQ(s.label, 3);
-  auto m1 = OpenSource(uri, WithFields({{"mask", FieldKind::kBytes, "seg.png"}}));
-  auto m2 = OpenSource(uri, WithFields({{"mask", FieldKind::kBytes, "json"}}));
-  auto m3 = OpenSource(uri, WithFields({{"seg", FieldKind::kBytes, "seg.png"}}));
+  auto m1 = OpenSource(uri, WithFields({{"mask", FieldKind::kAuto, "seg.png"}}));
+  auto m2 = OpenSource(uri, WithFields({{"mask", FieldKind::kAuto, "json"}}));
+  auto m3 = OpenSource(uri, WithFields({{"seg", FieldKind::kAuto, "seg.png"}}));
   ASSERT_TRUE(m1.ok() && m2.ok() && m3.ok());
   EXPECT_NE((*classic)->identity(), (*m1)->identity());
   EXPECT_NE((*m1)->identity(), (*m2)->identity());
@@ -169,17 +169,17 @@ TEST(TarFields, AlternativesAndBadLabelAndDuplicateNames) {
   test::TempDir dir;
   WriteTar(dir.Sub("s.tar"), {{"a.png", "PNG-A"}, {"a.cls", "x"}, {"b.jpeg", "JPG-B"}});
   auto src = OpenSource("tar:" + dir.Sub("s.tar"),
-                        WithFields({{"image", FieldKind::kBytes, "jpg;jpeg;png"}}));
+                        WithFields({{"image", FieldKind::kAuto, "jpg;jpeg;png"}}));
   ASSERT_TRUE(src.ok()) << src.status().ToString();
   EXPECT_EQ((*src)->size(), 2u);
   auto bad = OpenSource("tar:" + dir.Sub("s.tar"),
-                        WithFields({{"label", FieldKind::kBytes, "cls"}}, OnError::kRaise));
+                        WithFields({{"label", FieldKind::kAuto, "cls"}}, OnError::kRaise));
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("a.cls (field 'label') is not a decimal label"),
             std::string::npos)
       << bad.status().message();
   auto dup = OpenSource("tar:" + dir.Sub("s.tar"),
-                        WithFields({{"m", FieldKind::kBytes, "a"}, {"m", FieldKind::kBytes, "b"}}));
+                        WithFields({{"m", FieldKind::kAuto, "a"}, {"m", FieldKind::kAuto, "b"}}));
   ASSERT_FALSE(dup.ok());
   EXPECT_NE(dup.status().message().find("'m' is given twice"), std::string::npos);
 }
@@ -303,7 +303,7 @@ TEST(TFRecordFields, RequestedKeysAndAMissingFeatureNamesKeyAndRecord) {
        SerializeFeatures({Bytes("image/encoded", "I1"), Int64s("image/class/label", {3})})});
   std::string uri = "tfrecord:" + dir.Sub("d.tfrecord");
   auto src = OpenSource(
-      uri, WithFields({{"label", FieldKind::kBytes, ""}, {"depth", FieldKind::kArray, "depth"}}));
+      uri, WithFields({{"label", FieldKind::kAuto, ""}, {"depth", FieldKind::kArray, "depth"}}));
   ASSERT_TRUE(src.ok()) << src.status().ToString();
   EXPECT_EQ(Names((*src)->fields()), (std::vector<std::string>{"image", "label", "depth"}));
   EncodedSample s;
