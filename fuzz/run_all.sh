@@ -18,6 +18,15 @@ mkdir -p "$corpus_root/decode" "$corpus_root/tfrecord" "$corpus_root/tarc"
 cp "$corpus_root"/img/*/*.jpg "$corpus_root/decode/"
 cp "$corpus_root"/tfr/*.tfrecord "$corpus_root/tfrecord/"
 cp "$corpus_root"/tar/*.tar "$corpus_root/tarc/"
+# Scenes: a COCO json for the annotations parser, WebDataset shards with
+# masks, arrays and json members for the tar reader.
+"$build"/ssdfeed make-dataset "$corpus_root/coco_src" --format coco --count 4 \
+  --min-side 32 --max-side 48 >/dev/null
+"$build"/ssdfeed make-dataset "$corpus_root/wds" --format wds-seg --count 4 \
+  --min-side 32 --max-side 48 >/dev/null
+mkdir -p "$corpus_root/coco"
+cp "$corpus_root"/coco_src/annotations.json "$corpus_root/coco/"
+cp "$corpus_root"/wds/*.tar "$corpus_root/tarc/"
 # An export stream of a small entry, for the import parser.
 mkdir -p "$corpus_root/import"
 "$build"/ssdfeed warm --source "$corpus_root/img" --cache "$corpus_root/c" --resize-short 16 \
@@ -59,7 +68,7 @@ declare -A corpus=([decode_fuzzer]=decode [tfrecord_fuzzer]=tfrecord [tar_fuzzer
                    [cache_record_fuzzer]=cache [import_stream_fuzzer]=import
                    [stats_block_fuzzer]=stats [ledger_fuzzer]=ledger
                    [manifest_fuzzer]=manifest [prepare_spec_fuzzer]=prepare
-                   [npy_fuzzer]=npy
+                   [npy_fuzzer]=npy [coco_fuzzer]=coco
                    [skipped_fuzzer]=skipped)
 for bin in "$build"/fuzz/*_fuzzer; do
   name=$(basename "$bin")

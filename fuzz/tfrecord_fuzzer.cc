@@ -1,4 +1,6 @@
-// TFRecord framing and tf.train.Example parsing over arbitrary bytes.
+// TFRecord framing and tf.train.Example parsing over arbitrary bytes, with
+// the object detection API's and DeepLab's fields as well as the classic
+// image and label.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -19,7 +21,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     EncodedSample s;
     (void)ParseExample(rec, {}, &s);
   }
+  std::string_view whole(reinterpret_cast<const char*>(data), size);
   EncodedSample s;
-  (void)ParseExample(std::string_view(reinterpret_cast<const char*>(data), size), {}, &s);
+  (void)ParseExample(whole, {}, &s);
+  static const std::vector<FieldSpec> kFields = {
+      {"image", FieldKind::kImage, "image/encoded"},
+      {"boxes", FieldKind::kBoxes, "image/object/bbox/"},
+      {"classes", FieldKind::kClasses, "image/object/class/label"},
+      {"mask", FieldKind::kMask, "image/segmentation/class/encoded"},
+      {"label", FieldKind::kLabel, "image/class/label"}};
+  (void)ParseExampleFields(whole, {}, kFields, &s);
+  (void)ParseExampleFields(whole, {}, DetectExampleFields(whole), &s);
   return 0;
 }
