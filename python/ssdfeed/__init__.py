@@ -6,13 +6,7 @@ from ssdfeed._ssdfeed import (
     __version__,
     make_dataset,
 )
-from ssdfeed.loader import (
-    Loader,
-    RandomResizedCrop,
-    default_cache_dir,
-    field_kind,
-    merge_states,
-)
+from ssdfeed.loader import Loader, RandomResizedCrop, default_cache_dir, merge_states
 from ssdfeed.prepare import Prepare
 from ssdfeed.warm import warm
 
@@ -22,7 +16,6 @@ __all__ = [
     "Prepare",
     "RandomResizedCrop",
     "default_cache_dir",
-    "field_kind",
     "Source",
     "__version__",
     "make_dataset",

@@ -111,7 +111,8 @@ def _cache_root(cache) -> str:
 def _field_specs(fields) -> list:
     """``fields={"image": "jpg", "mask": "seg.png", "depth": ("array", "npy")}``
     as the native [(name, kind, key), ...]: a bare key takes the kind its
-    name and key imply (``ssdfeed.field_kind``)."""
+    name implies, "bytes" meaning "not said": the layout then decides from
+    the key ("seg.png" a mask, "cls" a label, "npy" an array)."""
     if fields is None:
         return []
     if not isinstance(fields, Mapping) or not fields:
@@ -134,12 +135,6 @@ def _field_specs(fields) -> list:
                              f"not {value!r}")
         out.append((name, kind, key))
     return out
-
-
-def field_kind(name: str, key: str = "") -> str:
-    """The kind ``fields={name: key}`` gives a field: "image", "mask",
-    "boxes", "classes", "label", "array" (.npy) or "bytes"."""
-    return _ssdfeed.default_field_kind(name, key)
 
 
 def _fill_source_side(o, source, cache, prepare, on_error, image_key, label_key,
@@ -175,9 +170,10 @@ class Loader:
             sources WebDataset member extensions, for tfrecord feature
             keys, e.g. ``{"image": "jpg", "mask": "seg.png", "label": "cls",
             "depth": "npy"}``. A field's kind follows from its name and key
-            (``field_kind``: "mask"/"seg*" a mask, "label"/"cls" a class
-            label, ".npy" an array, anything else bytes); ``{name: (kind,
-            key)}`` says it. None (default): the layout's own fields.
+            ("mask"/"seg*" names and "seg.png" keys a mask, "label"/"cls" a
+            class label, "npy" an array, anything else bytes); ``{name:
+            (kind, key)}`` says it. None (default): the layout's own fields.
+            ``loader.fields`` gives the kinds the source resolved.
         cache: where prepared samples are kept. ``True`` (default): the
             default root, ``$SSDFEED_CACHE`` then ``~/.cache/ssdfeed``, as the
             CLI; a path: that root; ``False`` (or ``None``): no cache, every
