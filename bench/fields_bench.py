@@ -7,8 +7,12 @@ images alone (a files: source over the COCO images folder). Each
 configuration is `ssdfeed bench loader` on the same cores and the same
 preparation (--resize-short, --crop with flip); the configurations
 alternate for --rounds rounds, each run giving --epochs warm epochs, and the
-medians and their ratios are printed. The first (cold) epoch of each is
-reported too, against decode+prepare on one core times the cores (--bounds).
+medians and their ratios are printed, by wall clock (images/s) and by the
+CPU time the process used (images per CPU-second, which neighbours on a
+shared machine skew far less). The first epoch of each run is left out (it
+first-touches the batch buffers). The first (cold) epoch of each
+configuration is reported too, against decode+prepare on one core times the
+cores (--bounds).
 
     python3 bench/fields_bench.py [--count 2000] [--workers 2] [--rounds 3]
 
@@ -44,14 +48,14 @@ def datasets(cli, root, count, min_side, max_side):
                 made[fmt] = json.load(f)
         with open(os.path.join(d, "report.json"), "w") as f:
             json.dump(made[fmt], f)
-    seg = made["wds-seg"]["uri"]
+    # tar:DIR/shard-{...}.tar?image=jpg&mask=seg.png&label=cls&depth=npy&meta=json
+    shards = made["wds-seg"]["uri"].split("?", 1)[0]
     coco = made["coco"]["uri"]  # coco:IMAGES?annotations=FILE
     images = coco[len("coco:"):].split("?", 1)[0]
     ext = sorted({os.path.splitext(n)[1] for n in os.listdir(images)})[0]
     return {
-        "image+mask": (["--source", seg],
-                       ["--source", seg, "--field", "image=jpg", "--field", "label=cls",
-                        "--field", "mask=seg.png"]),
+        "image+mask": (["--source", shards + "?image=jpg&label=cls"],
+                       ["--source", shards + "?image=jpg&label=cls&mask=seg.png"]),
         "image+boxes": (["--source", f"files:{images}?image={{stem}}{ext}"],
                         ["--source", coco]),
     }
@@ -79,7 +83,8 @@ def main():
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--workers", type=int, default=os.cpu_count())
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--epochs", type=int, default=2, help="warm epochs per run")
+    p.add_argument("--epochs", type=int, default=3,
+                   help="warm epochs per run (the first is left out)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
     args.cache = args.cache or os.path.join(args.dir, "cache")
@@ -94,22 +99,31 @@ def main():
             cold[(pair, which)] = (j["epochs"][0]["images_per_s"],
                                    b["decode_prepare_per_core"] * b["cores"])
     warm = {k: [] for k in cold}
+    per_cpu = {k: [] for k in cold}
     for r in range(args.rounds):
         for pair, configs in pairs.items():
             order = list(zip(("image-only", pair), configs))
             for which, src in order if r % 2 == 0 else reversed(order):
                 j = run(args.cli, args, src, args.epochs)
-                eps = [e["images_per_s"] for e in j["epochs"]]
-                warm[(pair, which)] += eps
+                eps = j["epochs"][1:] or j["epochs"]
+                warm[(pair, which)] += [e["images_per_s"] for e in eps]
+                per_cpu[(pair, which)] += [e["images_per_s"] * e["seconds"] / e["cpu_seconds"]
+                                           for e in eps]
                 print(f"round {r} {pair:12s} {which:12s} "
-                      + " ".join(f"{x:7.0f}" for x in eps) + " images/s", file=sys.stderr)
+                      + " ".join(f"{e['images_per_s']:7.0f}" for e in eps) + " images/s; "
+                      + " ".join(f"{x:6.0f}" for x in per_cpu[(pair, which)][-len(eps):])
+                      + " per CPU-s", file=sys.stderr)
 
     rows = []
     for pair in pairs:
         base = statistics.median(warm[(pair, "image-only")])
         with_fields = statistics.median(warm[(pair, pair)])
+        cpu_base = statistics.median(per_cpu[(pair, "image-only")])
+        cpu_fields = statistics.median(per_cpu[(pair, pair)])
         rows.append({"pair": pair, "image_only": base, "with_fields": with_fields,
                      "ratio": with_fields / base, "target": TARGETS[pair],
+                     "image_only_per_cpu_s": cpu_base, "with_fields_per_cpu_s": cpu_fields,
+                     "ratio_per_cpu_s": cpu_fields / cpu_base,
                      "cold_image_only": cold[(pair, "image-only")][0],
                      "cold_with_fields": cold[(pair, pair)][0],
                      "decode_bound": cold[(pair, pair)][1]})
@@ -119,12 +133,15 @@ def main():
     print(f"{args.count} samples, --resize-short {args.resize_short} --crop {args.crop} "
           f"--batch {args.batch}, {args.workers} workers; warm: median of "
           f"{args.rounds} x {args.epochs} epochs each")
-    print(f"{'':12s} {'image-only':>12s} {'with fields':>12s} {'ratio':>7s} {'target':>7s}"
-          f" | cold: {'image-only':>10s} {'fields':>8s} {'fields/bound':>12s}")
+    print(f"{'':12s} {'image-only':>11s} {'with fields':>11s} {'ratio':>6s} {'target':>6s} | "
+          f"{'per CPU-s:':>10s} {'image-only':>10s} {'fields':>7s} {'ratio':>6s} | "
+          f"cold: {'image-only':>10s} {'fields':>7s} {'/bound':>7s}")
     for r in rows:
-        print(f"{r['pair']:12s} {r['image_only']:12.0f} {r['with_fields']:12.0f} "
-              f"{r['ratio']:6.2f}x {r['target']:6.1f}x | {r['cold_image_only']:16.0f} "
-              f"{r['cold_with_fields']:8.0f} {r['cold_with_fields'] / r['decode_bound']:11.2f}x")
+        print(f"{r['pair']:12s} {r['image_only']:11.0f} {r['with_fields']:11.0f} "
+              f"{r['ratio']:5.2f}x {r['target']:5.1f}x | {'':10s} "
+              f"{r['image_only_per_cpu_s']:10.0f} {r['with_fields_per_cpu_s']:7.0f} "
+              f"{r['ratio_per_cpu_s']:5.2f}x | {r['cold_image_only']:16.0f} "
+              f"{r['cold_with_fields']:7.0f} {r['cold_with_fields'] / r['decode_bound']:6.2f}x")
 
 
 if __name__ == "__main__":
