@@ -37,7 +37,10 @@ print(f"{uri}: fields {loader.fields}, {len(loader)} batches per epoch")
 
 try:
     import torchvision
+except (ImportError, RuntimeError):  # absent, or built for another torch
+    torchvision = None
 
+if torchvision is not None:
     model = torchvision.models.detection.fasterrcnn_mobilenet_v3_large_320_fpn(
         weights=None, weights_backbone=None, num_classes=CLASSES + 1)  # + background
 
@@ -48,7 +51,7 @@ try:
         return sum(model(list(batch["image"]), targets).values())
 
     steps_per_epoch = 4  # on CPU a few steps show it runs; on a GPU train on all
-except ImportError:
+else:
     steps_per_epoch = None
     net = torch.nn.Sequential(
         torch.nn.Conv2d(3, 16, 3, stride=2), torch.nn.ReLU(),
