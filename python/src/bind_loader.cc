@@ -65,24 +65,10 @@ LoaderState DictToState(const nb::dict& d) {
   return s;
 }
 
-constexpr const char* kFieldKindNames[] = {"image",   "label", "mask", "boxes",
-                                           "classes", "array", "bytes"};
-constexpr FieldKind kFieldKinds[] = {FieldKind::kImage, FieldKind::kLabel,   FieldKind::kMask,
-                                     FieldKind::kBoxes, FieldKind::kClasses, FieldKind::kArray,
-                                     FieldKind::kBytes};
-
-const char* FieldKindName(FieldKind k) {
-  for (size_t i = 0; i < std::size(kFieldKinds); ++i)
-    if (kFieldKinds[i] == k) return kFieldKindNames[i];
-  return "bytes";
-}
+const char* FieldKindName(FieldKind k) { return EnumName(k); }
 
 FieldKind ParseFieldKind(const std::string& name) {
-  for (size_t i = 0; i < std::size(kFieldKinds); ++i)
-    if (name == kFieldKindNames[i]) return kFieldKinds[i];
-  std::string all;
-  for (const char* n : kFieldKindNames) all += std::string(all.empty() ? "" : ", ") + "'" + n + "'";
-  throw nb::value_error(("field kind must be one of " + all + ", not '" + name + "'").c_str());
+  return ValueOrThrow(ParseEnum<FieldKind>(name));
 }
 
 nb::list FieldSpecsToList(const std::vector<FieldSpec>& fields) {
@@ -262,18 +248,13 @@ void BindOptions(nb::module_& m) {
       .def_rw("coco_crowd", &SourceOptions::coco_crowd);
 
   m.def(
-      "default_field_kind",
-      [](const std::string& name, const std::string& key) {
-        return std::string(FieldKindName(DefaultFieldKind(name, key)));
-      },
-      nb::arg("name"), nb::arg("key"),
-      "The kind a field of this name and layout key has when none is given.");
-  m.def(
       "field_kinds",
       [] {
-        return std::vector<std::string>(std::begin(kFieldKindNames), std::end(kFieldKindNames));
+        std::vector<std::string> v;
+        for (const auto& s : Spellings<FieldKind>()) v.emplace_back(s.name);
+        return v;
       },
-      "Every field kind's name.");
+      "Every field kind's name ('auto': from the name, then the key).");
 
   nb::class_<CacheOptions>(m, "CacheOptions", "C++ CacheOptions (Env: the default).")
       .def(nb::init<>())

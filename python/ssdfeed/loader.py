@@ -110,9 +110,9 @@ def _cache_root(cache) -> str:
 
 def _field_specs(fields) -> list:
     """``fields={"image": "jpg", "mask": "seg.png", "depth": ("array", "npy")}``
-    as the native [(name, kind, key), ...]: a bare key takes the kind its
-    name implies, "bytes" meaning "not said": the layout then decides from
-    the key ("seg.png" a mask, "cls" a label, "npy" an array)."""
+    as the native [(name, kind, key), ...]: a bare key's kind is "auto",
+    which the layout resolves from the name, then the key ("seg.png" a
+    mask, "cls" a label, "npy" an array)."""
     if fields is None:
         return []
     if not isinstance(fields, Mapping) or not fields:
@@ -124,7 +124,7 @@ def _field_specs(fields) -> list:
         if not isinstance(name, str) or not name:
             raise ValueError(f"fields: names must be non-empty strings, not {name!r}")
         if isinstance(value, str):
-            kind, key = _ssdfeed.default_field_kind(name, value), value
+            kind, key = "auto", value
         elif isinstance(value, (tuple, list)) and len(value) == 2 \
                 and all(isinstance(x, str) for x in value):
             kind, key = value
