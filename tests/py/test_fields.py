@@ -369,3 +369,14 @@ def test_field_arguments_are_checked():
         ssdfeed.Loader("tar:/nonexistent/*.tar", fields=["jpg"])
     with pytest.raises(ValueError, match="kind must be one of"):
         ssdfeed.Loader("tar:/nonexistent/*.tar", fields={"x": ("nope", "bin")})
+
+
+def test_warm_fills_the_entry_a_fields_loader_reads(seg, tmp_path):
+    uri, samples = seg
+    r = ssdfeed.warm(uri, fields=SEG_FIELDS, cache=str(tmp_path), workers=2)
+    assert r.complete and r.prepared == len(samples)
+    loader = ssdfeed.Loader(uri, fields=SEG_FIELDS, cache=str(tmp_path), batch_size=4)
+    masks = np.concatenate([b["mask"] for b in loader])
+    assert np.array_equal(masks, np.stack([s["mask"] for s in samples]))
+    s = loader.stats()
+    assert s["cache_hits"] == len(samples) and s["cache_misses"] == 0
