@@ -217,7 +217,15 @@ class Loader {
   virtual LoaderStats stats() const = 0;
   virtual LoaderState state() const = 0;
   virtual Status LoadState(const LoaderState& s) = 0;
+  // The source's fields (Source::fields()): what each batch holds.
+  virtual std::vector<FieldSpec> fields() const {
+    return {{"image", FieldKind::kImage, ""}, {"label", FieldKind::kLabel, ""}};
+  }
 };
+
+// A schema of just an image and a class label: batches are served as
+// (images, labels); any other schema as a dict of fields.
+bool IsClassicSchema(const std::vector<FieldSpec>& fields);
 
 // The ids rank `rank` reads in epoch `epoch` (padded or truncated as
 // DistributedSampler does).

@@ -6,6 +6,9 @@
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
+#include <iterator>
+
 #include "python/src/bindings.h"
 #include "ssdfeed/loader.h"
 #include "ssdfeed/metrics.h"
@@ -62,11 +65,65 @@ LoaderState DictToState(const nb::dict& d) {
   return s;
 }
 
-// numpy arrays that view the batch buffer; the capsule keeps it alive.
-nb::tuple BatchToArrays(const Batch& b) {
+const char* FieldKindName(FieldKind k) { return EnumName(k); }
+
+FieldKind ParseFieldKind(const std::string& name) {
+  return ValueOrThrow(ParseEnum<FieldKind>(name));
+}
+
+nb::list FieldSpecsToList(const std::vector<FieldSpec>& fields) {
+  nb::list l;
+  for (const FieldSpec& f : fields) l.append(nb::make_tuple(f.name, FieldKindName(f.kind), f.key));
+  return l;
+}
+
+std::vector<FieldSpec> ListToFieldSpecs(const nb::list& l) {
+  std::vector<FieldSpec> v;
+  for (nb::handle h : l) {
+    auto t = nb::cast<nb::tuple>(h);
+    v.push_back({nb::cast<std::string>(t[0]), ParseFieldKind(nb::cast<std::string>(t[1])),
+                 nb::cast<std::string>(t[2])});
+  }
+  return v;
+}
+
+nb::capsule BufferOwner(const Batch& b) {
   auto* keep = new std::shared_ptr<BatchBuffer>(b.buffer);
-  nb::capsule owner(keep,
-                    [](void* p) noexcept { delete static_cast<std::shared_ptr<BatchBuffer>*>(p); });
+  return nb::capsule(
+      keep, [](void* p) noexcept { delete static_cast<std::shared_ptr<BatchBuffer>*>(p); });
+}
+
+// A numpy array of any numpy dtype over bytes someone else keeps alive
+// (owner): a byte view reinterpreted, so no dtype needs a DLPack spelling.
+nb::object BytesAsArray(const void* data, size_t nbytes, const std::string& dtype,
+                        const std::vector<uint64_t>& shape, nb::handle owner) {
+  static uint8_t empty = 0;  // numpy wants a pointer even for no bytes
+  size_t n[1] = {nbytes};
+  void* p = nbytes > 0 ? const_cast<void*>(data) : &empty;
+  nb::object flat = nb::cast(nb::ndarray<nb::numpy, uint8_t>(p, 1, n, owner));
+  nb::list dims;
+  for (uint64_t d : shape) dims.append(d);
+  nb::object np = nb::module_::import_("numpy");
+  return flat.attr("view")(np.attr("dtype")(dtype)).attr("reshape")(nb::tuple(dims));
+}
+
+// An item (one sample's field) as its own array: a copy it owns.
+nb::object ItemToPython(const Field& f) {
+  if (f.kind == FieldKind::kBytes) return nb::bytes(f.data.data(), f.data.size());
+  auto* own = new std::string(f.data);
+  nb::capsule owner(own, [](void* p) noexcept { delete static_cast<std::string*>(p); });
+  return BytesAsArray(own->data(), own->size(), f.dtype, f.shape, owner);
+}
+
+nb::object FieldToPython(const BatchField& f, nb::handle owner) {
+  if (f.stacked) return BytesAsArray(f.data.data(), f.data.size(), f.dtype, f.shape, owner);
+  nb::list items;
+  for (const Field& it : f.items) items.append(ItemToPython(it));
+  return items;
+}
+
+// numpy arrays that view the batch buffer; the capsule keeps it alive.
+std::pair<nb::object, nb::object> ImagesAndLabels(const Batch& b, nb::handle owner) {
   size_t shape[4] = {b.shape[0], b.shape[1], b.shape[2], b.shape[3]};
   void* data = b.buffer->images.data();
   nb::object images;
@@ -86,7 +143,38 @@ nb::tuple BatchToArrays(const Batch& b) {
   size_t lshape[1] = {b.size};
   auto labels =
       nb::cast(nb::ndarray<nb::numpy, int64_t>(b.buffer->labels.data(), 1, lshape, owner));
+  return {images, labels};
+}
+
+nb::tuple BatchToArrays(const Batch& b) {
+  nb::capsule owner = BufferOwner(b);
+  auto [images, labels] = ImagesAndLabels(b, owner);
   return nb::make_tuple(images, labels);
+}
+
+// A batch of a source with fields beyond image and label: {name: array or
+// list}, the image first, then the class label (when the source has one
+// that travels outside the fields), then the fields in the record's order.
+nb::dict BatchToDict(const Batch& b, const std::vector<FieldSpec>& schema) {
+  nb::capsule owner = BufferOwner(b);
+  auto [images, labels] = ImagesAndLabels(b, owner);
+  const auto& fields = b.buffer->fields;
+  auto collated = [&](const std::string& name) {
+    return std::any_of(fields.begin(), fields.end(),
+                       [&](const BatchField& f) { return f.name == name; });
+  };
+  nb::dict d;
+  for (const FieldSpec& f : schema)
+    if (f.kind == FieldKind::kImage) d[f.name.c_str()] = images;
+  if (d.size() == 0) d["image"] = images;  // a schema that does not list its image
+  for (const FieldSpec& f : schema) {
+    if (f.kind == FieldKind::kLabel && !collated(f.name)) {
+      d[f.name.c_str()] = labels;
+      break;  // one class label travels outside the fields
+    }
+  }
+  for (const BatchField& f : fields) d[f.name.c_str()] = FieldToPython(f, owner);
+  return d;
 }
 
 nb::dict StatsDict(const LoaderStats& s) {
@@ -129,7 +217,8 @@ void BindOptions(nb::module_& m) {
       .def_rw("scale_max", &AugmentSpec::scale_max)
       .def_rw("ratio_min", &AugmentSpec::ratio_min)
       .def_rw("ratio_max", &AugmentSpec::ratio_max)
-      .def_rw("flip", &AugmentSpec::flip);
+      .def_rw("flip", &AugmentSpec::flip)
+      .def_rw("min_box_visible", &AugmentSpec::min_box_visible);
 
   nb::class_<OutputSpec>(m, "OutputSpec", "Batch dtype, layout, normalisation (C++ OutputSpec).")
       .def(nb::init<>())
@@ -150,7 +239,22 @@ void BindOptions(nb::module_& m) {
       .def_rw("image_key", &SourceOptions::image_key)
       .def_rw("label_key", &SourceOptions::label_key)
       .def_rw("on_error", &SourceOptions::on_error)
-      .def_rw("allow_empty_classes", &SourceOptions::allow_empty_classes);
+      .def_rw("allow_empty_classes", &SourceOptions::allow_empty_classes)
+      .def_prop_rw(
+          "fields", [](const SourceOptions& o) { return FieldSpecsToList(o.fields); },
+          [](SourceOptions& o, const nb::list& l) { o.fields = ListToFieldSpecs(l); },
+          "[(name, kind, key), ...]: the fields each sample gives (empty: the layout's "
+          "default).")
+      .def_rw("coco_crowd", &SourceOptions::coco_crowd);
+
+  m.def(
+      "field_kinds",
+      [] {
+        std::vector<std::string> v;
+        for (const auto& s : Spellings<FieldKind>()) v.emplace_back(s.name);
+        return v;
+      },
+      "Every field kind's name ('auto': from the name, then the key).");
 
   nb::class_<CacheOptions>(m, "CacheOptions", "C++ CacheOptions (Env: the default).")
       .def(nb::init<>())
@@ -167,6 +271,7 @@ void BindOptions(nb::module_& m) {
 
   nb::class_<LoaderOptions>(m, "LoaderOptions", "C++ LoaderOptions; filled by ssdfeed.Loader.")
       .def(nb::init<>())
+      .def("__copy__", [](const LoaderOptions& o) { return LoaderOptions(o); })
       .def_rw("source", &LoaderOptions::source)
       .def_rw("source_options", &LoaderOptions::source_options)
       .def_rw("prepare", &LoaderOptions::prepare)
@@ -270,9 +375,15 @@ void BindLoader(nb::module_& m) {
             }
             ThrowIfError(r.status());
             if (!*r) return nb::none();
-            return BatchToArrays(b);
+            std::vector<FieldSpec> schema = l.fields();
+            if (IsClassicSchema(schema)) return BatchToArrays(b);
+            return BatchToDict(b, schema);
           },
-          "The next (images, labels) of the epoch, or None at its end.")
+          "The next batch of the epoch, or None at its end: (images, labels) for a source of "
+          "images and class labels, else a dict of its fields.")
+      .def(
+          "fields", [](const Loader& l) { return FieldSpecsToList(l.fields()); },
+          "[(name, kind, key), ...]: the source's fields.")
       .def("set_epoch",
            [](Loader& l, uint64_t e) {
              nb::gil_scoped_release nogil;

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numbers
 import os
 from dataclasses import dataclass
-from typing import Iterator, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterator, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -49,12 +49,20 @@ class RandomResizedCrop:
         ratio: (min, max) aspect ratio w/h of the crop, 0 < min <= max.
             Default (3/4, 4/3).
         flip: random horizontal flip. Default True.
+        min_box_visible: detection boxes are clipped to the crop and
+            dropped, with their classes, when less than this fraction of
+            their area remains in it; a number in [0, 1]. Default 0.25.
+
+    Every spatial field of a sample (mask, boxes) gets the image's crop and
+    flip: masks are resized nearest, so they never hold a class id that is
+    not in the source.
     """
 
     size: Union[int, Tuple[int, int]]
     scale: Tuple[float, float] = (0.08, 1.0)
     ratio: Tuple[float, float] = (3 / 4, 4 / 3)
     flip: bool = True
+    min_box_visible: float = 0.25
 
     def __post_init__(self):
         _positive_pair("RandomResizedCrop size", self.size)
@@ -64,6 +72,10 @@ class RandomResizedCrop:
         lo, hi = (_float("RandomResizedCrop ratio", x, 0.0, float("inf")) for x in self.ratio)
         if lo > hi:
             raise ValueError(f"RandomResizedCrop ratio needs min <= max, not {self.ratio!r}")
+        v = self.min_box_visible
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not 0.0 <= v <= 1.0:
+            raise ValueError(f"RandomResizedCrop min_box_visible must be a number in [0, 1], "
+                             f"not {v!r}")
 
 
 def _channel_values(name: str, values, channels: int) -> Tuple[float, float, float]:
@@ -96,9 +108,40 @@ def _cache_root(cache) -> str:
                      f"directory path, not {cache!r}")
 
 
-def _fill_source_side(o, source, cache, prepare, on_error, image_key, label_key) -> None:
+def _field_specs(fields) -> list:
+    """``fields={"image": "jpg", "mask": "seg.png", "depth": ("array", "npy")}``
+    as the native [(name, kind, key), ...]: a bare key's kind is "auto",
+    which the layout resolves from the name, then the key ("seg.png" a
+    mask, "cls" a label, "npy" an array)."""
+    if fields is None:
+        return []
+    if not isinstance(fields, Mapping) or not fields:
+        raise ValueError(f"fields must be a non-empty dict {{name: key}} (e.g. {{'image': "
+                         f"'jpg', 'mask': 'seg.png'}}) or None, not {fields!r}")
+    kinds = _ssdfeed.field_kinds()
+    out = []
+    for name, value in fields.items():
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"fields: names must be non-empty strings, not {name!r}")
+        if isinstance(value, str):
+            kind, key = "auto", value
+        elif isinstance(value, (tuple, list)) and len(value) == 2 \
+                and all(isinstance(x, str) for x in value):
+            kind, key = value
+            if kind not in kinds:
+                raise ValueError(f"fields[{name!r}]: kind must be one of {kinds}, not {kind!r}")
+        else:
+            raise ValueError(f"fields[{name!r}] must be a key string or a (kind, key) pair, "
+                             f"not {value!r}")
+        out.append((name, kind, key))
+    return out
+
+
+def _fill_source_side(o, source, cache, prepare, on_error, image_key, label_key,
+                      fields=None) -> None:
     """The options of o that pick the cache entry (source, cache root,
-    preparation, source keys): shared with ssdfeed.ray's cache reports."""
+    preparation, source keys and fields): shared with ssdfeed.ray's cache
+    reports."""
     o.source = os.fspath(source)
     o.cache.root = _cache_root(cache)
     if not isinstance(prepare, Prepare):
@@ -107,17 +150,30 @@ def _fill_source_side(o, source, cache, prepare, on_error, image_key, label_key)
     o.source_options.on_error = _ssdfeed.OnError.parse(_spelling(on_error))
     o.source_options.image_key = image_key or ""
     o.source_options.label_key = label_key or ""
+    o.source_options.fields = _field_specs(fields)
 
 
 class Loader:
-    """Iterates ``(images, labels)`` numpy batches of a dataset, preparing
-    each sample once into a cache on local SSD shared by every job.
+    """Iterates numpy batches of a dataset, preparing each sample once into
+    a cache on local SSD shared by every job: ``(images, labels)`` for a
+    source of images and class labels, else a dict of its fields (see
+    "Sample fields" in docs/python.md).
 
     Args:
         source: ``folder:DIR`` (ImageFolder: DIR/<class>/<image>),
             ``tfrecord:GLOB`` or ``tar:GLOB`` (WebDataset shards; brace
-            ranges such as ``{000..099}`` allowed). A bare directory means
-            ``folder:DIR``.
+            ranges such as ``{000..099}`` allowed), ``files:ROOT?FIELD=
+            PATTERN&...`` (files paired by ``{stem}``, e.g. Pascal VOC) or
+            ``coco:IMAGES_DIR?annotations=FILE.json``. A bare directory
+            means ``folder:DIR``.
+        fields: the fields each sample gives, ``{name: key}``: for tar
+            sources WebDataset member extensions, for tfrecord feature
+            keys, e.g. ``{"image": "jpg", "mask": "seg.png", "label": "cls",
+            "depth": "npy"}``. A field's kind follows from its name and key
+            ("mask"/"seg*" names and "seg.png" keys a mask, "label"/"cls" a
+            class label, "npy" an array, anything else bytes); ``{name:
+            (kind, key)}`` says it. None (default): the layout's own fields.
+            ``loader.fields`` gives the kinds the source resolved.
         cache: where prepared samples are kept. ``True`` (default): the
             default root, ``$SSDFEED_CACHE`` then ``~/.cache/ssdfeed``, as the
             CLI; a path: that root; ``False`` (or ``None``): no cache, every
@@ -205,6 +261,15 @@ class Loader:
 
     Arrays are views of a pooled buffer (no copy); holding on to them is
     safe: a buffer is recycled only once nothing refers to it.
+
+    Batches of a source with other fields (masks, boxes, arrays, bytes) are
+    dicts: ``"image"`` (N,H,W,C) as above, ``"label"`` (N,) when the source
+    has one, ``"mask"`` (N,H,W), ``"boxes"`` (N,B,4) float32 xyxy pixels of
+    the served image and ``"classes"`` (N,B) int64, padded to the batch's
+    most boxes B (boxes with 0, classes with -1), with ``"num_boxes"`` (N,);
+    arrays stacked (N, ...) when every sample's has one shape and dtype,
+    else a list of arrays; bytes as a list of ``bytes``. ``fields`` and
+    ``classic`` tell which form a loader gives.
     """
 
     def __init__(self, source: Union[str, os.PathLike], *,
@@ -221,9 +286,10 @@ class Loader:
                  image_key: Optional[str] = None, label_key: Optional[str] = None,
                  cache_capacity: Optional[int] = None, warm_read: str = "auto",
                  fill_write: str = "auto", metrics: bool = True,
-                 metrics_port: Optional[int] = None, metrics_host: str = "127.0.0.1"):
+                 metrics_port: Optional[int] = None, metrics_host: str = "127.0.0.1",
+                 fields: Optional[Mapping[str, Union[str, Tuple[str, str]]]] = None):
         o = _ssdfeed.LoaderOptions()
-        _fill_source_side(o, source, cache, prepare, on_error, image_key, label_key)
+        _fill_source_side(o, source, cache, prepare, on_error, image_key, label_key, fields)
         o.cache.capacity_bytes = 0 if cache_capacity is None else _int("cache_capacity",
                                                                         cache_capacity, 1)
         o.cache.warm_read = _ssdfeed.WarmRead.parse(_spelling(warm_read))
@@ -243,6 +309,7 @@ class Loader:
             aug.scale_min, aug.scale_max = (float(x) for x in augment.scale)
             aug.ratio_min, aug.ratio_max = (float(x) for x in augment.ratio)
             aug.flip = bool(augment.flip)
+            aug.min_box_visible = float(augment.min_box_visible)
         o.batch_size = _int("batch_size", batch_size, 1)
         o.shuffle = bool(shuffle)
         o.seed = _int("seed", seed, 0)
@@ -279,6 +346,7 @@ class Loader:
         self._options = o
         self._dtype, self._layout = dtype, layout
         self._impl = _ssdfeed.NativeLoader.open(o)
+        self._fields = {name: kind for name, kind, _ in self._impl.fields()}
         self._epoch_chosen = False  # set_epoch / load_state_dict since the last pass began
         self._unfinished = False    # a pass was left before its end
         self._cache_logged = False
@@ -360,6 +428,19 @@ class Loader:
         """(H, W, C) of every sample, None where it varies."""
         s = _ssdfeed.served_sample_shape(self._options.prepare, self._options.augment)
         return (s.height or None, s.width or None, s.channels)
+
+    @property
+    def fields(self) -> Dict[str, str]:
+        """The source's fields, ``{name: kind}`` in order (kinds: "image",
+        "mask", "boxes", "classes", "label", "array", "bytes"). Batches
+        carry ``num_boxes`` beside boxes too."""
+        return dict(self._fields)
+
+    @property
+    def classic(self) -> bool:
+        """True when batches are ``(images, labels)`` tuples (a source of
+        images and class labels only), False when they are dicts."""
+        return list(self._fields.values()) == ["image", "label"]
 
     @property
     def dtype(self) -> str:

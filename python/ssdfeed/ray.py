@@ -70,8 +70,24 @@ def _pack_args(spec: dict, cache):
     kw = _loader_kwargs(spec, cache)
     o = _ssdfeed.LoaderOptions()
     _fill_source_side(o, kw["source"], kw["cache"], kw.get("prepare", Prepare()),
-                      kw.get("on_error", "raise"), kw.get("image_key"), kw.get("label_key"))
+                      kw.get("on_error", "raise"), kw.get("image_key"), kw.get("label_key"),
+                      kw.get("fields"))
     return o
+
+
+def _rows(batch, kinds: dict) -> dict:
+    """A loader batch as a block's columns: (images, labels) as image and
+    label; a dict batch by name, with padded boxes and classes cut to each
+    row's num_boxes (a column of (K, 4) and (K,) arrays)."""
+    if isinstance(batch, tuple):
+        images, labels = batch
+        return {"image": images, "label": labels}
+    out = dict(batch)
+    for name, kind in kinds.items():
+        if kind in ("boxes", "classes") and name in out:
+            count = "num_" + name if "num_" + name in out else "num_boxes"
+            out[name] = [row[:k] for row, k in zip(out[name], out[count].tolist())]
+    return out
 
 
 def _read_range(spec: dict, cache, lo: int, hi: int, stats) -> List[dict]:
@@ -82,12 +98,13 @@ def _read_range(spec: dict, cache, lo: int, hi: int, stats) -> List[dict]:
     with Loader(source, ids=range(lo, hi), shuffle=False, **kw) as loader:
         loader.set_epoch(epoch)
         out, pos = [], lo
-        for images, labels in loader:
-            batch = {"image": images, "label": labels}
+        for b in loader:
+            batch = _rows(b, loader.fields)
+            n = len(batch["image"])
             if kw.get("on_error", "raise") == "raise":
                 # Canonical order, nothing skipped: positions are ids.
-                batch["id"] = np.arange(pos, pos + len(labels), dtype=np.int64)
-            pos += len(labels)
+                batch["id"] = np.arange(pos, pos + n, dtype=np.int64)
+            pos += n
             out.append(batch)
         if stats is not None:
             s = loader.stats()
@@ -220,12 +237,16 @@ def read(source: Union[str, os.PathLike], *, prepare: Prepare = Prepare(),
          layout: str = "NHWC", mean: Optional[Sequence[float]] = None,
          std: Optional[Sequence[float]] = None, image_key: Optional[str] = None,
          label_key: Optional[str] = None, cache_capacity: Optional[int] = None,
-         **read_args) -> "ray.data.Dataset":
-    """A ``ray.data.Dataset`` of rows ``{"image", "label", "id"}`` of source.
+         fields: Optional[dict] = None, **read_args) -> "ray.data.Dataset":
+    """A ``ray.data.Dataset`` of rows ``{"image", "label", "id"}`` of source,
+    or for a source with other fields one column per field (as the
+    Loader's dict batches, but boxes and classes per row: a (K, 4) and a
+    (K,) array, with ``num_boxes``; bytes as binary).
 
     Args:
         source, prepare, augment, on_error, dtype, layout, mean, std,
-            image_key, label_key, cache_capacity: as ``ssdfeed.Loader``.
+            image_key, label_key, cache_capacity, fields: as
+            ``ssdfeed.Loader``.
             Samples must share one shape (``Prepare(resize=...)`` or
             ``center_crop``, or an ``augment``).
         cache: the cache root of each node. ``True`` (default): the node's
@@ -253,7 +274,7 @@ def read(source: Union[str, os.PathLike], *, prepare: Prepare = Prepare(),
                 epoch=_int("epoch", epoch, 0), batch_size=_int("batch_size", batch_size, 1),
                 workers=_int("threads", threads, 1), on_error=on_error, dtype=dtype,
                 layout=layout, mean=mean, std=std, image_key=image_key, label_key=label_key,
-                cache_capacity=cache_capacity)
+                cache_capacity=cache_capacity, fields=fields)
     # Checks every argument here, on the driver, as Loader() does, and
     # learns the sample shape; no cache is opened.
     with Loader(source, cache=False, ids=range(0, 1), **{k: v for k, v in spec.items()
@@ -274,10 +295,11 @@ def read(source: Union[str, os.PathLike], *, prepare: Prepare = Prepare(),
 
 def cached(source: Union[str, os.PathLike], *, prepare: Prepare = Prepare(),
            cache: Union[str, os.PathLike, bool] = True, on_error: str = "raise",
-           image_key: Optional[str] = None, label_key: Optional[str] = None) -> Dict[str, Ranges]:
+           image_key: Optional[str] = None, label_key: Optional[str] = None,
+           fields: Optional[dict] = None) -> Dict[str, Ranges]:
     """What each alive node's cache root holds of (source, prepare):
     ``{node id: [(begin, end), ...]}`` id runs, as ``read`` plans with. Asking
     creates no cache root or entry."""
     spec = dict(source=os.fspath(source), prepare=prepare, on_error=on_error,
-                image_key=image_key, label_key=label_key)
+                image_key=image_key, label_key=label_key, fields=fields)
     return SsdfeedDatasource(spec, cache, 0, 0, 1, True, None).node_reports()

@@ -7,10 +7,12 @@ Float output spans [0, 255] by default, as image_dataset_from_directory's.
 
 from __future__ import annotations
 
+import copy
 import ctypes
 import platform
 import threading
 
+import numpy as np
 import tensorflow as tf
 
 from ssdfeed import _compat, _ssdfeed
@@ -30,7 +32,15 @@ def _no_injected_prefetch(ds: tf.data.Dataset) -> tf.data.Dataset:
 
 
 def dataset(source=None, *, loader: Loader = None, **kwargs) -> tf.data.Dataset:
-    """A tf.data.Dataset of (images, labels) batches over an ssdfeed.Loader.
+    """A tf.data.Dataset of (images, labels) batches over an ssdfeed.Loader,
+    or of dicts for a source with other fields.
+
+    A dict element holds the numpy loader's keys as tensors, except that
+    ``boxes`` (B, None, 4) float32 and ``classes`` (B, None) int64 are
+    ``tf.RaggedTensor``s cut to each image's ``num_boxes`` (kept too), and
+    bytes fields are tf.string vectors. Arrays must have one shape within a
+    batch. The dtypes of masks and arrays are read from the source's first
+    sample when the dataset is made.
 
     Args:
         source: as ssdfeed.Loader (with any of its keyword arguments, which
@@ -71,10 +81,16 @@ def dataset(source=None, *, loader: Loader = None, **kwargs) -> tf.data.Dataset:
         raise ValueError(f"give loader or Loader arguments, not both ({sorted(kwargs)})")
     h, w, c = loader.sample_shape
     shape = (None, h, w, c) if loader.layout == "NHWC" else (None, c, h, w)
-    spec = (tf.TensorSpec(shape=shape, dtype=_DTYPES[loader.dtype]),
-            tf.TensorSpec(shape=(None,), dtype=tf.int64))
+    images = tf.TensorSpec(shape=shape, dtype=_DTYPES[loader.dtype])
     passes = _Passes(loader)
-    ds = tf.data.Dataset.from_generator(passes.generate, output_signature=spec)
+    if loader.classic:
+        spec = (images, tf.TensorSpec(shape=(None,), dtype=tf.int64))
+        ds = tf.data.Dataset.from_generator(passes.generate, output_signature=spec)
+    else:
+        spec = _dict_signature(loader, images, _probe(loader))
+        ds = tf.data.Dataset.from_generator(_dict_batches(passes.generate, spec),
+                                            output_signature=spec)
+        ds = ds.map(_ragged_boxes(loader.fields), num_parallel_calls=None)
     ds = _no_injected_prefetch(ds)
     if passes.sized:
         # A sized pass must give exactly this many batches: true from an
@@ -83,6 +99,81 @@ def dataset(source=None, *, loader: Loader = None, **kwargs) -> tf.data.Dataset:
     ds.ssdfeed_loader = loader  # for stats() and state
     ds.class_names = _compat.folder_classes(loader.source)
     return ds
+
+
+def _probe(loader: Loader) -> dict:
+    """One batch of one sample of the loader's source, read from the origin
+    (no cache entry is made): the dtypes and inner shapes of its fields."""
+    o = copy.copy(loader._options)
+    o.cache.root = ""
+    o.batch_size, o.workers, o.shuffle, o.metrics = 1, 1, False, False
+    o.rank, o.world_size, o.validation_split = 0, 1, 0.0
+    o.id_end = min(o.id_end or loader._impl.source_size(), o.id_begin + 64)
+    probe = _ssdfeed.NativeLoader.open(o)
+    try:
+        return probe.next()
+    finally:
+        probe.stop()
+
+
+def _dict_signature(loader: Loader, images: tf.TensorSpec, probe: dict) -> dict:
+    """The generator's signature of dict batches: boxes and classes padded
+    (made ragged by a map after it)."""
+    h, w, _ = loader.sample_shape
+    spec = {}
+    for name, value in probe.items():
+        kind = loader.fields.get(name)  # None for num_boxes
+        if kind == "image":
+            spec[name] = images
+        elif kind == "boxes":
+            spec[name] = tf.TensorSpec(shape=(None, None, 4), dtype=tf.float32)
+        elif kind == "classes":
+            spec[name] = tf.TensorSpec(shape=(None, None), dtype=tf.int64)
+        elif kind == "bytes":
+            spec[name] = tf.TensorSpec(shape=(None,), dtype=tf.string)
+        elif kind == "mask":
+            spec[name] = tf.TensorSpec(shape=(None, h, w), dtype=tf.as_dtype(value.dtype))
+        else:  # labels, counts, arrays: (N, ...) of the sample's rank
+            spec[name] = tf.TensorSpec(shape=(None,) + (None,) * (value.ndim - 1),
+                                       dtype=tf.as_dtype(value.dtype))
+    return spec
+
+
+def _dict_batches(generate, spec: dict):
+    """The loader's dict batches as tf takes them: bytes lists as object
+    arrays; a list of arrays (shapes unequal within the batch) refused."""
+
+    def batches():
+        for batch in generate():
+            out = {}
+            for name in spec:
+                value = batch[name]
+                if isinstance(value, list):
+                    if spec[name].dtype != tf.string:
+                        raise ValueError(
+                            f"ssdfeed.tf: field {name!r} has samples of unequal shapes in one "
+                            f"batch ({sorted({v.shape for v in value})}); tf needs one shape "
+                            f"per batch: use batch_size=1 or a source of equal shapes")
+                    value = np.array(value, dtype=object)
+                out[name] = value
+            yield out
+
+    return batches
+
+
+def _ragged_boxes(kinds: dict):
+    """Boxes and classes cut to each image's num_boxes."""
+    boxes = [n for n, k in kinds.items() if k == "boxes"]
+    classes = [n for n, k in kinds.items() if k == "classes"]
+
+    def ragged(batch):
+        batch = dict(batch)
+        for name in boxes + classes:
+            counts = batch["num_" + name] if "num_" + name in batch else batch["num_boxes"]
+            batch[name] = tf.RaggedTensor.from_tensor(batch[name], lengths=counts)
+        return batch
+
+    return ragged if boxes else (lambda batch: batch)
 
 
 # glibc's mallopt parameters.

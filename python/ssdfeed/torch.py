@@ -23,7 +23,8 @@ _NOT_SUPPORTED = {
                "(DistributedSampler semantics; its drop_last is sampler_drop_last); "
                "loader.sampler has DistributedSampler's len() and set_epoch()",
     "batch_sampler": "batches are cut from the epoch plan; use batch_size and drop_last",
-    "collate_fn": "batches are already (images, labels) tensors; transform them in your loop",
+    "collate_fn": "batches are already (images, labels) tensors, or dicts of tensors with "
+                  "detection targets; transform them in your loop",
     "worker_init_fn": "workers are C++ threads, not Python processes",
     "multiprocessing_context": "workers are C++ threads, not Python processes",
     "generator": "randomness comes from seed (and the epoch); without seed=, from "
@@ -36,7 +37,19 @@ _NOT_SUPPORTED = {
 
 
 class Loader(_Loader):
-    """``ssdfeed.Loader`` yielding ``(images, labels)`` as torch tensors.
+    """``ssdfeed.Loader`` yielding ``(images, labels)`` as torch tensors, or
+    for a source with other fields a dict of tensors.
+
+    A dict batch holds the numpy loader's keys as tensors (zero-copy where
+    the numpy array is a view; lists of per-sample tensors where a field's
+    shapes differ; bytes stay ``bytes``). When it has boxes it also holds
+    ``"targets"``: torchvision's detection targets, a list with one
+    ``{"boxes": (K,4) float32, "labels": (K,) int64}`` per image (views of
+    the padded ``boxes`` and ``classes`` cut to ``num_boxes``), so a
+    torchvision detection model trains on it as it is::
+
+        for batch in loader:   # dtype="float32", layout="NCHW"
+            losses = model(list(batch["image"]), batch["targets"])
 
     Takes every ``ssdfeed.Loader`` argument, plus the familiar
     ``torch.utils.data.DataLoader`` names:
@@ -204,7 +217,46 @@ class Loader(_Loader):
             pass
 
     def __iter__(self):
-        for images, labels in super().__iter__():
-            if self._pin:
-                self._pin_buffer(images)
-            yield torch.from_numpy(images), torch.from_numpy(labels)
+        for batch in super().__iter__():
+            if isinstance(batch, tuple):
+                images, labels = batch
+                if self._pin:
+                    self._pin_buffer(images)
+                yield torch.from_numpy(images), torch.from_numpy(labels)
+            else:
+                if self._pin:
+                    # Only the images: their buffer never changes size, so a
+                    # registered range is never freed under the registration.
+                    self._pin_buffer(batch["image"])
+                yield _tensors(batch, self._fields)
+
+
+def _tensor(value):
+    """A numpy array as a tensor sharing its memory; a list element-wise;
+    bytes (and dtypes torch has no type for) as they are."""
+    if isinstance(value, list):
+        return [_tensor(v) for v in value]
+    if isinstance(value, bytes):
+        return value
+    try:
+        return torch.from_numpy(value)
+    except TypeError:  # e.g. a string or big-endian .npy array
+        return value
+
+
+def _tensors(batch: dict, kinds: dict) -> dict:
+    """A numpy dict batch as tensors, plus torchvision's detection targets
+    when it holds boxes."""
+    out = {name: _tensor(v) for name, v in batch.items()}
+    boxes = next((n for n, k in kinds.items() if k == "boxes" and n in out), None)
+    if boxes is not None and "targets" not in out:
+        classes = next((n for n, k in kinds.items() if k == "classes" and n in out), None)
+        counts = out["num_boxes" if boxes == "boxes" else "num_" + boxes].tolist()
+        targets = []
+        for i, k in enumerate(counts):
+            t = {"boxes": out[boxes][i, :k]}
+            if classes is not None:
+                t["labels"] = out[classes][i, :k]
+            targets.append(t)
+        out["targets"] = targets
+    return out

@@ -4,21 +4,22 @@ import os
 from typing import Optional, Union
 
 from ssdfeed import _ssdfeed
-from ssdfeed.loader import _cache_root, _int
+from ssdfeed.loader import _cache_root, _field_specs, _int
 from ssdfeed.prepare import Prepare
 
 
 def warm(source: Union[str, os.PathLike], *, cache: Union[str, os.PathLike, bool] = True,
          prepare: Prepare = Prepare(), workers: Optional[int] = None, on_error: str = "raise",
          image_key: Optional[str] = None, label_key: Optional[str] = None,
-         cache_capacity: Optional[int] = None) -> "_ssdfeed.WarmResult":
+         cache_capacity: Optional[int] = None,
+         fields: Optional[dict] = None) -> "_ssdfeed.WarmResult":
     """Prepares every sample of source into the cache entry a
     ``Loader(source, cache=cache, prepare=prepare, ...)`` with the same
     arguments reads, so its first epoch is a warm one. Resumable: a second
     call prepares only what is missing.
 
-    Args: source, cache, prepare, on_error, image_key, label_key and
-        cache_capacity as for ``ssdfeed.Loader`` (``cache`` must name a
+    Args: source, cache, prepare, on_error, image_key, label_key, fields
+        and cache_capacity as for ``ssdfeed.Loader`` (``cache`` must name a
         root: True, the default, is the default root). workers: threads,
         None or 0 (default): one per core.
 
@@ -43,6 +44,7 @@ def warm(source: Union[str, os.PathLike], *, cache: Union[str, os.PathLike, bool
     o.source.on_error = _ssdfeed.OnError[on_error.upper()]
     o.source.image_key = image_key or ""
     o.source.label_key = label_key or ""
+    o.source.fields = _field_specs(fields)
     o.cache.capacity_bytes = 0 if cache_capacity is None else _int("cache_capacity",
                                                                     cache_capacity, 1)
     o.workers = 0 if workers is None else _int("workers", workers, 0,

@@ -79,6 +79,7 @@ void BatchRing::ResetLocked(RingSlot* s, uint64_t chunk) {
   s->count = first >= end_sample_ ? 0 : std::min<uint64_t>(batch_size_, end_sample_ - first);
   s->buffer.reset();
   if (s->count == 0) return;
+  if (s->fields.size() < batch_size_) s->fields.resize(batch_size_);
   if (sample_bytes_ > 0) {
     s->buffer = pool_->Acquire(sample_bytes_ * batch_size_, batch_size_);
   } else {

@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "pipeline/batch_fields.h"
 #include "pipeline/batch_pool.h"
 #include "ssdfeed/image.h"
 #include "ssdfeed/loader.h"
@@ -29,7 +30,10 @@ struct RingSlot {
   size_t done = 0;
   std::shared_ptr<BatchBuffer> buffer;
   std::vector<Image> staging;  // shape known only per sample
-  Status error;                // first error (on_error=raise)
+  // Each position's other fields, collated once the chunk is whole. Kept
+  // across chunks, so their storage is reused.
+  std::vector<StagedFields> fields;
+  Status error;  // first error (on_error=raise)
 };
 
 // A run of consecutive plan positions a worker has taken, all in one chunk.

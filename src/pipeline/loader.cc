@@ -106,6 +106,7 @@ class LoaderImpl final : public Loader {
   size_t num_samples() const override { return plan_.order().size(); }
   size_t num_batches() const override { return plan_.num_batches(); }
   size_t source_size() const override { return source_->size(); }
+  std::vector<FieldSpec> fields() const override { return source_->fields(); }
 
   // The same numbers the stats file publishes (one source of truth).
   LoaderStats stats() const override {
@@ -182,6 +183,9 @@ class LoaderImpl final : public Loader {
       for (size_t i = 0; i < slot->count; ++i) ims.push_back(&slot->staging[i]);
       SSDFEED_RETURN_IF_ERROR(renderer_.RenderStaged(ims, slot->buffer.get(), &h, &w));
     }
+    std::vector<const StagedFields*> fields;
+    for (size_t i = 0; i < slot->count; ++i) fields.push_back(&slot->fields[i]);
+    SSDFEED_RETURN_IF_ERROR(Collate(fields, slot->buffer.get()));
     renderer_.Fill(slot->buffer, slot->count, h, w, out);
     cursor_ += slot->count;
     ring_.Release(c);
@@ -196,6 +200,8 @@ class LoaderImpl final : public Loader {
     size_t bs = opts_.batch_size, sb = renderer_.sample_bytes(), n = 0;
     auto buf = pool_->Acquire(fixed ? sb * bs : 0, bs);
     std::vector<Image> staged;
+    std::vector<StagedFields> fields;
+    fields.reserve(bs);
     while (n < bs && cursor_ < end_sample_) {
       uint64_t c = cursor_ / bs;
       RingSlot* slot = nullptr;
@@ -206,6 +212,7 @@ class LoaderImpl final : public Loader {
         std::memcpy(buf->images.data() + n * sb, slot->buffer->images.data() + i * sb, sb);
       else
         staged.push_back(std::move(slot->staging[i]));
+      fields.push_back(std::move(slot->fields[i]));
       ++n;
       ++cursor_;
       if (cursor_ % bs == 0 || cursor_ >= end_sample_) ring_.Release(c);
@@ -216,9 +223,17 @@ class LoaderImpl final : public Loader {
       for (const auto& im : staged) ims.push_back(&im);
       SSDFEED_RETURN_IF_ERROR(renderer_.RenderStaged(ims, buf.get(), &h, &w));
     }
+    std::vector<const StagedFields*> views;
+    for (const auto& f : fields) views.push_back(&f);
+    SSDFEED_RETURN_IF_ERROR(Collate(views, buf.get()));
     renderer_.Fill(buf, n, h, w, out);
     *got = n > 0 && !(opts_.drop_last && n < bs);
     return Status::OK();
+  }
+
+  // The batch's other fields, once all its samples are rendered.
+  Status Collate(const std::vector<const StagedFields*>& samples, BatchBuffer* buf) const {
+    return CollateFields(samples, buf, [this](uint64_t id) { return source_->Describe(id); });
   }
 
   // How many consecutive plan positions a worker takes at once: one, unless
@@ -318,7 +333,8 @@ class LoaderImpl final : public Loader {
   Status Render(uint64_t id, const CachedSample& cs, RingSlot* slot, size_t pos,
                 std::vector<uint8_t>* render) {
     Image* staging = renderer_.fixed() ? nullptr : &slot->staging[pos];
-    Status r = renderer_.Render(cs, plan_.epoch(), id, slot->buffer.get(), pos, staging, render);
+    Status r = renderer_.Render(cs, plan_.epoch(), id, slot->buffer.get(), pos, staging, render,
+                                &slot->fields[pos]);
     return r.ok() ? r : r.WithContext(source_->Describe(id));
   }
 

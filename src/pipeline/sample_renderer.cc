@@ -4,7 +4,9 @@
 #include <string>
 #include <utility>
 
+#include "cache/field_section.h"
 #include "image/augment.h"
+#include "image/field_augment.h"
 
 namespace ssdfeed {
 
@@ -23,26 +25,64 @@ size_t SampleRenderer::sample_bytes(int h, int w) const {
 }
 
 Status SampleRenderer::Render(const CachedSample& cs, uint64_t epoch, uint64_t id, BatchBuffer* buf,
-                              size_t pos, Image* staging, std::vector<uint8_t>* scratch) const {
+                              size_t pos, Image* staging, std::vector<uint8_t>* scratch,
+                              StagedFields* fields) const {
   buf->labels[pos] = cs.label;
+  if (fields != nullptr) fields->id = id;
   // Either path sizes the batch by channels_: another count would overrun it.
   if (cs.channels != channels_)
     return Status::Corruption("prepared sample has " + std::to_string(cs.channels) +
                               " channels, the batch " + std::to_string(channels_));
+  CropBox box{0, 0, cs.height, cs.width, false};
   if (!fixed_) {  // served as prepared; shapes checked in RenderStaged
+    if (fields != nullptr)
+      SSDFEED_RETURN_IF_ERROR(RenderSampleFields(cs, box, cs.height, cs.width, fields));
     staging->Reset(cs.height, cs.width, cs.channels);
     std::memcpy(staging->pixels.data(), cs.pixels, staging->bytes());
     return Status::OK();
   }
-  CropBox box{0, 0, cs.height, cs.width, false};
   if (augment_.enabled) {
     box = SampleCrop(augment_, cs.height, cs.width, AugmentKey(seed_, epoch, id));
   } else if (cs.height != out_h_ || cs.width != out_w_) {
     return Status::InvalidArgument("prepared size " + std::to_string(cs.height) + "x" +
                                    std::to_string(cs.width) + " differs from the batch's");
   }
+  if (fields != nullptr)
+    SSDFEED_RETURN_IF_ERROR(RenderSampleFields(cs, box, out_h_, out_w_, fields));
   return RenderSample({cs.pixels, cs.height, cs.width, cs.channels}, box, out_h_, out_w_, output_,
                       buf->images.data() + pos * sample_bytes(), scratch);
+}
+
+namespace {
+
+// A view into a pooled Field, reusing the storage it already has.
+void CopyView(const FieldView& v, Field* f) {
+  f->name.assign(v.name);
+  f->kind = v.kind;
+  f->dtype.assign(v.dtype);
+  f->shape = v.shape;
+  f->data.assign(reinterpret_cast<const char*>(v.data), v.size);
+}
+
+}  // namespace
+
+Status SampleRenderer::RenderSampleFields(const CachedSample& cs, const CropBox& box, int out_h,
+                                          int out_w, StagedFields* fields) const {
+  fields->views.clear();
+  if (!cs.fields.empty()) {
+    std::string bad = cache_format::ParseFields(cs.fields, &fields->views);
+    if (!bad.empty()) return Status::Corruption("cached fields: " + bad);
+  }
+  const std::vector<FieldView>& in = fields->views;
+  bool identity = box.top == 0 && box.left == 0 && box.height == cs.height &&
+                  box.width == cs.width && !box.flip && out_h == cs.height && out_w == cs.width;
+  if (!identity)
+    return RenderFields(in, box, cs.height, cs.width, out_h, out_w, augment_.min_box_visible,
+                        &fields->fields);
+  // Served as cached: a copy, into storage the slot already has.
+  fields->fields.resize(in.size());
+  for (size_t i = 0; i < in.size(); ++i) CopyView(in[i], &fields->fields[i]);
+  return Status::OK();
 }
 
 Status SampleRenderer::RenderStaged(const std::vector<const Image*>& ims, BatchBuffer* buf,

@@ -9,6 +9,8 @@
 #include <memory>
 #include <vector>
 
+#include "image/augment.h"
+#include "pipeline/batch_fields.h"
 #include "ssdfeed/augment.h"
 #include "ssdfeed/cache.h"
 #include "ssdfeed/image.h"
@@ -33,8 +35,11 @@ class SampleRenderer {
 
   // Sample id of epoch, read from the cache as cs, into position pos of
   // buf: rendered there with a fixed shape, else copied into *staging.
+  // Its other fields (cs.fields) get the image's crop and flip and go to
+  // *fields (when given), for CollateFields at the batch's end.
   Status Render(const CachedSample& cs, uint64_t epoch, uint64_t id, BatchBuffer* buf, size_t pos,
-                Image* staging, std::vector<uint8_t>* scratch) const;
+                Image* staging, std::vector<uint8_t>* scratch,
+                StagedFields* fields = nullptr) const;
 
   // Without a fixed shape: the staged samples of one batch must agree;
   // renders them (dtype, layout) into buf and gives their shape.
@@ -45,6 +50,10 @@ class SampleRenderer {
   void Fill(std::shared_ptr<BatchBuffer> buf, size_t n, int h, int w, Batch* out) const;
 
  private:
+  // The sample's fields under the image's crop box (in_h x in_w -> out_h x out_w).
+  Status RenderSampleFields(const CachedSample& cs, const CropBox& box, int out_h, int out_w,
+                            StagedFields* fields) const;
+
   AugmentSpec augment_;
   OutputSpec output_;
   uint64_t seed_;

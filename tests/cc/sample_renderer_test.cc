@@ -6,9 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
+#include "cache/field_section.h"
 #include "image/augment.h"
+#include "pipeline/batch_fields.h"
 
 namespace ssdfeed {
 namespace {
@@ -122,6 +125,239 @@ TEST(SampleRenderer, StagedSamplesMustAgreeInShape) {
   EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
   EXPECT_NE(s.message().find("unequal shape in one batch (2x3 and 3x2)"), std::string::npos)
       << s.message();
+}
+
+// ---- Fields: rendered per sample, collated per batch ----
+
+template <typename T>
+std::string Bytes(const std::vector<T>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+
+Field MakeField(const std::string& name, FieldKind kind, const std::string& dtype,
+                std::vector<uint64_t> shape, std::string data) {
+  return Field{name, kind, dtype, std::move(shape), std::move(data)};
+}
+
+Field Mask(int h, int w, uint8_t v) {
+  return MakeField("mask", FieldKind::kMask, "|u1", {uint64_t(h), uint64_t(w)},
+                   std::string(size_t(h) * w, char(v)));
+}
+
+Field Boxes(std::vector<float> xyxy) {
+  uint64_t k = xyxy.size() / 4;
+  return MakeField("boxes", FieldKind::kBoxes, "<f4", {k, 4}, Bytes(xyxy));
+}
+
+Field Classes(std::vector<int64_t> c) {
+  return MakeField("classes", FieldKind::kClasses, "<i8", {c.size()}, Bytes(c));
+}
+
+StagedFields Staged(uint64_t id, std::vector<Field> f) {
+  StagedFields s;
+  s.id = id;
+  s.fields = std::move(f);
+  return s;
+}
+
+std::vector<const StagedFields*> Ptrs(const std::vector<StagedFields>& v) {
+  std::vector<const StagedFields*> p;
+  for (const auto& s : v) p.push_back(&s);
+  return p;
+}
+
+template <typename T>
+std::vector<T> As(const BatchField& f) {
+  std::vector<T> v(f.data.size() / sizeof(T));
+  std::memcpy(v.data(), f.data.data(), f.data.size());
+  return v;
+}
+
+const BatchField* Get(const BatchBuffer& b, const std::string& name) {
+  for (const auto& f : b.fields)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+// A sample whose record holds a field section: the renderer hands its
+// fields to the slot's staging, and collation sees what the record held.
+TEST(SampleRendererFields, RecordFieldsReachTheSlotServedAsCached) {
+  PrepareSpec prep;
+  prep.resize_h = 4;
+  prep.resize_w = 5;
+  SampleRenderer r(prep, AugmentSpec{}, OutputSpec{}, 0);
+  Pixels p = MakeSample(4, 5, 3, 9, 0);
+  std::string section;
+  std::vector<Field> in = {Mask(4, 5, 3), Boxes({0, 1, 2, 3}), Classes({7})};
+  ASSERT_TRUE(cache_format::EncodeFields(in, &section).ok());
+  p.cs.fields = section;
+  BatchBuffer buf;
+  buf.images.assign(r.sample_bytes(), 0);
+  buf.labels.assign(1, -1);
+  std::vector<uint8_t> scratch;
+  StagedFields staged;
+  staged.fields.resize(5);  // a slot's leftovers from an earlier chunk
+  ASSERT_TRUE(r.Render(p.cs, 0, 42, &buf, 0, nullptr, &scratch, &staged).ok());
+  EXPECT_EQ(staged.id, 42u);
+  ASSERT_EQ(staged.fields.size(), 3u);
+  for (size_t i = 0; i < in.size(); ++i) {
+    EXPECT_EQ(staged.fields[i].name, in[i].name);
+    EXPECT_EQ(staged.fields[i].kind, in[i].kind);
+    EXPECT_EQ(staged.fields[i].dtype, in[i].dtype);
+    EXPECT_EQ(staged.fields[i].shape, in[i].shape);
+    EXPECT_EQ(staged.fields[i].data, in[i].data);
+  }
+  // A sample without fields leaves none behind from the last one.
+  Pixels plain = MakeSample(4, 5, 3, 1, 1);
+  ASSERT_TRUE(r.Render(plain.cs, 0, 43, &buf, 0, nullptr, &scratch, &staged).ok());
+  EXPECT_TRUE(staged.fields.empty());
+}
+
+TEST(SampleRendererFields, ADamagedFieldSectionIsCorruption) {
+  SampleRenderer r(PrepareSpec{}, Augment(), OutputSpec{}, 0);
+  Pixels p = MakeSample(30, 40, 3, 0, 0);
+  std::string section;
+  ASSERT_TRUE(cache_format::EncodeFields({Mask(30, 40, 1)}, &section).ok());
+  section.resize(section.size() - 100);
+  p.cs.fields = section;
+  BatchBuffer buf;
+  buf.images.assign(r.sample_bytes(), 0);
+  buf.labels.assign(1, -1);
+  std::vector<uint8_t> scratch;
+  StagedFields staged;
+  Status s = r.Render(p.cs, 0, 0, &buf, 0, nullptr, &scratch, &staged);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("cached fields: "), std::string::npos) << s.message();
+}
+
+TEST(CollateFields, StacksMasksAndLabelsOfOneShape) {
+  Field lab = MakeField("label", FieldKind::kLabel, "<i8", {}, Bytes(std::vector<int64_t>{5}));
+  Field lab2 = lab;
+  lab2.data = Bytes(std::vector<int64_t>{-2});
+  std::vector<StagedFields> s = {Staged(0, {Mask(2, 3, 1), lab}), Staged(1, {Mask(2, 3, 7), lab2})};
+  BatchBuffer buf;
+  ASSERT_TRUE(CollateFields(Ptrs(s), &buf, nullptr).ok());
+  ASSERT_EQ(buf.fields.size(), 2u);
+  const BatchField& m = buf.fields[0];
+  EXPECT_EQ(m.name, "mask");
+  EXPECT_TRUE(m.stacked);
+  EXPECT_EQ(m.dtype, "|u1");
+  EXPECT_EQ(m.shape, (std::vector<uint64_t>{2, 2, 3}));
+  EXPECT_EQ(m.data, (std::vector<uint8_t>{1, 1, 1, 1, 1, 1, 7, 7, 7, 7, 7, 7}));
+  const BatchField& l = buf.fields[1];
+  EXPECT_TRUE(l.stacked);
+  EXPECT_EQ(l.shape, (std::vector<uint64_t>{2}));
+  EXPECT_EQ(As<int64_t>(l), (std::vector<int64_t>{5, -2}));
+}
+
+TEST(CollateFields, PadsBoxesWithZeroAndClassesWithMinusOne) {
+  std::vector<StagedFields> s = {
+      Staged(0, {Boxes({1, 2, 3, 4}), Classes({3})}),
+      Staged(1, {Boxes({}), Classes({})}),
+      Staged(2, {Boxes({5, 6, 7, 8, 9, 10, 11, 12}), Classes({0, 2})}),
+  };
+  BatchBuffer buf;
+  ASSERT_TRUE(CollateFields(Ptrs(s), &buf, nullptr).ok());
+  ASSERT_EQ(buf.fields.size(), 3u);
+  EXPECT_EQ(buf.fields[0].name, "boxes");
+  EXPECT_EQ(buf.fields[1].name, "num_boxes") << "the count follows its boxes";
+  EXPECT_EQ(buf.fields[2].name, "classes");
+  const BatchField* b = Get(buf, "boxes");
+  EXPECT_EQ(b->shape, (std::vector<uint64_t>{3, 2, 4}));
+  EXPECT_EQ(b->dtype, "<f4");
+  EXPECT_EQ(As<float>(*b), (std::vector<float>{1, 2, 3, 4, 0, 0, 0, 0, 0, 0,  0,  0,
+                                               0, 0, 0, 0, 5, 6, 7, 8, 9, 10, 11, 12}));
+  const BatchField* c = Get(buf, "classes");
+  EXPECT_EQ(c->shape, (std::vector<uint64_t>{3, 2}));
+  EXPECT_EQ(c->dtype, "<i8");
+  EXPECT_EQ(As<int64_t>(*c), (std::vector<int64_t>{3, -1, -1, -1, 0, 2}));
+  const BatchField* n = Get(buf, "num_boxes");
+  EXPECT_EQ(n->shape, (std::vector<uint64_t>{3}));
+  EXPECT_EQ(As<int64_t>(*n), (std::vector<int64_t>{1, 0, 2}));
+
+  // A batch without any box: (N, 0, 4), every count 0.
+  std::vector<StagedFields> none = {Staged(0, {Boxes({}), Classes({})})};
+  ASSERT_TRUE(CollateFields(Ptrs(none), &buf, nullptr).ok());
+  EXPECT_EQ(Get(buf, "boxes")->shape, (std::vector<uint64_t>{1, 0, 4}));
+  EXPECT_EQ(Get(buf, "classes")->shape, (std::vector<uint64_t>{1, 0}));
+  EXPECT_EQ(As<int64_t>(*Get(buf, "num_boxes")), (std::vector<int64_t>{0}));
+}
+
+TEST(CollateFields, UnequalShapesAndBytesBecomeItems) {
+  Field a = MakeField("depth", FieldKind::kArray, "<f4", {2}, Bytes(std::vector<float>{1, 2}));
+  Field b = MakeField("depth", FieldKind::kArray, "<f4", {3}, Bytes(std::vector<float>{3, 4, 5}));
+  Field j1 = MakeField("meta", FieldKind::kBytes, "|u1", {2}, "{}");
+  Field j2 = MakeField("meta", FieldKind::kBytes, "|u1", {2}, "[]");
+  std::vector<StagedFields> s = {Staged(0, {a, j1, Mask(2, 2, 1)}),
+                                 Staged(1, {b, j2, Mask(3, 2, 2)})};
+  BatchBuffer buf;
+  ASSERT_TRUE(CollateFields(Ptrs(s), &buf, nullptr).ok());
+  for (const char* name : {"depth", "meta", "mask"}) {
+    const BatchField* f = Get(buf, name);
+    ASSERT_NE(f, nullptr) << name;
+    EXPECT_FALSE(f->stacked) << name;
+    ASSERT_EQ(f->items.size(), 2u) << name;
+  }
+  EXPECT_EQ(Get(buf, "depth")->items[1].shape, (std::vector<uint64_t>{3}));
+  EXPECT_EQ(Get(buf, "depth")->items[1].data, b.data);
+  EXPECT_EQ(Get(buf, "meta")->items[0].data, "{}");
+  EXPECT_EQ(Get(buf, "mask")->items[1].shape, (std::vector<uint64_t>{3, 2}));
+  // Bytes of one length are still items, never stacked.
+  std::vector<StagedFields> same = {Staged(0, {j1}), Staged(1, {j2})};
+  ASSERT_TRUE(CollateFields(Ptrs(same), &buf, nullptr).ok());
+  EXPECT_FALSE(Get(buf, "meta")->stacked);
+  // Arrays of one shape and dtype are stacked.
+  std::vector<StagedFields> arr = {Staged(0, {a}), Staged(1, {a})};
+  ASSERT_TRUE(CollateFields(Ptrs(arr), &buf, nullptr).ok());
+  EXPECT_TRUE(Get(buf, "depth")->stacked);
+  EXPECT_EQ(Get(buf, "depth")->shape, (std::vector<uint64_t>{2, 2}));
+}
+
+TEST(CollateFields, AFieldMissingFromOneSampleIsAnErrorNamingIt) {
+  std::vector<StagedFields> s = {Staged(10, {Mask(2, 2, 1), Boxes({})}), Staged(11, {Boxes({})})};
+  BatchBuffer buf;
+  auto describe = [](uint64_t id) { return "voc stem " + std::to_string(id); };
+  Status st = CollateFields(Ptrs(s), &buf, describe);
+  EXPECT_TRUE(st.IsInvalidArgument()) << st.ToString();
+  EXPECT_EQ(st.message(),
+            "voc stem 11: has no field 'mask', which voc stem 10 of the same batch has");
+  std::vector<StagedFields> extra = {Staged(10, {Boxes({})}),
+                                     Staged(11, {Boxes({}), Mask(1, 1, 0)})};
+  st = CollateFields(Ptrs(extra), &buf, describe);
+  EXPECT_EQ(st.message(),
+            "voc stem 11: has a field 'mask' that voc stem 10 of the same batch lacks");
+  std::vector<StagedFields> first_bare = {Staged(10, {}), Staged(11, {Mask(1, 1, 0)})};
+  st = CollateFields(Ptrs(first_bare), &buf, describe);
+  EXPECT_EQ(st.message(),
+            "voc stem 11: has a field 'mask' that voc stem 10 of the same batch lacks");
+}
+
+// Steady state: a pooled buffer's stacked fields keep their storage.
+TEST(CollateFields, ReusesAPooledBuffersStorage) {
+  std::vector<StagedFields> s = {Staged(0, {Mask(8, 8, 1), Boxes({1, 2, 3, 4}), Classes({1})}),
+                                 Staged(1, {Mask(8, 8, 2), Boxes({}), Classes({})})};
+  BatchBuffer buf;
+  ASSERT_TRUE(CollateFields(Ptrs(s), &buf, nullptr).ok());
+  std::vector<const uint8_t*> before;
+  for (const auto& f : buf.fields) before.push_back(f.data.data());
+  s[1] = Staged(1, {Mask(8, 8, 3), Boxes({0, 0, 1, 1}), Classes({4})});
+  ASSERT_TRUE(CollateFields(Ptrs(s), &buf, nullptr).ok());
+  for (size_t i = 0; i < buf.fields.size(); ++i)
+    EXPECT_EQ(buf.fields[i].data.data(), before[i]) << buf.fields[i].name;
+  EXPECT_EQ(As<int64_t>(*Get(buf, "classes")), (std::vector<int64_t>{1, 4}));
+  // A classic batch clears them.
+  std::vector<StagedFields> classic = {Staged(0, {})};
+  ASSERT_TRUE(CollateFields(Ptrs(classic), &buf, nullptr).ok());
+  EXPECT_TRUE(buf.fields.empty());
+}
+
+TEST(CollateFields, ClassicSchemaIsImageAndLabelOnly) {
+  EXPECT_TRUE(
+      IsClassicSchema({{"image", FieldKind::kImage, ""}, {"label", FieldKind::kLabel, ""}}));
+  EXPECT_FALSE(IsClassicSchema({{"image", FieldKind::kImage, ""}}));
+  EXPECT_FALSE(IsClassicSchema({{"image", FieldKind::kImage, ""},
+                                {"label", FieldKind::kLabel, ""},
+                                {"mask", FieldKind::kMask, ""}}));
 }
 
 }  // namespace
