@@ -255,31 +255,45 @@ TEST(CacheDirectWrite, FailedWriteStopsAdmissionKeepsIndexedRecords) {
   FillRestAndReadBack(e->get(), kN);
 }
 
-// ENOSPC inside a batch of direct writes in flight through io_uring (a slow
-// device: while each write takes 30 ms the putters fill several whole
-// chunks, even under a sanitizer, so the writer finds them queued and
-// writes them together; part-full chunks would carry a block into the next
-// and be written one by one): admission stops,
-// every indexed record reads back, nothing is lost of what was written
-// before, and a later fill completes the entry.
+// ENOSPC inside a batch of direct writes in flight through io_uring. The
+// device is held still while the putters queue whole chunks behind its
+// first write, so the writer finds them queued and writes them together
+// (kWritesInFlight at once), whatever the speed of the putters: a timed
+// delay left that to a race, and under ASan on a loaded machine part-full
+// chunks were sealed and written one by one. The fourth write fails,
+// inside that batch: admission stops, every indexed record reads back,
+// nothing written before is lost, and a later fill completes the entry.
 TEST(CacheDirectWrite, FailedWriteInsideABatchKeepsOnlyIntactRecords) {
   test::TempDir root;
   if (!test::DirectIoWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
   BatchRecordingEnv rec(Env::Default());
   FaultInjectionEnv env(&rec);
-  env.DelayWrites(30000);
   constexpr uint64_t kMany = 400;
+  // Puts taken while the device is held: ~6.3 MiB of records, over four
+  // whole chunks behind the held one, under the 8 MiB at which Add waits.
+  constexpr uint64_t kQueued = 70;
   {
     auto e = CacheEntry::Open(Opts(root.path(), FillWrite::kDirect, &env), FakeKey(kMany));
     ASSERT_TRUE(e.ok());
-    env.FailAfter(Op::kWrite, 16, -1, Status::NoSpace("No space left on device"), ".dat");
-    std::atomic<uint64_t> next{0};
+    // The first record starts the segment, with a write of its own from
+    // the putter: done before the device stops.
+    ASSERT_TRUE(Put(e->get(), 0).ok());
+    ASSERT_TRUE((*e)->Sync().ok());
+    env.FailAfter(Op::kWrite, 3, -1, Status::NoSpace("No space left on device"), ".dat");
+    env.HoldWrites(".dat");
+    std::atomic<uint64_t> next{1};
     std::vector<std::thread> ts;
     for (int t = 0; t < 6; ++t)
       ts.emplace_back([&] {
         for (uint64_t id; (id = next++) < kMany;)
           if (!Put(e->get(), id).ok()) break;
       });
+    // Waits for a count, not for time; bounded so a regression fails below
+    // (no batch) instead of hanging.
+    for (int i = 0; i < 60000 && next.load() < kQueued; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_GE(next.load(), kQueued) << "the putters stopped before queueing whole chunks";
+    env.ReleaseWrites();
     for (auto& t : ts) t.join();
     EXPECT_FALSE((*e)->Sync().ok());
     EXPECT_FALSE((*e)->admitting());

@@ -78,19 +78,19 @@ class FaultWritableFile final : public WritableFile {
   FaultWritableFile(FaultInjectionEnv* env, std::unique_ptr<WritableFile> base)
       : env_(env), base_(std::move(base)) {}
   Status Append(const void* data, size_t n) override {
-    env_->MaybeDelayWrite();
+    env_->MaybeDelayWrite(path());
     SSDFEED_RETURN_IF_ERROR(env_->MaybeFail(FaultInjectionEnv::Op::kWrite, path()));
     return base_->Append(data, n);
   }
   Status WriteAt(uint64_t offset, const void* data, size_t n) override {
-    env_->MaybeDelayWrite();
+    env_->MaybeDelayWrite(path());
     SSDFEED_RETURN_IF_ERROR(env_->MaybeFail(FaultInjectionEnv::Op::kWrite, path()));
     return base_->WriteAt(offset, data, n);
   }
   // As StartMultiRead: one delay for the batch, each write may fail alone,
   // the rest reach the base file together.
   void MultiWrite(WriteRequest* reqs, size_t n) override {
-    env_->MaybeDelayWrite();
+    env_->MaybeDelayWrite(path());
     std::vector<WriteRequest> inner;
     std::vector<size_t> index;
     for (size_t i = 0; i < n; ++i) {
@@ -124,9 +124,27 @@ class FaultWritableFile final : public WritableFile {
 
 }  // namespace
 
-void FaultInjectionEnv::MaybeDelayWrite() {
+void FaultInjectionEnv::MaybeDelayWrite(const std::string& path) {
+  {
+    std::unique_lock<std::mutex> l(hold_mu_);
+    hold_cv_.wait(l, [&] { return !holding_ || path.find(hold_path_) == std::string::npos; });
+  }
   int64_t us = write_delay_us_.load();
   if (us > 0) base_->SleepForMicroseconds(us);
+}
+
+void FaultInjectionEnv::HoldWrites(std::string path_substr) {
+  std::lock_guard<std::mutex> l(hold_mu_);
+  hold_path_ = std::move(path_substr);
+  holding_ = true;
+}
+
+void FaultInjectionEnv::ReleaseWrites() {
+  {
+    std::lock_guard<std::mutex> l(hold_mu_);
+    holding_ = false;
+  }
+  hold_cv_.notify_all();
 }
 
 void FaultInjectionEnv::FailAfter(Op op, int skip, int count, Status error,

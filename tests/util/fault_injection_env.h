@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <string>
@@ -45,6 +46,12 @@ class FaultInjectionEnv : public EnvWrapper {
   // Every write call (WriteAt, Append, one MultiWrite) first sleeps this
   // long, as a slow device would: writers then find several chunks queued.
   void DelayWrites(int64_t micros) { write_delay_us_ = micros; }
+  // Every write call on a file whose path contains path_substr waits until
+  // ReleaseWrites(): a device that has stopped. Unlike a delay, what queues
+  // up meanwhile does not depend on how fast the writers run (a sanitizer,
+  // a loaded machine), so a test can wait for the queue it needs.
+  void HoldWrites(std::string path_substr);
+  void ReleaseWrites();
 
   // Like a power cut: truncates every file written through this Env to its
   // size at its last successful Sync() (0 if never synced), then deletes the
@@ -77,7 +84,7 @@ class FaultInjectionEnv : public EnvWrapper {
   Status MaybeFail(Op op, const std::string& path);
   void NoteSynced(const std::string& path, uint64_t size);
   void NoteWritten(const std::string& path, uint64_t size);
-  void MaybeDelayWrite();
+  void MaybeDelayWrite(const std::string& path);
 
  private:
   struct Rule {
@@ -92,6 +99,10 @@ class FaultInjectionEnv : public EnvWrapper {
   std::map<Op, int> counts_;
   std::atomic<bool> refuse_direct_{false};
   std::atomic<int64_t> write_delay_us_{0};
+  std::mutex hold_mu_;
+  std::condition_variable hold_cv_;
+  std::string hold_path_;  // non-empty: writes to matching files wait
+  bool holding_ = false;
   void NoteCreated(const std::string& path, bool is_dir);
   void Forget(const std::string& path);
 
