@@ -1,11 +1,11 @@
 // JPEG through TurboJPEG (with DCT-domain scaling), PNG through libspng.
-#include <spng.h>
 #include <turbojpeg.h>
 
 #include <cstring>
 #include <opencv2/imgproc.hpp>
 
 #include "image/cv_call.h"
+#include "image/png.h"
 #include "ssdfeed/image.h"
 
 namespace ssdfeed {
@@ -93,21 +93,11 @@ Status DecodeJpeg(tjhandle tj, std::string_view bytes, bool gray, int min_h, int
   return Status::OK();
 }
 
-struct SpngDeleter {
-  void operator()(spng_ctx* c) const { spng_ctx_free(c); }
-};
-
 Status DecodePng(std::string_view bytes, bool gray, const DecodeLimits& limits, Image* scratch,
                  Image* out) {
-  std::unique_ptr<spng_ctx, SpngDeleter> ctx(spng_ctx_new(0));
-  if (!ctx) return Status::IOError("libspng could not be initialised");
-  // Bounds on dimensions and on ancillary chunk sizes defeat PNG bombs.
-  spng_set_image_limits(ctx.get(), 1u << 24, 1u << 24);
-  spng_set_chunk_limits(ctx.get(), 64u << 20, 64u << 20);
-  spng_set_png_buffer(ctx.get(), bytes.data(), bytes.size());
+  SpngContext ctx;
   spng_ihdr ihdr;
-  if (int e = spng_get_ihdr(ctx.get(), &ihdr); e != 0)
-    return Status::Corruption(std::string("bad PNG header: ") + spng_strerror(e));
+  SSDFEED_RETURN_IF_ERROR(OpenPng(bytes, &ctx, &ihdr));
   if (static_cast<uint64_t>(ihdr.width) * ihdr.height > limits.max_pixels)
     return TooLarge(ihdr.width, ihdr.height, limits.max_pixels);
   size_t size = 0;
@@ -157,6 +147,18 @@ Status EncodeJpeg(const Image& img, int quality, std::string* out) {
   tjFree(buf);
   tjDestroy(tj);
   return s;
+}
+
+Status OpenPng(std::string_view bytes, SpngContext* ctx, spng_ihdr* ihdr) {
+  ctx->reset(spng_ctx_new(0));
+  if (!*ctx) return Status::IOError("libspng could not be initialised");
+  // Bounds on dimensions and on ancillary chunk sizes defeat PNG bombs.
+  spng_set_image_limits(ctx->get(), 1u << 24, 1u << 24);
+  spng_set_chunk_limits(ctx->get(), 64u << 20, 64u << 20);
+  spng_set_png_buffer(ctx->get(), bytes.data(), bytes.size());
+  if (int e = spng_get_ihdr(ctx->get(), ihdr); e != 0)
+    return Status::Corruption(std::string("bad PNG header: ") + spng_strerror(e));
+  return Status::OK();
 }
 
 }  // namespace ssdfeed

@@ -1,21 +1,16 @@
 #include "image/field_prepare.h"
 
-#include <spng.h>
-
 #include <cstring>
 #include <memory>
 
 #include "image/field_geometry.h"
+#include "image/png.h"
 
 namespace ssdfeed {
 
 namespace {
 
 std::string Size(int w, int h) { return std::to_string(w) + "x" + std::to_string(h); }
-
-struct SpngDeleter {
-  void operator()(spng_ctx* c) const { spng_ctx_free(c); }
-};
 
 // Sub-byte samples are packed most significant first, rows byte aligned.
 void UnpackBits(const uint8_t* packed, int h, int w, int depth, uint8_t* out) {
@@ -33,14 +28,9 @@ void UnpackBits(const uint8_t* packed, int h, int w, int depth, uint8_t* out) {
 }  // namespace
 
 Status DecodeMaskPng(std::string_view bytes, const DecodeLimits& limits, MaskPixels* out) {
-  std::unique_ptr<spng_ctx, SpngDeleter> ctx(spng_ctx_new(0));
-  if (!ctx) return Status::IOError("libspng could not be initialised");
-  spng_set_image_limits(ctx.get(), 1u << 24, 1u << 24);
-  spng_set_chunk_limits(ctx.get(), 64u << 20, 64u << 20);
-  spng_set_png_buffer(ctx.get(), bytes.data(), bytes.size());
+  SpngContext ctx;
   spng_ihdr ihdr;
-  if (int e = spng_get_ihdr(ctx.get(), &ihdr); e != 0)
-    return Status::Corruption(std::string("bad PNG header: ") + spng_strerror(e));
+  SSDFEED_RETURN_IF_ERROR(OpenPng(bytes, &ctx, &ihdr));
   if (ihdr.color_type != SPNG_COLOR_TYPE_GRAYSCALE && ihdr.color_type != SPNG_COLOR_TYPE_INDEXED)
     return Status::InvalidArgument(
         "a mask must be a grey or palette PNG of class ids, this one has colour type " +
