@@ -148,15 +148,6 @@ std::string Num(size_t v, int width) {
   return buf;
 }
 
-Status WriteFile(Env* env, const std::string& path, const std::string& data) {
-  WritableFileOptions wo;
-  wo.truncate = true;
-  wo.mode = 0644;
-  SSDFEED_ASSIGN_OR_RETURN(auto f, env->NewWritableFile(path, wo));
-  SSDFEED_RETURN_IF_ERROR(f->Append(data.data(), data.size()));
-  return f->Close();
-}
-
 // libarchive's output goes to an Env file; a failed append is kept to be
 // reported instead of libarchive's generic message.
 struct TarOutput {
@@ -173,6 +164,15 @@ la_ssize_t WriteTarBytes(archive* a, void* user, const void* data, size_t n) {
 }
 
 }  // namespace
+
+Status WriteDatasetFile(Env* env, const std::string& path, const std::string& data) {
+  WritableFileOptions wo;
+  wo.truncate = true;
+  wo.mode = 0644;
+  SSDFEED_ASSIGN_OR_RETURN(auto f, env->NewWritableFile(path, wo));
+  SSDFEED_RETURN_IF_ERROR(f->Append(data.data(), data.size()));
+  return f->Close();
+}
 
 Status WriteTarMembers(Env* env, const std::string& path,
                        const std::vector<std::pair<std::string, std::string>>& members) {
@@ -229,8 +229,8 @@ Status WriteChunk(const MakeDatasetOptions& o, Env* env, size_t first, size_t sh
     for (size_t k = 0; k < items.size(); ++k) {
       std::string cdir = JoinPath(o.dir, "class_" + Num(items[k].label, 4));
       SSDFEED_RETURN_IF_ERROR(env->CreateDir(cdir, 0755));
-      SSDFEED_RETURN_IF_ERROR(
-          WriteFile(env, JoinPath(cdir, "img_" + Num(first + k, 8) + ".jpg"), items[k].bytes));
+      SSDFEED_RETURN_IF_ERROR(WriteDatasetFile(
+          env, JoinPath(cdir, "img_" + Num(first + k, 8) + ".jpg"), items[k].bytes));
     }
     return Status::OK();
   }

@@ -209,15 +209,6 @@ Result<std::vector<SceneFiles>> MakeScenes(const MakeDatasetOptions& o, Env* env
   return out;
 }
 
-Status WriteBytes(Env* env, const std::string& path, const std::string& data) {
-  WritableFileOptions wo;
-  wo.truncate = true;
-  wo.mode = 0644;
-  SSDFEED_ASSIGN_OR_RETURN(auto f, env->NewWritableFile(path, wo));
-  SSDFEED_RETURN_IF_ERROR(f->Append(data.data(), data.size()));
-  return f->Close();
-}
-
 nlohmann::json SceneMeta(size_t i, const SceneFiles& f) {
   nlohmann::json classes = nlohmann::json::array();
   for (const auto& ob : f.objects) classes.push_back(ob.cls);
@@ -265,10 +256,10 @@ Status WriteChunk(const MakeDatasetOptions& o, Env* env, size_t first, size_t sh
   std::string img_dir = JoinPath(o.dir, o.format == "voc" ? "JPEGImages" : "images");
   for (size_t k = 0; k < items.size(); ++k) {
     std::string key = Name(first + k);
-    SSDFEED_RETURN_IF_ERROR(WriteBytes(env, JoinPath(img_dir, key + ".jpg"), items[k].jpg));
+    SSDFEED_RETURN_IF_ERROR(WriteDatasetFile(env, JoinPath(img_dir, key + ".jpg"), items[k].jpg));
     if (o.format == "voc")
-      SSDFEED_RETURN_IF_ERROR(
-          WriteBytes(env, JoinPath(o.dir, "SegmentationClass/" + key + ".png"), items[k].png));
+      SSDFEED_RETURN_IF_ERROR(WriteDatasetFile(
+          env, JoinPath(o.dir, "SegmentationClass/" + key + ".png"), items[k].png));
     else
       AddCoco(first + k, items[k], images, anns);
   }
@@ -284,7 +275,7 @@ Status WriteCocoJson(const MakeDatasetOptions& o, Env* env, nlohmann::json image
                         {"images", std::move(images)},
                         {"annotations", std::move(anns)},
                         {"categories", std::move(cats)}};
-  return WriteBytes(env, JoinPath(o.dir, "annotations.json"), doc.dump());
+  return WriteDatasetFile(env, JoinPath(o.dir, "annotations.json"), doc.dump());
 }
 
 std::string SceneUri(const MakeDatasetOptions& o, size_t shards) {

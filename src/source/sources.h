@@ -26,6 +26,9 @@ Result<std::unique_ptr<Source>> OpenCocoSource(const std::string& uri, const std
 Result<std::unique_ptr<Source>> OpenS3Source(const std::string& uri, const std::string& location,
                                              const std::string& layout, const SourceOptions& opts);
 
+// Writes a dataset file (0644, replacing what is there): make-dataset's files.
+Status WriteDatasetFile(Env* env, const std::string& path, const std::string& data);
+
 // Writes a tar of these members (name, bytes), in order, reproducibly.
 Status WriteTarMembers(Env* env, const std::string& path,
                        const std::vector<std::pair<std::string, std::string>>& members);
