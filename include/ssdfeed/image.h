@@ -27,6 +27,11 @@ struct Image {
   }
 };
 
+// How a cache record stores the prepared pixels (docs/cache-format.md,
+// "Codecs"): raw as they are; zstd lossless (served bytes equal raw's);
+// jpeg re-encoded at PrepareSpec::quality (served pixels are its decode).
+enum class RecordCodec : uint8_t { kRaw = 0, kZstd = 1, kJpeg = 2 };
+
 // The deterministic preparation. Every field's default is "off".
 struct PrepareSpec {
   // Resize so the shorter side is this many pixels, aspect kept. 0: off.
@@ -42,6 +47,11 @@ struct PrepareSpec {
   int crop_w = 0;
   // Decode to one gray channel instead of RGB. Default false.
   bool gray = false;
+  // How records store the pixels. Default kRaw (the spec's Canonical() text
+  // is then what it was before codecs, so raw entries keep their names).
+  RecordCodec codec = RecordCodec::kRaw;
+  // kJpeg's quality, 1-100. Ignored by the other codecs. Default 90.
+  int quality = 90;
 
   int channels() const { return gray ? 1 : 3; }
   Status Validate() const;
