@@ -3,8 +3,18 @@
 #include "cache/capacity.h"
 #include "cache/field_section.h"
 #include "image/field_prepare.h"
+#include "ssdfeed/enum_names.h"
+#include "ssdfeed/loader.h"
 
 namespace ssdfeed {
+
+Status CheckFieldsOnly(const std::vector<EncodedField>& fields) {
+  for (const EncodedField& f : fields)
+    if (f.kind == FieldKind::kMask || f.kind == FieldKind::kBoxes)
+      return Status::InvalidArgument("field '" + f.name + "' (" + EnumName(f.kind) +
+                                     ") follows an image, and this source has none");
+  return Status::OK();
+}
 
 SampleFetcher::SampleFetcher(const Source* source, PrepareSpec spec, CacheEntry* cache,
                              double claim_wait_s, StatsPublisher* stats, bool time_stages, Env* env)
@@ -12,6 +22,7 @@ SampleFetcher::SampleFetcher(const Source* source, PrepareSpec spec, CacheEntry*
       source_(source),
       spec_(spec),
       cache_(cache),
+      image_less_(source != nullptr && IsImageLess(*source)),
       claim_wait_s_(claim_wait_s),
       own_stats_(stats == nullptr ? StatsPublisher::InMemory() : nullptr),
       stats_(stats == nullptr ? own_stats_.get() : stats),
@@ -172,7 +183,14 @@ Status SampleFetcher::FromOrigin(uint64_t id, FetchScratch* s, CachedSample* out
   uint64_t origin_bytes = s->encoded.bytes.size();
   for (const EncodedField& f : s->encoded.fields) origin_bytes += f.bytes.size();
   stats_->Add(Ctr::kOriginBytes, origin_bytes);
-  Status st = s->decoder.DecodeAndPrepare(s->encoded.bytes, spec_, &s->image, &s->geometry);
+  Status st = Status::OK();
+  if (image_less_) {
+    s->image.Reset(0, 0, 0);
+    s->geometry = kFieldsOnlyGeometry;
+    st = CheckFieldsOnly(s->encoded.fields);
+  } else {
+    st = s->decoder.DecodeAndPrepare(s->encoded.bytes, spec_, &s->image, &s->geometry);
+  }
   if (st.ok()) st = PrepareFieldsOf(s, out);
   if (time_stages_) stats_->Observe(Hist::kPrepare, Seconds() - t1);
   if (!st.ok()) {
@@ -180,7 +198,8 @@ Status SampleFetcher::FromOrigin(uint64_t id, FetchScratch* s, CachedSample* out
     return st.WithContext(source_->Describe(id));
   }
   stats_->Add(Ctr::kPrepared);
-  out->pixels = s->image.pixels.data();
+  static const uint8_t kNoPixels = 0;  // never read: 0 bytes, but never null for memcpy
+  out->pixels = image_less_ ? &kNoPixels : s->image.pixels.data();
   out->height = s->image.height;
   out->width = s->image.width;
   out->channels = s->image.channels;
