@@ -107,6 +107,17 @@ bool RaiseStashed(const Status& s) {
 
 namespace {
 
+// A thread that takes the GIL while the interpreter finalizes is ended
+// where it stands (no unwinding a C++ worker survives); loaders are stopped
+// at exit (ssdfeed._item_loader), this catches a stray late read.
+bool Finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing() != 0;
+#else
+  return _Py_IsFinalizing() != 0;
+#endif
+}
+
 // A source whose item i is what compute(i) returns: [(name, kind, payload)],
 // kind a FieldKind (5 array: payload .npy bytes; 6 bytes: as they are).
 // Image-less: the fetcher stores and serves its fields only.
@@ -144,7 +155,8 @@ class ItemSource final : public Source {
   Status Read(size_t id, EncodedSample* out) const override {
     if (!has_compute())
       return Status::NotFound(Tag(uri_, id) + " not cached, and this entry computes nothing");
-    if (!nb::is_alive()) return Status::Aborted(Tag(uri_, id) + " Python is shutting down");
+    if (!nb::is_alive() || Finalizing())
+      return Status::Aborted(Tag(uri_, id) + " Python is shutting down");
     nb::gil_scoped_acquire gil;
     out->bytes.clear();
     out->label = -1;

@@ -19,11 +19,31 @@ gives arrays (as DataLoader's default collate: ints int64, floats float64).
 
 from __future__ import annotations
 
+import atexit
+import weakref
 from typing import Any, Callable, Dict, Optional
 
 import numpy as np
 
 from ssdfeed import _ssdfeed
+
+# Loaders whose C++ workers may call into Python: stopped before the
+# interpreter finalizes, when a worker could no longer take the GIL.
+_live = weakref.WeakSet()
+
+
+def track(loader) -> None:
+    _live.add(loader)
+
+
+@atexit.register
+def _stop_live_loaders() -> None:
+    for loader in list(_live):
+        try:
+            loader.close()
+        except Exception:  # noqa: BLE001 (exiting: nothing to report to)
+            pass
+
 
 def is_cached_dataset(x) -> bool:
     """True for what ``ssdfeed.cache()`` returns."""

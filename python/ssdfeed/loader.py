@@ -361,6 +361,8 @@ class Loader:
         self._dtype, self._layout = dtype, layout
         self._impl = _ssdfeed.NativeLoader.open(o)
         self._fields = {name: kind for name, kind, _ in self._impl.fields()}
+        if self._items is not None:
+            _item_loader.track(self)
         self._epoch_chosen = False  # set_epoch / load_state_dict since the last pass began
         self._unfinished = False    # a pass was left before its end
         self._cache_logged = False

@@ -383,3 +383,25 @@ def test_cli_verify_repair_ls_export_import_rm_an_items_entry(tmp_path):
     r = run("cache", "rm", name)
     assert r.returncode == 0, r.stderr
     assert json.loads(run("cache", "ls", "--json").stdout) == []
+
+
+def test_exiting_mid_epoch_with_workers_computing_is_clean(tmp_path):
+    """Workers still computing (under the GIL) when the script ends: stopped
+    at exit, before the interpreter finalizes (a worker taking the GIL then
+    would end the process with an abort)."""
+    script = tmp_path / "s.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        import ssdfeed
+        from test_items_entry import Cached
+        loader = ssdfeed.Loader(Cached({str(tmp_path / "cache")!r}, n=500), batch_size=4,
+                                workers=4, prefetch=8)
+        batch = next(iter(loader))
+        print(batch["label"].tolist())
+    """))
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[0, 1, 2, 3]"
+    assert "leaked" not in r.stderr
