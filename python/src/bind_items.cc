@@ -281,7 +281,7 @@ class ItemEntry {
 
   ~ItemEntry() {
     if (state_ && state_->pid != getpid()) {
-      (void)state_.release();  // the parent's: nothing of it is ours to release
+      Abandon();  // the parent's: nothing of it is ours to release
       return;
     }
     nb::gil_scoped_release nogil;  // Sync may wait on the device
@@ -289,7 +289,8 @@ class ItemEntry {
   }
 
   nb::object Get(uint64_t i) {
-    ItemState& s = State(i);
+    std::shared_ptr<ItemState> sp = State(i, true);
+    ItemState& s = *sp;
     if (!source_->has_compute()) {
       nb::object r = Lookup(i);
       if (r.is_none())
@@ -305,7 +306,7 @@ class ItemEntry {
     }
     if (!st.ok()) {
       s.Give(std::move(scratch));
-      return Failed(i, st);
+      return Failed(s, i, st);
     }
     nb::list out = FieldsToList(cs, source_->Describe(i));
     s.Give(std::move(scratch));
@@ -313,7 +314,8 @@ class ItemEntry {
   }
 
   nb::object Lookup(uint64_t i) {
-    ItemState& s = State(i);
+    std::shared_ptr<ItemState> sp = State(i, true);
+    ItemState& s = *sp;
     std::string buf;
     CachedSample cs;
     Status st;
@@ -338,7 +340,8 @@ class ItemEntry {
   }
 
   bool Put(uint64_t i, nb::handle fields) {
-    ItemState& s = State(i);
+    std::shared_ptr<ItemState> sp = State(i, true);
+    ItemState& s = *sp;
     EncodedSample enc;
     ThrowIfError(source_->ToFields(i, fields, &enc.fields));
     Status st;
@@ -352,7 +355,8 @@ class ItemEntry {
   }
 
   uint64_t Present() {
-    ItemState& s = State(0);
+    std::shared_ptr<ItemState> sp = State();
+    ItemState& s = *sp;
     nb::gil_scoped_release nogil;
     s.cache->Refresh().IgnoreError();
     return s.cache->samples_present();
@@ -363,7 +367,8 @@ class ItemEntry {
   std::string fingerprint() const { return key_.fingerprint(); }
 
   nb::dict Stats() {
-    ItemState& s = State(0);
+    std::shared_ptr<ItemState> sp = State();
+    ItemState& s = *sp;
     s.fetcher->SyncCacheCounters();
     StatsSnapshot snap = s.fetcher->stats().Snapshot();
     nb::dict d;
@@ -385,16 +390,21 @@ class ItemEntry {
   void Close() {
     if (!state_) return;
     if (state_->pid != getpid()) {
-      (void)state_.release();
+      Abandon();
       return;
     }
+    // A get still running on another thread holds its own reference: the
+    // entry closes when that one returns.
     nb::gil_scoped_release nogil;
     state_.reset();
   }
 
  private:
+  // Keeps a forked parent's state from ever being released here.
+  void Abandon() { (void)new std::shared_ptr<ItemState>(std::move(state_)); }
+
   void Open() {
-    auto st = std::make_unique<ItemState>();
+    auto st = std::make_shared<ItemState>();
     st->pid = getpid();
     Result<std::unique_ptr<CacheEntry>> entry = Status::Aborted("unset");
     {
@@ -411,18 +421,19 @@ class ItemEntry {
     state_ = std::move(st);
   }
 
-  // This process's state (opened anew after a fork), with i checked.
-  ItemState& State(uint64_t i) {
+  // This process's state (opened anew after a fork), with i checked; the
+  // caller's reference keeps it open through a concurrent close().
+  std::shared_ptr<ItemState> State(uint64_t i = 0, bool check_index = false) {
     if (closed()) throw nb::value_error("ItemEntry is closed");
-    if (i >= source_->size())
+    if (check_index && i >= source_->size())
       throw nb::index_error(("item " + std::to_string(i) + " of an entry of " +
                              std::to_string(source_->size()) + " items")
                                 .c_str());
     if (state_->pid != getpid()) {
-      (void)state_.release();  // the parent's slot, claims and files stay its own
+      Abandon();  // the parent's slot, claims and files stay its own
       Open();
     }
-    return *state_;
+    return state_;
   }
   bool closed() const { return !state_; }
 
@@ -447,10 +458,10 @@ class ItemEntry {
 
   // get's failure: skipped (None) under on_error=skip, else raised (as the
   // exception compute raised, when it did).
-  nb::object Failed(uint64_t i, const Status& st) {
+  nb::object Failed(ItemState& s, uint64_t i, const Status& st) {
     if (!skip_) ThrowIfError(st);
     DropStashed(Tag(source_->uri(), i));
-    state_->fetcher->stats().Add(Ctr::kSkipped);
+    s.fetcher->stats().Add(Ctr::kSkipped);
     std::lock_guard<std::mutex> l(skip_mu_);
     skipped_.push_back(st.message());
     return nb::none();
@@ -460,7 +471,7 @@ class ItemEntry {
   std::shared_ptr<ItemSource> source_;
   EntryKey key_;
   bool skip_ = false;
-  std::unique_ptr<ItemState> state_;
+  std::shared_ptr<ItemState> state_;
   std::mutex skip_mu_;
   std::vector<std::string> skipped_;  // why each skipped item failed
 };

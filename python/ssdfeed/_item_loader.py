@@ -50,11 +50,19 @@ def is_cached_dataset(x) -> bool:
     return hasattr(x, "_compute_fields") and hasattr(x, "_uri") and hasattr(x, "_identity")
 
 
-def _first_fields(cached) -> list:
-    """Item 0's fields: from the entry (stored there if missing), else computed."""
-    if cached._cache_root:
-        return cached._open_entry().get(0)
-    return cached._compute_fields(0)
+def _first_fields(cached, skip: bool = False) -> list:
+    """The first item's fields (item 0's, or with skip the first that
+    computes): from the entry (stored there if missing), else computed."""
+    tries = min(len(cached), 256) if skip else 1
+    for i in range(tries):
+        try:
+            if cached._cache_root:
+                return cached._open_entry().get(i)
+            return cached._compute_fields(i)
+        except Exception:  # noqa: BLE001 (on_error="skip": the next item gives the structure)
+            if i + 1 == tries:
+                raise
+    raise AssertionError("unreachable")
 
 
 def refuse_image_options(given: Dict[str, Any]) -> None:
@@ -73,7 +81,7 @@ def fill_options(o, cached, cache, cache_capacity: Optional[int], on_error: str)
 
     if not len(cached):
         raise ValueError(f"{cached._uri} has no items")
-    first = _first_fields(cached)
+    first = _first_fields(cached, on_error == "skip")
     _items.tree_of(first)  # a clear error for a non-item dataset
     fields = [(f[0], int(f[1])) for f in first]
     o.source = cached._uri
@@ -91,10 +99,10 @@ def fill_options(o, cached, cache, cache_capacity: Optional[int], on_error: str)
 class ItemBatches:
     """Turns the native loader's batch dicts into the items' structure."""
 
-    def __init__(self, cached, tensors: bool = False):
+    def __init__(self, cached, tensors: bool = False, skip: bool = False):
         from ssdfeed import _items
 
-        fields = _first_fields(cached)
+        fields = _first_fields(cached, skip)
         self._tree = _items.tree_of(fields)
         self._tree_bytes = bytes(_tree_field(fields))
         self._nodes = _items.leaf_nodes(self._tree)

@@ -301,7 +301,7 @@ class Loader:
             if cache_capacity is not None:
                 _int("cache_capacity", cache_capacity, 1)
             _item_loader.fill_options(o, source, cache, cache_capacity, _spelling(on_error))
-            self._items = _item_loader.ItemBatches(source)
+            self._items = _item_loader.ItemBatches(source, skip=_spelling(on_error) == "skip")
         else:
             _fill_source_side(o, source, cache, prepare, on_error, image_key, label_key, fields)
             o.cache.capacity_bytes = 0 if cache_capacity is None else _int("cache_capacity",

@@ -138,6 +138,22 @@ def test_lookup_put_and_a_missing_item_without_compute(tmp_path):
         e.put(5, [("a", 9, b"")])
 
 
+def test_close_during_a_get_lets_that_get_finish(tmp_path):
+    """close() from compute (as from another thread while a get runs): the
+    running get keeps the entry open until it returns; later calls raise."""
+    holder = {}
+
+    def compute(i):
+        holder["e"].close()
+        return fields(i)
+
+    holder["e"] = e = entry(tmp_path / "cache", compute)
+    assert_item_equal(_items.decode(e.get(2)), item(2))
+    with pytest.raises(ValueError, match="closed"):
+        e.get(2)
+    assert entry(tmp_path / "cache", None).lookup(2) is not None, "stored before it closed"
+
+
 def test_two_processes_fill_concurrently_computing_each_item_about_once(tmp_path):
     log = tmp_path / "log"
     a, b = child(tmp_path, "slow", log), child(tmp_path, "reverse", log)
@@ -321,6 +337,10 @@ def test_fast_path_errors_skip_and_torch(tmp_path):
     labels = [g["label"] for g in collect(skipped)]
     assert 6 not in labels and len(labels) == 20
     assert skipped.stats()["skipped"] >= 1
+    first_bad = Cached(tmp_path / "cache3", fail={0})
+    labels = [g["label"] for g in collect(ssdfeed.Loader(first_bad, batch_size=4,
+                                                         on_error="skip"))]
+    assert 0 not in labels and len(labels) == 20, "item 1 gives the structure"
 
     torch = pytest.importorskip("torch")
     import ssdfeed.torch as st
