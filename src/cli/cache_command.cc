@@ -101,15 +101,6 @@ int VerifyOne(const CacheOptions& o, const EntryInfo& info, bool repair, bool co
   PrepareSpec spec;
   SourceOptions so;
   Status ps = ParsePrepareJson(key.prepare_json, &spec, &so);
-  // ssdfeed.cache / ssdfeed.tf.cache entries: the origin is a Python object
-  // that only its program can call; its key and code identify it.
-  if (key.source_uri.rfind("python:", 0) == 0 || key.source_uri.rfind("tf:", 0) == 0) {
-    (*out)["source"] = "not checked (a Python dataset)";
-    if (repair && r.corrupt > 0)
-      return Fail(info.name + ": cannot repair a Python dataset's records here; reading them " +
-                  "computes them again");
-    return 0;
-  }
   auto src = ps.ok() ? OpenSource(key.source_uri, so) : Result<std::unique_ptr<Source>>(ps);
   std::string source_state = !src.ok() ? "unreadable: " + src.status().message()
                              : (*src)->identity() != key.source_identity
