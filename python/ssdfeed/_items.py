@@ -88,6 +88,10 @@ def _is_pil_image(x) -> bool:
     return isinstance(x, sys.modules["PIL.Image"].Image)
 
 
+class UnsupportedItemError(TypeError):
+    """A value ssdfeed.cache cannot store; the message names its place."""
+
+
 class _Encoder:
     def __init__(self) -> None:
         self.leaves: List[Tuple[str, int, bytes]] = []
@@ -102,7 +106,7 @@ class _Encoder:
     def array_leaf(self, arr: np.ndarray, tag: str, where: str, **extra) -> dict:
         dt = arr.dtype
         if dt.hasobject:
-            raise TypeError(f"{where}: array of dtype {dt} (object arrays are not supported)")
+            raise UnsupportedItemError(f"{where}: array of dtype {dt} (object arrays are not supported)")
         if dt.fields is not None or dt.subdtype is not None:
             # Structured (or sub-array) dtypes travel as opaque records; the
             # tree keeps the dtype.
@@ -149,13 +153,13 @@ class _Encoder:
             return {"d" if t is dict else "od": items}
         if isinstance(x, tuple) and hasattr(t, "_fields"):
             return self.namedtuple(x, where)
-        raise TypeError(f"{where}: {_type_name(x)} is not supported by ssdfeed.cache")
+        raise UnsupportedItemError(f"{where}: {_type_name(x)} is not supported by ssdfeed.cache")
 
     def namedtuple(self, x, where: str) -> dict:
         t = type(x)
         path = f"{t.__module__}:{t.__qualname__}"
         if _resolve(path) is not t:
-            raise TypeError(
+            raise UnsupportedItemError(
                 f"{where}: namedtuple {t.__qualname__} cannot be imported as {path} "
                 "(define it at module level so that it can be rebuilt)"
             )
@@ -165,11 +169,11 @@ class _Encoder:
         import torch
 
         if type(x) is not torch.Tensor and type(x) is not torch.nn.Parameter:
-            raise TypeError(f"{where}: {_type_name(x)} is not supported by ssdfeed.cache")
+            raise UnsupportedItemError(f"{where}: {_type_name(x)} is not supported by ssdfeed.cache")
         if x.device.type != "cpu":
-            raise TypeError(f"{where}: torch tensor on {x.device} (only CPU tensors can be cached)")
+            raise UnsupportedItemError(f"{where}: torch tensor on {x.device} (only CPU tensors can be cached)")
         if x.layout != torch.strided or x.is_quantized:
-            raise TypeError(f"{where}: torch tensor with layout {x.layout} is not supported")
+            raise UnsupportedItemError(f"{where}: torch tensor with layout {x.layout} is not supported")
         x = x.detach().resolve_conj().resolve_neg()
         extra = {}
         try:
@@ -179,7 +183,7 @@ class _Encoder:
             size = x.element_size()
             as_int = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}.get(size)
             if as_int is None:
-                raise TypeError(f"{where}: torch tensor of dtype {x.dtype} is not supported")
+                raise UnsupportedItemError(f"{where}: torch tensor of dtype {x.dtype} is not supported")
             arr = x.contiguous().view(as_int).numpy()
         return self.array_leaf(arr, "pt", where, **extra)
 
@@ -268,7 +272,7 @@ def _key(k, where: str):
         return {"b": base64.b64encode(k).decode()}
     if t is tuple:
         return {"T": [_key(e, where) for e in k]}
-    raise TypeError(f"{where}: dict key {k!r} of type {_type_name(k)} is not supported")
+    raise UnsupportedItemError(f"{where}: dict key {k!r} of type {_type_name(k)} is not supported")
 
 
 def _show_key(k) -> str:
@@ -321,8 +325,22 @@ def _field_value(field) -> Tuple[str, Any]:
     name, kind, dtype, shape, data = field
     if kind == KIND_BYTES:
         return name, bytes(data)
-    arr = np.frombuffer(bytearray(data), dtype=np.dtype(dtype))
-    return name, arr.reshape(tuple(shape))
+    return name, _RawArray(dtype, shape, data)
+
+
+class _RawArray:
+    """An array field as ItemEntry.get gives it, converted when its leaf's
+    type is known: a PIL image is built from the bytes as they are (one
+    copy less than through a numpy array)."""
+
+    __slots__ = ("dtype", "shape", "data")
+
+    def __init__(self, dtype, shape, data):
+        self.dtype, self.shape, self.data = np.dtype(dtype), tuple(shape), data
+
+    def array(self) -> np.ndarray:
+        # bytearray: a private, writable copy (users write into items).
+        return np.frombuffer(bytearray(self.data), dtype=self.dtype).reshape(self.shape)
 
 
 def tree_of(fields: Sequence) -> Any:
@@ -420,6 +438,8 @@ def _leaf_value(node: dict, value):
         return value
     if tag == "bytearray":
         return bytearray(value)
+    if isinstance(value, _RawArray) and tag in ("int", "float", "bool", "complex"):
+        value = np.frombuffer(value.data, dtype=value.dtype)[0]
     if tag == "int":
         return int(value)
     if tag == "float":
@@ -430,6 +450,8 @@ def _leaf_value(node: dict, value):
         return complex(value)
     if tag == "pil":
         return _pil_value(node, value)
+    if isinstance(value, _RawArray):
+        value = value.array()
     arr = _restore_array(node, value)
     if tag == "np":
         return arr[()]
@@ -461,9 +483,9 @@ def _pil_value(node: dict, value):
     from PIL import Image
 
     mode = node["m"]
-    if isinstance(value, np.ndarray):
+    if isinstance(value, (np.ndarray, _RawArray)):
         size = (value.shape[1], value.shape[0])
-        data = value.tobytes()
+        data = value.data if isinstance(value, _RawArray) else value.tobytes()
     else:
         size = tuple(node["s"])
         data = value
