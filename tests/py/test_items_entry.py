@@ -425,3 +425,50 @@ def test_exiting_mid_epoch_with_workers_computing_is_clean(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[0, 1, 2, 3]"
     assert "leaked" not in r.stderr
+
+
+class TorchItems:
+    """A user's map-style dataset of fixed-structure items."""
+
+    def __len__(self):
+        return 18
+
+    def __getitem__(self, i):
+        import torch
+
+        return (torch.arange(12, dtype=torch.float32).reshape(3, 4) * i, i, i / 7,
+                f"name {i}", {"a": np.full(2, i, np.int32), "flag": bool(i % 2)})
+
+
+def test_torch_fast_path_batches_equal_dataloaders_default_collate(tmp_path):
+    torch = pytest.importorskip("torch")
+    if not hasattr(ssdfeed, "cache"):
+        pytest.skip("ssdfeed.cache() is not in this build")
+    import ssdfeed.torch as st
+
+    cached = ssdfeed.cache(TorchItems(), key="torch-items", cache=str(tmp_path / "c"))
+    ours = list(st.Loader(cached, batch_size=4, shuffle=False, num_workers=2))
+    theirs = list(torch.utils.data.DataLoader(TorchItems(), batch_size=4))
+    assert len(ours) == len(theirs) == 5
+
+    def same(a, b):
+        # DataLoader gives a batch of str as a tuple or a list depending on
+        # where it sits; ours are lists.
+        seq = (list, tuple)
+        assert type(a) is type(b) or isinstance(a, seq) and isinstance(b, seq), (a, b)
+        if isinstance(a, torch.Tensor):
+            assert a.dtype == b.dtype and torch.equal(a, b)
+        elif isinstance(a, (list, tuple)):
+            assert len(a) == len(b)
+            for x, y in zip(a, b):
+                same(x, y)
+        elif isinstance(a, dict):
+            assert a.keys() == b.keys()
+            for k in a:
+                same(a[k], b[k])
+        else:
+            assert a == b
+
+    for a, b in zip(ours, theirs):
+        assert isinstance(a, tuple), "the item's own container type"
+        same(a, b)
