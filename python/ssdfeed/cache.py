@@ -198,6 +198,19 @@ class CachedDataset:
         """How many items the entry holds."""
         return self._open_entry().present() if self._cache_root else 0
 
+    def close(self) -> None:
+        """Lets go of this process's entry (``ssdfeed cache rm`` refuses an
+        entry in use); a later ``cached[i]`` opens it again."""
+        if self._entry is not None and self._pid == os.getpid():
+            self._entry.close()
+        self._entry = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def warm(self, workers: int = 1, *, progress: bool = True) -> dict:
         """Fills the entry with ``workers`` processes (fork where the platform
         has it); shows a progress bar on stderr. Ctrl-C stops the workers,

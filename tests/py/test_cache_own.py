@@ -294,8 +294,11 @@ def test_cache_ls_verify_rm_see_the_entry(tmp_path, counter):
     ls = cli("cache", "ls", "--cache", root, "--json")
     assert ls.returncode == 0, ls.stderr
     assert "python:cache_own_data.MixedDataset" in ls.stdout
-    entry = json.loads(ls.stdout.strip().splitlines()[0])
-    name = entry.get("entry") or entry.get("name") or entry.get("id")
+    [entry] = json.loads(ls.stdout)
+    assert entry["source"] == "python:cache_own_data.MixedDataset"
+    assert entry["samples_present"] == entry["samples_total"] == data.N
+    name = entry["entry"]
+    cached.close()  # rm refuses an entry in use
     v = cli("cache", "verify", "--cache", root)
     assert v.returncode == 0, v.stderr
     r = cli("cache", "rm", "--cache", root, name)
