@@ -2,9 +2,10 @@
 """The PyTorch ImageNet recipe with and without ssdfeed.cache, in one run.
 
 The recipe: an ImageFolder whose transform decodes and resizes
-(``Resize(256)``), then per epoch a random crop (``RandomResizedCrop(224)``
-with --crop rrc, ``RandomCrop(224)`` with --crop random) and a horizontal
-flip, ``ToTensor``, and a DataLoader with 2 workers, batch 64, shuffled.
+(``Resize(256)``), then per epoch a random crop (``RandomCrop(224)``, or
+``RandomResizedCrop(224)`` with --crop rrc) and a horizontal flip,
+``ToTensor`` (or ``PILToTensor`` with --tensor uint8, the float scaling then
+done on the GPU), and a DataLoader with 2 workers, batch 64, shuffled.
 Cached, the one line ``ssdfeed.cache(ImageFolder(root, transform=Resize(256)))``
 stores the resized PIL images; the random crop, flip and ToTensor stay after
 the cache (a different crop every epoch).
@@ -132,19 +133,26 @@ def pil_flip(img):
 
 
 def pil_to_tensor(img):
-    return torch.from_numpy(np.asarray(img).copy()).permute(2, 0, 1).float().div_(255)
+    """transforms.ToTensor: float32 CHW in [0, 1]."""
+    return torch.from_numpy(np.asarray(img).copy()).permute(2, 0, 1).contiguous().float().div_(255)
 
 
-def recipe(crop):
+def pil_to_uint8_tensor(img):
+    """transforms.PILToTensor: uint8 CHW (scaled to float on the GPU)."""
+    return torch.from_numpy(np.asarray(img).copy()).permute(2, 0, 1)
+
+
+def recipe(crop, tensor):
     """(ImageFolder class, Resize(256), the after-cache transform, what)."""
     tv = _torchvision()
     if tv is not None:
         datasets, T = tv
         after = T.Compose([T.RandomResizedCrop(224) if crop == "rrc" else T.RandomCrop(224),
-                           T.RandomHorizontalFlip(), T.ToTensor()])
+                           T.RandomHorizontalFlip(),
+                           T.ToTensor() if tensor == "float" else T.PILToTensor()])
         return datasets.ImageFolder, T.Resize(256), after, "torchvision"
     steps = [PilRandomResizedCrop(224) if crop == "rrc" else PilRandomCrop(224), pil_flip,
-             pil_to_tensor]
+             pil_to_tensor if tensor == "float" else pil_to_uint8_tensor]
 
     def after(img):
         for s in steps:
@@ -191,7 +199,10 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--crop", choices=["rrc", "random"], default="rrc")
+    ap.add_argument("--crop", choices=["random", "rrc"], default="random",
+                    help="random: RandomCrop(224) (default); rrc: RandomResizedCrop(224)")
+    ap.add_argument("--tensor", choices=["float", "uint8"], default="float",
+                    help="float: ToTensor (default); uint8: PILToTensor, scaled on the GPU")
     ap.add_argument("--dir", default=None, help="work directory (default: a temporary one)")
     a = ap.parse_args()
 
@@ -200,7 +211,7 @@ def main():
     if not os.path.isdir(data_dir):
         ssdfeed.make_dataset(data_dir, format="folder", count=a.count, classes=a.classes, seed=1,
                              min_side=375, max_side=500)
-    folder, resize, after, what = recipe(a.crop)
+    folder, resize, after, what = recipe(a.crop, a.tensor)
     plain = Augmented(folder(data_dir, transform=resize), after)
     cached_base = ssdfeed.cache(folder(data_dir, transform=resize), cache=cache_dir)
     cached = Augmented(cached_base, after)  # the one-line change is cached_base
@@ -209,7 +220,8 @@ def main():
     fill = cached_base.warm(workers=a.workers, progress=False)
     fill_s = time.perf_counter() - t0
     print(f"recipe: {what}; {len(plain)} JPEGs (sides 375..500), Resize(256) cached, "
-          f"{'RandomResizedCrop' if a.crop == 'rrc' else 'RandomCrop'}(224)+flip+ToTensor after, "
+          f"{'RandomResizedCrop' if a.crop == 'rrc' else 'RandomCrop'}(224)+flip+"
+          f"{'ToTensor' if a.tensor == 'float' else 'PILToTensor'} after, "
           f"DataLoader workers={a.workers} batch={a.batch} shuffle")
     print(f"fill: {fill['computed']} items in {fill_s:.1f} s ({fill['computed'] / fill_s:.0f}/s), "
           f"{fill['present']}/{fill['items']} present")

@@ -69,7 +69,8 @@ def _npy(arr: np.ndarray) -> bytes:
     # The data starts on a 64-byte boundary, as np.save writes it.
     pad = 64 - (10 + len(header) + 1) % 64
     header = header + " " * (pad % 64) + "\n"
-    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode("latin1") + arr.tobytes()
+    head = b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode("latin1")
+    return head + arr.tobytes()
 
 
 def _c_order(arr: np.ndarray) -> np.ndarray:
@@ -106,7 +107,8 @@ class _Encoder:
     def array_leaf(self, arr: np.ndarray, tag: str, where: str, **extra) -> dict:
         dt = arr.dtype
         if dt.hasobject:
-            raise UnsupportedItemError(f"{where}: array of dtype {dt} (object arrays are not supported)")
+            raise UnsupportedItemError(
+                f"{where}: array of dtype {dt} (object arrays are not supported)")
         if dt.fields is not None or dt.subdtype is not None:
             # Structured (or sub-array) dtypes travel as opaque records; the
             # tree keeps the dtype.
@@ -149,11 +151,13 @@ class _Encoder:
         if t is list:
             return {"l": [self.node(v, f"{where}[{i}]") for i, v in enumerate(x)]}
         if t is dict or t is collections.OrderedDict:
-            items = [[_key(k, where), self.node(v, f"{where}[{_show_key(k)}]")] for k, v in x.items()]
+            items = [[_key(k, where), self.node(v, f"{where}[{_show_key(k)}]")]
+                     for k, v in x.items()]
             return {"d" if t is dict else "od": items}
         if isinstance(x, tuple) and hasattr(t, "_fields"):
             return self.namedtuple(x, where)
-        raise UnsupportedItemError(f"{where}: {_type_name(x)} is not supported by ssdfeed.cache")
+        raise UnsupportedItemError(
+            f"{where}: {_type_name(x)} is not supported by ssdfeed.cache")
 
     def namedtuple(self, x, where: str) -> dict:
         t = type(x)
@@ -169,11 +173,14 @@ class _Encoder:
         import torch
 
         if type(x) is not torch.Tensor and type(x) is not torch.nn.Parameter:
-            raise UnsupportedItemError(f"{where}: {_type_name(x)} is not supported by ssdfeed.cache")
+            raise UnsupportedItemError(
+            f"{where}: {_type_name(x)} is not supported by ssdfeed.cache")
         if x.device.type != "cpu":
-            raise UnsupportedItemError(f"{where}: torch tensor on {x.device} (only CPU tensors can be cached)")
+            raise UnsupportedItemError(
+                f"{where}: torch tensor on {x.device} (only CPU tensors can be cached)")
         if x.layout != torch.strided or x.is_quantized:
-            raise UnsupportedItemError(f"{where}: torch tensor with layout {x.layout} is not supported")
+            raise UnsupportedItemError(
+                f"{where}: torch tensor with layout {x.layout} is not supported")
         x = x.detach().resolve_conj().resolve_neg()
         extra = {}
         try:
@@ -183,7 +190,8 @@ class _Encoder:
             size = x.element_size()
             as_int = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}.get(size)
             if as_int is None:
-                raise UnsupportedItemError(f"{where}: torch tensor of dtype {x.dtype} is not supported")
+                raise UnsupportedItemError(
+                    f"{where}: torch tensor of dtype {x.dtype} is not supported")
             arr = x.contiguous().view(as_int).numpy()
         return self.array_leaf(arr, "pt", where, **extra)
 
@@ -199,7 +207,8 @@ class _Encoder:
         dtype = _PIL_ARRAY_MODES.get(img.mode)
         if dtype is not None and img.width and img.height:
             arr = np.asarray(img)
-            if arr.dtype == np.dtype(dtype) and arr.nbytes == img.width * img.height * _pil_bpp(img):
+            expected = img.width * img.height * _pil_bpp(img)
+            if arr.dtype == np.dtype(dtype) and arr.nbytes == expected:
                 return self.array_leaf(arr, "pil", where, **extra)
         extra["s"] = [img.width, img.height]
         return self.leaf(KIND_BYTES, img.tobytes(), "pil", **extra)

@@ -127,8 +127,9 @@ class CachedDataset:
         entry = _ssdfeed.ItemEntry(self._cache_root, self._uri, self._identity, self._size,
                                    compute, capacity_bytes=self._capacity, on_error="raise")
         # DataLoader and warm workers leave through os._exit, which runs no
-        # destructor: close (sync what was stored) from multiprocessing's exit
-        # hook, which such workers do run; only in the process that opened it.
+        # destructor: close (sync what was stored to the device) from
+        # multiprocessing's exit hook, which such workers do run; only in the
+        # process that opened it.
         multiprocessing.util.Finalize(None, _close_if_mine, (entry, os.getpid()),
                                       exitpriority=10)
         return entry
