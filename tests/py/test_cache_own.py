@@ -381,3 +381,19 @@ def test_cli_warm_python_errors_are_clear(tmp_path):
     env["SSDFEED_PYTHON"] = str(tmp_path / "no-such-python")
     r = cli("warm", "--python", "m:f", cwd=tmp_path, env=env)
     assert r.returncode != 0 and "SSDFEED_PYTHON" in r.stderr
+
+
+def test_warm_under_skip_counts_bad_items_and_raise_names_them(tmp_path, counter, capfd):
+    ds = data.FailingDataset(n=8, bad=(2, 5))
+    r = ssdfeed.cache(ds, cache=tmp_path / "c", on_error="skip").warm(workers=2, progress=False)
+    assert (r["present"], r["skipped"], r["computed"]) == (6, 2, 6)
+    err = capfd.readouterr().err
+    assert "skipped item 2" in err and "corrupt file for 5" in err
+    with pytest.raises(ValueError, match="corrupt file for 2"):
+        ssdfeed.cache(ds, cache=tmp_path / "d").warm(workers=2, progress=False)
+
+
+def test_warm_progress_bar_ends_with_the_count(tmp_path, counter, capfd):
+    ssdfeed.cache(data.ArrayDataset(), cache=tmp_path / "c").warm(workers=1)
+    err = capfd.readouterr().err
+    assert f"{data.N}/{data.N}" in err.splitlines()[-1]
