@@ -174,7 +174,6 @@ def test_a_killed_filler_keeps_what_it_stored(tmp_path):
     for _ in range(6000):
         if os.path.exists(hung) or p.poll() is not None:
             break
-        p.wait_timeout = None
         try:
             p.wait(timeout=0.05)
         except subprocess.TimeoutExpired:
