@@ -364,8 +364,8 @@ def test_cli_verify_repair_ls_export_import_rm_an_items_entry(tmp_path):
                               text=True)
 
     ls = json.loads(run("cache", "ls", "--json").stdout)
-    assert [(x["entry"], x["source"], x["spec"], x["state"]) for x in ls] == \
-        [(name, "python:test-items", "items1", "complete")]
+    assert [(x["entry"], x["source"], x["spec"], x["spec_summary"], x["state"]) for x in ls] \
+        == [(name, "python:test-items", "items1", "python items", "complete")]
     r = run("cache", "verify")
     assert r.returncode == 0, r.stderr
     assert "20 good" in r.stdout and "a Python dataset" in r.stdout
