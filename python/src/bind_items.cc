@@ -75,16 +75,26 @@ void DropStashed(const std::string& tag) {
 
 // The index goes into the message when the exception's str() is its one
 // string argument (most exceptions), else into a note (Python 3.11+).
+// Best effort: an exception whose args or notes cannot be set is raised as
+// it is rather than replaced by that failure.
 void AddIndex(nb::handle exc, uint64_t item) {
   std::string where = " (item " + std::to_string(item) + ")";
-  nb::object base_str = nb::module_::import_("builtins").attr("BaseException").attr("__str__");
-  nb::object args = exc.attr("args");
-  bool plain = nb::len(args) == 1 && nb::isinstance<nb::str>(args[0]) &&
-               exc.type().attr("__str__").is(base_str);
-  if (plain) {
-    exc.attr("args") = nb::make_tuple(nb::str((nb::cast<std::string>(args[0]) + where).c_str()));
-  } else if (nb::hasattr(exc, "add_note")) {
-    exc.attr("add_note")(("ssdfeed: raised while computing" + where).c_str());
+  try {
+    nb::object base_str = nb::module_::import_("builtins").attr("BaseException").attr("__str__");
+    nb::object args = exc.attr("args");
+    bool plain = nb::len(args) == 1 && nb::isinstance<nb::str>(args[0]) &&
+                 exc.type().attr("__str__").is(base_str);
+    if (plain) {
+      std::string msg = nb::cast<std::string>(args[0]);
+      if (msg.size() < where.size() || msg.compare(msg.size() - where.size(), where.size(), where))
+        exc.attr("args") = nb::make_tuple(nb::str((msg + where).c_str()));
+    } else if (nb::hasattr(exc, "add_note")) {
+      exc.attr("add_note")(("ssdfeed: raised while computing" + where).c_str());
+    }
+  } catch (nb::python_error& e) {
+    e.restore();
+    PyErr_Clear();
+  } catch (const std::exception&) {  // a str that is not UTF-8
   }
 }
 
@@ -167,12 +177,25 @@ class ItemSource final : public Source {
       return ToFields(id, r, &out->fields);
     } catch (nb::python_error& e) {
       nb::object exc = nb::borrow(e.value());
-      std::string what = std::string(nb::type_name(exc.type()).c_str()) + ": " +
-                         nb::cast<std::string>(nb::str(exc));
-      std::string tag = Tag(uri_, id);
+      std::string tag = Tag(uri_, id), what = Explain(exc);
       StashException(tag, id, std::move(exc));
       return Status::Aborted(tag + " compute raised " + what);
+    } catch (const std::exception& e) {  // nothing may leave a loader's worker thread
+      return Status::InvalidArgument(Tag(uri_, id) + " compute's result: " + e.what());
     }
+  }
+
+  // "ValueError: bad file", for the Status (the exception itself is kept).
+  static std::string Explain(nb::handle exc) {
+    std::string what = nb::type_name(exc.type()).c_str();
+    try {
+      what += ": " + nb::cast<std::string>(nb::str(exc));
+    } catch (nb::python_error& e) {  // a __str__ that raises
+      e.restore();
+      PyErr_Clear();
+    } catch (const std::exception&) {  // a str that is not UTF-8
+    }
+    return what;
   }
 
   // compute's result: a list of (name, kind, payload) tuples.

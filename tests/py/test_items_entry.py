@@ -198,7 +198,7 @@ def test_an_exception_in_compute_is_raised_as_itself_with_the_index(tmp_path):
 
     class Odd(Exception):
         def __str__(self):
-            return "odd"
+            raise RuntimeError("a __str__ that fails")
 
     def odd(i):
         raise Odd(i)
@@ -208,6 +208,14 @@ def test_an_exception_in_compute_is_raised_as_itself_with_the_index(tmp_path):
         e2.get(2)
     if sys.version_info >= (3, 11):
         assert any("item 2" in n for n in info.value.__notes__)
+    # The same from the loader's worker threads, where nothing may escape.
+    odd_cached = Cached(tmp_path / "cache-odd")
+    odd_cached._compute_fields = lambda i: odd(i) if i == 5 else fields(i)
+    with pytest.raises(Odd):
+        collect(ssdfeed.Loader(odd_cached, batch_size=4, workers=2))
+    odd_cached._compute_fields = lambda i: [("a", 5, "not bytes")] if i == 5 else fields(i)
+    with pytest.raises(ValueError, match="python:fast item 5: .*payload not bytes"):
+        collect(ssdfeed.Loader(odd_cached, batch_size=4, workers=2))
 
     skip = entry(tmp_path / "cache", Counter(fail={3}), on_error="skip")
     assert skip.get(3) is None
