@@ -407,9 +407,14 @@ def test_cli_verify_repair_ls_export_import_rm_an_items_entry(tmp_path):
     assert imported.present() == 20
     assert_item_equal(_items.decode(imported.get(11)), item(11))
     imported.close()
+    r = run("cache", "compact")
+    assert r.returncode == 0, r.stderr
     r = run("cache", "rm", name)
     assert r.returncode == 0, r.stderr
     assert json.loads(run("cache", "ls", "--json").stdout) == []
+    r = subprocess.run(["ssdfeed", "cache", "gc", "--max-bytes", "1", "--cache", str(other)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and "1 entry removed" in r.stdout, r.stdout + r.stderr
 
 
 def test_exiting_mid_epoch_with_workers_computing_is_clean(tmp_path):
