@@ -83,6 +83,17 @@ CHILD = textwrap.dedent("""
         if mode == "slow":
             time.sleep(0.01)  # work, so both fillers overlap
         return fields(i)
+    if mode == "loader":  # the C++ loader's workers fill it
+        import ssdfeed
+        from test_items_entry import Cached
+        cached = Cached(root, key="test-items")
+        cached._identity = "id-1"
+        cached._compute_fields = lambda i: (time.sleep(0.01), compute(i))[1]
+        labels = [int(x) for b in ssdfeed.Loader(cached, batch_size=4, workers=2,
+                                                 shuffle=True, seed=os.getpid())
+                  for x in b["label"]]
+        assert sorted(labels) == list(range(20))
+        sys.exit(0)
     e = entry(root, compute)
     order = range(20) if mode != "reverse" else range(19, -1, -1)
     for i in order:
@@ -165,6 +176,16 @@ def test_two_processes_fill_concurrently_computing_each_item_about_once(tmp_path
     assert len(calls) <= 24, calls
     e = entry(tmp_path / "cache", None)
     assert e.present() == 20
+
+
+def test_two_fast_path_loaders_fill_one_entry_together(tmp_path):
+    log = tmp_path / "log"
+    a, b = child(tmp_path, "loader", log), child(tmp_path, "loader", log)
+    assert a.wait(timeout=300) == 0 and b.wait(timeout=300) == 0
+    calls = logged(log)
+    assert sorted(set(calls)) == list(range(20))
+    assert len(calls) <= 24, calls
+    assert entry(tmp_path / "cache", None).present() == 20, "the ItemEntry's own entry"
 
 
 def test_a_killed_filler_keeps_what_it_stored(tmp_path):
