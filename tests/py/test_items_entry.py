@@ -252,19 +252,16 @@ def test_a_forked_child_uses_its_own_entry_and_releases_nothing_of_the_parents(t
     e.get(0)
     pid = os.fork()
     if pid == 0:  # the child: reopens for its own use, drops the parent's object
-        code = 1
+        ok = False
         try:
             ok = _items.decode(e.get(1))["label"] == 1 and e.lookup(0) is not None
-            del ok
-            code = 0
         finally:
-            os._exit(code)
+            os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     assert os.WEXITSTATUS(status) == 0
     pid = os.fork()
     if pid == 0:  # destroyed in a process that never used it: nothing released
         try:
-            globals()["_parent_entry"] = None
             del e
         finally:
             os._exit(0)
