@@ -133,13 +133,16 @@ bool Finalizing() {
 // Image-less: the fetcher stores and serves its fields only.
 class ItemSource final : public Source {
  public:
+  // skip: a loader skips failing items (on_error=skip): their exceptions
+  // are named on stderr instead of kept for raising.
   ItemSource(size_t n, std::string uri, std::string identity, std::vector<FieldSpec> fields,
-             nb::object compute)
+             nb::object compute, bool skip = false)
       : n_(n),
         uri_(std::move(uri)),
         identity_(std::move(identity)),
         fields_(std::move(fields)),
-        compute_(std::move(compute)) {}
+        compute_(std::move(compute)),
+        skip_(skip) {}
   ~ItemSource() override {
     // The last owner may be a loader worker or a destructor without the GIL.
     if (nb::is_alive()) {
@@ -178,7 +181,10 @@ class ItemSource final : public Source {
     } catch (nb::python_error& e) {
       nb::object exc = nb::borrow(e.value());
       std::string tag = Tag(uri_, id), what = Explain(exc);
-      StashException(tag, id, std::move(exc));
+      if (skip_)
+        Env::Default()->Warn(tag + " skipped (on_error=skip): " + what);
+      else
+        StashException(tag, id, std::move(exc));
       return Status::Aborted(tag + " compute raised " + what);
     } catch (const std::exception& e) {  // nothing may leave a loader's worker thread
       return Status::InvalidArgument(Tag(uri_, id) + " compute's result: " + e.what());
@@ -231,6 +237,7 @@ class ItemSource final : public Source {
   std::string uri_, identity_;
   std::vector<FieldSpec> fields_;
   nb::object compute_;
+  bool skip_;
 };
 
 // Fields of a record as the binding returns them:
@@ -539,20 +546,22 @@ void BindItems(nb::module_& m) {
       .def(
           "__init__",
           [](ItemSource* self, size_t size, std::string uri, std::string identity,
-             const nb::list& fields, nb::object compute) {
+             const nb::list& fields, nb::object compute, const std::string& on_error) {
             std::vector<FieldSpec> specs;
             for (nb::handle f : fields) {
               auto t = nb::cast<nb::tuple>(f);
               specs.push_back(
                   {nb::cast<std::string>(t[0]), static_cast<FieldKind>(nb::cast<int>(t[1])), ""});
             }
+            bool skip = ValueOrThrow(ParseEnum<OnError>(on_error)) == OnError::kSkip;
             new (self) ItemSource(size, std::move(uri), std::move(identity), std::move(specs),
-                                  std::move(compute));
+                                  std::move(compute), skip);
           },
           nb::arg("size"), nb::arg("uri"), nb::arg("identity"), nb::arg("fields"),
-          nb::arg("compute"),
+          nb::arg("compute"), nb::kw_only(), nb::arg("on_error") = "raise",
           "fields: [(name, kind int)] every item gives (item 0's); compute(i) -> "
-          "[(name, kind, payload)].");
+          "[(name, kind, payload)]. on_error='skip' (the loader's): a failing item is named "
+          "on stderr rather than kept to raise.");
   nb::class_<ItemEntry>(
       m, "ItemEntry", nb::type_slots(kEntrySlots),
       "One cache entry of Python items (key: uri, identity, size, spec 'items1'). "

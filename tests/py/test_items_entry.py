@@ -353,7 +353,7 @@ def test_fast_path_shuffle_sharding_and_state_dict(tmp_path):
     assert head + tail == a
 
 
-def test_fast_path_errors_skip_and_torch(tmp_path):
+def test_fast_path_errors_skip_and_torch(tmp_path, capfd):
     cached = Cached(tmp_path / "cache", fail={6})
     with pytest.raises(KeyError, match="no item 6") as info:
         collect(ssdfeed.Loader(cached, batch_size=4))
@@ -362,6 +362,7 @@ def test_fast_path_errors_skip_and_torch(tmp_path):
     labels = [g["label"] for g in collect(skipped)]
     assert 6 not in labels and len(labels) == 20
     assert skipped.stats()["skipped"] >= 1
+    assert "python:fast item 6: skipped (on_error=skip): KeyError" in capfd.readouterr().err
     first_bad = Cached(tmp_path / "cache3", fail={0})
     labels = [g["label"] for g in collect(ssdfeed.Loader(first_bad, batch_size=4,
                                                          on_error="skip"))]
