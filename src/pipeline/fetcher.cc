@@ -16,6 +16,17 @@ Status CheckFieldsOnly(const std::vector<EncodedField>& fields) {
   return Status::OK();
 }
 
+// The sample's image, prepared into s->image; an image-less source's is
+// 0x0x0, its pixels still not null (records copy them with memcpy).
+Status SampleFetcher::DecodeImage(FetchScratch* s) {
+  if (!image_less_)
+    return s->decoder.DecodeAndPrepare(s->encoded.bytes, spec_, &s->image, &s->geometry);
+  s->image.Reset(0, 0, 0);
+  s->image.pixels.reserve(1);
+  s->geometry = kFieldsOnlyGeometry;
+  return CheckFieldsOnly(s->encoded.fields);
+}
+
 SampleFetcher::SampleFetcher(const Source* source, PrepareSpec spec, CacheEntry* cache,
                              double claim_wait_s, StatsPublisher* stats, bool time_stages, Env* env)
     : env_(env != nullptr ? env : Env::Default()),
@@ -183,14 +194,7 @@ Status SampleFetcher::FromOrigin(uint64_t id, FetchScratch* s, CachedSample* out
   uint64_t origin_bytes = s->encoded.bytes.size();
   for (const EncodedField& f : s->encoded.fields) origin_bytes += f.bytes.size();
   stats_->Add(Ctr::kOriginBytes, origin_bytes);
-  Status st = Status::OK();
-  if (image_less_) {
-    s->image.Reset(0, 0, 0);
-    s->geometry = kFieldsOnlyGeometry;
-    st = CheckFieldsOnly(s->encoded.fields);
-  } else {
-    st = s->decoder.DecodeAndPrepare(s->encoded.bytes, spec_, &s->image, &s->geometry);
-  }
+  Status st = DecodeImage(s);
   if (st.ok()) st = PrepareFieldsOf(s, out);
   if (time_stages_) stats_->Observe(Hist::kPrepare, Seconds() - t1);
   if (!st.ok()) {
@@ -198,8 +202,7 @@ Status SampleFetcher::FromOrigin(uint64_t id, FetchScratch* s, CachedSample* out
     return st.WithContext(source_->Describe(id));
   }
   stats_->Add(Ctr::kPrepared);
-  static const uint8_t kNoPixels = 0;  // never read: 0 bytes, but never null for memcpy
-  out->pixels = image_less_ ? &kNoPixels : s->image.pixels.data();
+  out->pixels = s->image.pixels.data();
   out->height = s->image.height;
   out->width = s->image.width;
   out->channels = s->image.channels;

@@ -81,6 +81,7 @@ class SampleFetcher {
   void CountHit(const CachedSample& out);
   bool WaitForOther(uint64_t id, FetchScratch* s, CachedSample* out);
   Status FromOrigin(uint64_t id, FetchScratch* s, CachedSample* out);
+  Status DecodeImage(FetchScratch* s);
   Status PrepareFieldsOf(FetchScratch* s, CachedSample* out);
   void MaybeRefresh();
   int64_t NowUs() const { return env_->MonotonicMicros(); }
