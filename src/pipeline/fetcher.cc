@@ -124,7 +124,8 @@ Status SampleFetcher::Resolve(uint64_t id, Status st, FetchScratch* s, CachedSam
   if (st.ok()) stats_->Add(Ctr::kCacheMissBytes, out->payload_bytes());
   if (st.ok() && admit) {
     // A full disk or capacity only stops admission; training goes on.
-    Status put = cache_->Put(id, *out);
+    Status put = EncodeStored(s, out);
+    if (put.ok()) put = cache_->Put(id, *out);
     if (put.ok() && corrupt) stats_->Add(Ctr::kCorruptRepaired);
     SyncCacheCounters();
   }
@@ -163,6 +164,31 @@ Status SampleFetcher::PrepareFieldsOf(FetchScratch* s, CachedSample* out) {
   return Status::OK();
 }
 
+// The spec's codec's bytes of a sample prepared from the origin, in
+// out->stored (jpeg's are made already, by ServeLossy).
+Status SampleFetcher::EncodeStored(FetchScratch* s, CachedSample* out) {
+  out->codec = spec_.codec;
+  if (spec_.codec == RecordCodec::kRaw || !out->stored.empty()) return Status::OK();
+  s->stored.clear();
+  SSDFEED_RETURN_IF_ERROR(EncodePixels(spec_.codec, spec_.quality, out->pixels, out->height,
+                                       out->width, out->channels, &s->stored, &s->codec));
+  out->stored = s->stored;
+  return Status::OK();
+}
+
+// jpeg is lossy: a sample from the origin is served as the decode of its
+// stored bytes, the very pixels every later hit serves, so an epoch's batch
+// does not depend on which samples were cached (or admitted) before.
+Status SampleFetcher::ServeLossy(FetchScratch* s, CachedSample* out) {
+  if (spec_.codec != RecordCodec::kJpeg) return Status::OK();
+  SSDFEED_RETURN_IF_ERROR(EncodeStored(s, out));
+  s->coded.Reset(out->height, out->width, out->channels);
+  SSDFEED_RETURN_IF_ERROR(DecodePixels(spec_.codec, out->stored, out->height, out->width,
+                                       out->channels, s->coded.pixels.data(), &s->codec));
+  out->pixels = s->coded.pixels.data();
+  return Status::OK();
+}
+
 Status SampleFetcher::FromOrigin(uint64_t id, FetchScratch* s, CachedSample* out) {
   double t0 = time_stages_ ? Seconds() : 0;
   SSDFEED_RETURN_IF_ERROR(source_->Read(id, &s->encoded));
@@ -174,17 +200,20 @@ Status SampleFetcher::FromOrigin(uint64_t id, FetchScratch* s, CachedSample* out
   stats_->Add(Ctr::kOriginBytes, origin_bytes);
   Status st = s->decoder.DecodeAndPrepare(s->encoded.bytes, spec_, &s->image, &s->geometry);
   if (st.ok()) st = PrepareFieldsOf(s, out);
+  out->pixels = s->image.pixels.data();
+  out->height = s->image.height;
+  out->width = s->image.width;
+  out->channels = s->image.channels;
+  out->label = s->encoded.label;
+  out->codec = RecordCodec::kRaw;
+  out->stored = {};
+  if (st.ok()) st = ServeLossy(s, out);
   if (time_stages_) stats_->Observe(Hist::kPrepare, Seconds() - t1);
   if (!st.ok()) {
     stats_->Add(Ctr::kDecodeErrors);
     return st.WithContext(source_->Describe(id));
   }
   stats_->Add(Ctr::kPrepared);
-  out->pixels = s->image.pixels.data();
-  out->height = s->image.height;
-  out->width = s->image.width;
-  out->channels = s->image.channels;
-  out->label = s->encoded.label;
   return Status::OK();
 }
 

@@ -1,0 +1,310 @@
+// Records of the zstd and jpeg codecs (docs/cache-format.md, "Codecs"):
+// every read serves raw pixels, a record that does not decode is damage
+// (counted, dropped, repaired from the origin), and the loader's batches do
+// not depend on the codec's losslessness, the cache's state or the workers.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "cache/record_format.h"
+#include "cache_test_util.h"
+#include "ssdfeed/cache.h"
+#include "ssdfeed/enum_names.h"
+#include "ssdfeed/loader.h"
+#include "test_util.h"
+
+namespace ssdfeed {
+namespace {
+
+using test::DamageStoredBytes;
+using test::FakeFields;
+using test::FakeKey;
+using test::PutFakeCoded;
+
+constexpr uint64_t kN = 12;
+
+CacheOptions Opts(const std::string& root, WarmRead read = WarmRead::kBuffered) {
+  CacheOptions o;
+  o.root = root;
+  o.capacity_bytes = 1ull << 30;
+  o.warm_read = read;
+  o.fill_write = FillWrite::kBuffered;
+  return o;
+}
+
+std::vector<std::string> Dats(const std::string& dir) {
+  std::vector<std::string> names, out;
+  EXPECT_TRUE(Env::Default()->GetChildren(dir, &names).ok());
+  for (const auto& n : names)
+    if (n.size() > 4 && n.compare(n.size() - 4, 4, ".dat") == 0) out.push_back(JoinPath(dir, n));
+  return out;
+}
+
+uint64_t DatBytes(const std::string& dir) {
+  uint64_t total = 0;
+  for (const auto& p : Dats(dir)) {
+    std::string data;
+    EXPECT_TRUE(Env::Default()->ReadFileToString(p, &data).ok());
+    total += data.size();
+  }
+  return total;
+}
+
+// Damages the first record of the entry's only .dat (sample 0, put first).
+void DamageFirstRecord(const std::string& dir) {
+  auto dats = Dats(dir);
+  ASSERT_EQ(dats.size(), 1u);
+  std::string data;
+  ASSERT_TRUE(Env::Default()->ReadFileToString(dats[0], &data).ok());
+  DamageStoredBytes(data.data());
+  std::fstream f(dats[0], std::ios::in | std::ios::out | std::ios::binary);
+  f.write(data.data(), static_cast<std::streamsize>(data.size()));
+}
+
+bool Served(const CachedSample& s, uint64_t id, RecordCodec codec, bool fields,
+            const std::vector<uint8_t>& want) {
+  return s.codec == codec && s.label == int64_t(id % 7) && s.channels == 3 &&
+         s.bytes() == want.size() && std::equal(want.begin(), want.end(), s.pixels) &&
+         s.fields == (fields ? FakeFields(id) : std::string());
+}
+
+class CodecRecords : public testing::TestWithParam<std::tuple<RecordCodec, bool>> {};
+
+// Get, GetMany buffered and GetMany direct (where the filesystem takes
+// O_DIRECT) all serve the pixels decoded, with the fields, reusing their
+// buffers from one read to the next.
+TEST_P(CodecRecords, EveryReadServesRawPixels) {
+  auto [codec, fields] = GetParam();
+  test::TempDir root;
+  std::vector<std::vector<uint8_t>> want(kN);
+  {
+    auto e = CacheEntry::Open(Opts(root.path()), FakeKey(kN));
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    for (uint64_t id = 0; id < kN; ++id)
+      ASSERT_TRUE(PutFakeCoded(e->get(), id, codec, fields, &want[id]).ok());
+    if (codec == RecordCodec::kZstd) {  // lossless
+      for (uint64_t id = 0; id < kN; ++id) {
+        int h, w;
+        EXPECT_EQ(want[id], test::FakePixels(id, &h, &w));
+      }
+    }
+  }
+  std::vector<WarmRead> modes = {WarmRead::kBuffered};
+  if (test::DirectIoWorks(root.path())) modes.push_back(WarmRead::kDirect);
+  for (WarmRead mode : modes) {
+    auto e = CacheEntry::Open(Opts(root.path(), mode), FakeKey(kN));
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    std::string buf;
+    for (uint64_t id = 0; id < kN; ++id) {
+      CachedSample s;
+      ASSERT_TRUE((*e)->Get(id, &buf, &s).ok()) << id;
+      EXPECT_TRUE(Served(s, id, codec, fields, want[id])) << id;
+    }
+    ReadBuffers bufs;
+    for (int round = 0; round < 2; ++round) {
+      std::vector<CacheRead> reads(kN);
+      for (uint64_t id = 0; id < kN; ++id) reads[id].id = (id + round * 5) % kN;
+      (*e)->GetMany(reads.data(), kN, &bufs);
+      for (const CacheRead& r : reads) {
+        ASSERT_TRUE(r.status.ok()) << r.id << ": " << r.status.ToString();
+        EXPECT_TRUE(Served(r.sample, r.id, codec, fields, want[r.id])) << r.id;
+      }
+    }
+    EXPECT_EQ((*e)->direct_reads(), mode == WarmRead::kDirect);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, CodecRecords,
+                         testing::Combine(testing::Values(RecordCodec::kZstd, RecordCodec::kJpeg),
+                                          testing::Bool()));
+
+class DamagedCodecRecord : public testing::TestWithParam<RecordCodec> {};
+
+// The checksum matches (it is written again after the flip): only decoding
+// finds the damage, and it is treated as any damaged record.
+TEST_P(DamagedCodecRecord, IsCorruptionCountedAndDropped) {
+  RecordCodec codec = GetParam();
+  for (bool many : {false, true}) {
+    test::TempDir root;
+    std::string dir;
+    {
+      auto e = CacheEntry::Open(Opts(root.path()), FakeKey(kN));
+      ASSERT_TRUE(e.ok()) << e.status().ToString();
+      for (uint64_t id = 0; id < 2; ++id) ASSERT_TRUE(PutFakeCoded(e->get(), id, codec).ok());
+      dir = (*e)->dir();
+    }
+    DamageFirstRecord(dir);
+    auto e = CacheEntry::Open(Opts(root.path()), FakeKey(kN));
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    Status st;
+    if (many) {
+      std::vector<CacheRead> reads(2);
+      reads[1].id = 1;
+      ReadBuffers bufs;
+      (*e)->GetMany(reads.data(), 2, &bufs);
+      st = reads[0].status;
+      EXPECT_TRUE(reads[1].status.ok()) << reads[1].status.ToString();
+    } else {
+      std::string buf;
+      CachedSample s;
+      st = (*e)->Get(0, &buf, &s);
+    }
+    EXPECT_TRUE(st.IsCorruption()) << st.ToString();
+    EXPECT_NE(st.message().find("sample 0"), std::string::npos) << st.message();
+    EXPECT_EQ((*e)->counters().corrupt_records.load(), 1u);
+    EXPECT_FALSE((*e)->Contains(0));
+    std::string buf;
+    CachedSample s1;
+    EXPECT_TRUE((*e)->Get(1, &buf, &s1).ok());
+  }
+}
+
+TEST_P(DamagedCodecRecord, VerifyCountsIt) {
+  RecordCodec codec = GetParam();
+  test::TempDir root;
+  std::string dir;
+  {
+    auto e = CacheEntry::Open(Opts(root.path()), FakeKey(kN));
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    for (uint64_t id = 0; id < 3; ++id) ASSERT_TRUE(PutFakeCoded(e->get(), id, codec).ok());
+    dir = (*e)->dir();
+  }
+  DamageFirstRecord(dir);
+  auto e = CacheEntry::Open(Opts(root.path()), FakeKey(kN));
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  VerifyReport r;
+  ASSERT_TRUE(VerifyEntry(e->get(), &r).ok());
+  EXPECT_EQ(r.good, 2u);
+  EXPECT_EQ(r.corrupt, 1u);
+  EXPECT_EQ(r.corrupt_ids, std::vector<uint64_t>{0});
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, DamagedCodecRecord,
+                         testing::Values(RecordCodec::kZstd, RecordCodec::kJpeg));
+
+// ---------------------------------------------------------------- loader
+
+struct Data {
+  test::TempDir dir;
+  std::string uri;
+  Data() {
+    uri = test::MakeTestDataset({.dir = dir.Sub("data"),
+                                 .format = "tfrecord",
+                                 .count = 40,
+                                 .classes = 5,
+                                 .shard_size = 20,
+                                 .min_side = 60,
+                                 .max_side = 100});
+  }
+  LoaderOptions Opts(RecordCodec codec, int workers, const std::string& cache) const {
+    LoaderOptions o;
+    o.source = uri;
+    o.prepare.resize_short = 48;
+    o.prepare.codec = codec;
+    o.augment.enabled = true;
+    o.augment.height = o.augment.width = 32;
+    o.batch_size = 8;
+    o.shuffle = true;
+    o.seed = 3;
+    o.workers = workers;
+    o.prefetch = workers;
+    o.cache.root = cache;
+    return o;
+  }
+};
+
+std::vector<std::string> Epoch(const LoaderOptions& o, uint64_t epoch, LoaderStats* stats) {
+  auto l = Loader::Open(o);
+  EXPECT_TRUE(l.ok()) << l.status().ToString();
+  if (!l.ok()) return {};
+  (*l)->SetEpoch(epoch);
+  std::vector<std::string> out;
+  Batch b;
+  while (true) {
+    auto r = (*l)->Next(&b);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok() || !*r) break;
+    size_t bytes = b.shape[0] * b.shape[1] * b.shape[2] * b.shape[3];
+    out.push_back(std::string(static_cast<const char*>(b.images()), bytes) +
+                  std::string(reinterpret_cast<const char*>(b.labels()), b.size * 8));
+  }
+  if (stats != nullptr) *stats = (*l)->stats();
+  return out;
+}
+
+double Psnr(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  double se = 0, n = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    for (size_t k = 0; k < a[i].size() && k < b[i].size(); ++k, ++n)
+      se += std::pow(double(uint8_t(a[i][k])) - uint8_t(b[i][k]), 2);
+  return se == 0 ? 99 : 10 * std::log10(255.0 * 255.0 * n / se);
+}
+
+// The same batches for 1 and 4 workers, cold (filling) and warm: the
+// first epoch serves jpeg's decode too. zstd serves raw's very batches.
+TEST(CacheCodecLoader, SameBatchesForAnyWorkersColdOrWarm) {
+  Data d;
+  LoaderOptions raw = d.Opts(RecordCodec::kRaw, 2, "");
+  auto ref = Epoch(raw, 4, nullptr);
+  ASSERT_EQ(ref.size(), 5u);
+  for (RecordCodec codec : {RecordCodec::kZstd, RecordCodec::kJpeg}) {
+    std::string cache = d.dir.Sub(std::string("cache-") + EnumName(codec));
+    LoaderStats cold, warm;
+    auto e1 = Epoch(d.Opts(codec, 1, cache), 4, &cold);
+    EXPECT_EQ(cold.cache_misses, 40u);
+    auto e4 = Epoch(d.Opts(codec, 4, cache), 4, &warm);
+    EXPECT_EQ(warm.cache_hits, 40u);
+    EXPECT_EQ(warm.origin_bytes, 0u);
+    EXPECT_EQ(e4, e1) << EnumName(codec) << ": warm with 4 workers differs from cold with 1";
+    EXPECT_EQ(Epoch(d.Opts(codec, 3, ""), 4, nullptr), e1)
+        << EnumName(codec) << ": without a cache";
+    if (codec == RecordCodec::kZstd) {
+      EXPECT_EQ(e1, ref) << "zstd must serve raw's pixels";
+    } else {
+      EXPECT_NE(e1, ref);
+      EXPECT_GT(Psnr(e1, ref), 28.0);
+    }
+  }
+}
+
+TEST(CacheCodecLoader, AnUndecodableRecordIsRepairedFromTheOrigin) {
+  Data d;
+  for (RecordCodec codec : {RecordCodec::kZstd, RecordCodec::kJpeg}) {
+    std::string cache = d.dir.Sub(std::string("repair-") + EnumName(codec));
+    auto clean = Epoch(d.Opts(codec, 2, cache), 1, nullptr);
+    std::vector<std::string> names;
+    ASSERT_TRUE(Env::Default()->GetChildren(JoinPath(cache, "entries"), &names).ok());
+    std::string dir;
+    for (const auto& n : names)
+      if (n[0] != '.') dir = JoinPath(JoinPath(cache, "entries"), n);
+    ASSERT_FALSE(dir.empty());
+    ASSERT_EQ(Dats(dir).size(), 1u) << "one filler wrote the entry";
+    DamageFirstRecord(dir);
+    LoaderStats s;
+    EXPECT_EQ(Epoch(d.Opts(codec, 2, cache), 1, &s), clean) << EnumName(codec);
+    EXPECT_EQ(s.corrupt_records, 1u) << EnumName(codec);
+    EXPECT_EQ(s.corrupt_repaired, 1u) << EnumName(codec);
+    EXPECT_EQ(s.cache_misses, 1u) << EnumName(codec);
+    // Repaired: the next epoch is all hits.
+    EXPECT_EQ(Epoch(d.Opts(codec, 2, cache), 1, &s), clean);
+    EXPECT_EQ(s.cache_hits, 40u);
+  }
+}
+
+TEST(CacheCodecLoader, SmallerFootprint) {
+  Data d;
+  uint64_t bytes[3] = {};
+  for (RecordCodec codec : {RecordCodec::kRaw, RecordCodec::kZstd, RecordCodec::kJpeg}) {
+    std::string cache = d.dir.Sub(std::string("size-") + EnumName(codec));
+    Epoch(d.Opts(codec, 2, cache), 0, nullptr);
+    std::vector<std::string> names;
+    ASSERT_TRUE(Env::Default()->GetChildren(JoinPath(cache, "entries"), &names).ok());
+    for (const auto& n : names) bytes[int(codec)] += DatBytes(JoinPath(cache, "entries/" + n));
+  }
+  EXPECT_LT(bytes[1], bytes[0] * 0.9);
+  EXPECT_LT(bytes[2], bytes[0] * 0.3);
+}
+
+}  // namespace
+}  // namespace ssdfeed
