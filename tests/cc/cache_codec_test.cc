@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "cache/record_format.h"
 #include "cache_test_util.h"
@@ -304,6 +305,87 @@ TEST(CacheCodecLoader, SmallerFootprint) {
   }
   EXPECT_LT(bytes[1], bytes[0] * 0.9);
   EXPECT_LT(bytes[2], bytes[0] * 0.3);
+}
+
+// ---------------------------------------------------------------- CLI
+
+std::string Cli(const std::string& args, int* rc) {
+  std::string out;
+  *rc = test::RunCommand(test::CliPath() + " " + args + " 2>&1", &out);
+  return out;
+}
+
+std::string OneEntry(const std::string& cache, std::string* codec) {
+  int rc = 0;
+  std::string out = Cli("cache ls --json --cache " + cache, &rc);
+  EXPECT_EQ(rc, 0) << out;
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  if (!j.is_array() || j.size() != 1) {
+    ADD_FAILURE() << out;
+    return "";
+  }
+  *codec = j[0]["codec"];
+  return j[0]["entry"];
+}
+
+// --codec/--quality key the entry (entry-id), fill it (warm), show in
+// cache ls, and the entry verifies, exports and imports (the import's
+// origin check prepares jpeg's served pixels, as the records hold them).
+TEST(CodecCli, FlagsKeyFillListVerifyAndTravel) {
+  test::TempDir d;
+  std::string uri = test::MakeTestDataset(
+      {.dir = d.Sub("data"), .format = "folder", .count = 12, .min_side = 40, .max_side = 60});
+  ASSERT_FALSE(uri.empty());
+  std::string src = " --source " + uri + " --resize-short 32";
+  int rc = 0;
+  auto spec_of = [&](const std::string& flags) {
+    std::string out = Cli("entry-id --json" + src + flags, &rc);
+    EXPECT_EQ(rc, 0) << out;
+    auto j = nlohmann::json::parse(out, nullptr, false);
+    return j.is_object() ? j["spec"].get<std::string>() + " " + j["entry"].get<std::string>() : "";
+  };
+  std::string raw = spec_of(""), zstd = spec_of(" --codec zstd"),
+              jpeg = spec_of(" --codec jpeg --quality 80");
+  EXPECT_EQ(spec_of(" --codec raw --quality 50"), raw) << "quality is jpeg's only";
+  EXPECT_EQ(raw.find("codec"), std::string::npos) << raw;
+  EXPECT_NE(zstd.find(";codec=zstd-up-l1 "), std::string::npos) << zstd;
+  EXPECT_NE(jpeg.find(";codec=jpeg-q80-420 "), std::string::npos) << jpeg;
+
+  std::string out =
+      Cli("warm --quiet --cache " + d.Sub("c") + src + " --codec jpeg --quality 80", &rc);
+  ASSERT_EQ(rc, 0) << out;
+  std::string codec, entry = OneEntry(d.Sub("c"), &codec);
+  EXPECT_EQ(codec, "jpeg");
+  EXPECT_NE(jpeg.find(entry), std::string::npos) << "warm and entry-id agree";
+  out = Cli("cache ls --cache " + d.Sub("c"), &rc);
+  EXPECT_NE(out.find("CODEC"), std::string::npos) << out;
+  EXPECT_NE(out.find("jpeg q80"), std::string::npos) << out;
+  out = Cli("cache verify --cache " + d.Sub("c"), &rc);
+  EXPECT_EQ(rc, 0) << out;
+  out = Cli("cache export " + entry + " --to " + d.Sub("e.tar") + " --cache " + d.Sub("c"), &rc);
+  ASSERT_EQ(rc, 0) << out;
+  out = Cli("cache import " + d.Sub("e.tar") + " --check-origin 12 --cache " + d.Sub("c2"), &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(OneEntry(d.Sub("c2"), &codec), entry);
+  EXPECT_EQ(codec, "jpeg");
+  out = Cli("cache verify --verify-source=content --cache " + d.Sub("c2"), &rc);
+  EXPECT_EQ(rc, 0) << out;
+}
+
+TEST(CodecCli, BadCodecOrQualityIsAUsageErrorNamingIt) {
+  test::TempDir d;
+  std::string src = " --source folder:" + d.path() + " --cache " + d.Sub("c");
+  int rc = 0;
+  std::string out = Cli("warm --codec lz4" + src, &rc);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("--codec"), std::string::npos) << out;
+  EXPECT_NE(out.find("lz4"), std::string::npos) << out;
+  for (const char* q : {"0", "101"}) {
+    out = Cli(std::string("entry-id --codec jpeg --quality ") + q + " --source folder:" + d.path(),
+              &rc);
+    EXPECT_EQ(rc, 2) << out;
+    EXPECT_NE(out.find("--quality"), std::string::npos) << out;
+  }
 }
 
 }  // namespace
