@@ -180,7 +180,7 @@ Status SampleFetcher::EncodeStored(FetchScratch* s, CachedSample* out) {
 // stored bytes, the very pixels every later hit serves, so an epoch's batch
 // does not depend on which samples were cached (or admitted) before.
 Status SampleFetcher::ServeLossy(FetchScratch* s, CachedSample* out) {
-  if (spec_.codec != RecordCodec::kJpeg) return Status::OK();
+  if (spec_.codec != RecordCodec::kJpeg || out->bytes() == 0) return Status::OK();
   SSDFEED_RETURN_IF_ERROR(EncodeStored(s, out));
   s->coded.Reset(out->height, out->width, out->channels);
   SSDFEED_RETURN_IF_ERROR(DecodePixels(spec_.codec, out->stored, out->height, out->width,
@@ -200,6 +200,12 @@ Status SampleFetcher::FromOrigin(uint64_t id, FetchScratch* s, CachedSample* out
   stats_->Add(Ctr::kOriginBytes, origin_bytes);
   Status st = s->decoder.DecodeAndPrepare(s->encoded.bytes, spec_, &s->image, &s->geometry);
   if (st.ok()) st = PrepareFieldsOf(s, out);
+  if (time_stages_) stats_->Observe(Hist::kPrepare, Seconds() - t1);
+  if (!st.ok()) {
+    stats_->Add(Ctr::kDecodeErrors);
+    return st.WithContext(source_->Describe(id));
+  }
+  stats_->Add(Ctr::kPrepared);
   out->pixels = s->image.pixels.data();
   out->height = s->image.height;
   out->width = s->image.width;
@@ -207,13 +213,8 @@ Status SampleFetcher::FromOrigin(uint64_t id, FetchScratch* s, CachedSample* out
   out->label = s->encoded.label;
   out->codec = RecordCodec::kRaw;
   out->stored = {};
-  if (st.ok()) st = ServeLossy(s, out);
-  if (time_stages_) stats_->Observe(Hist::kPrepare, Seconds() - t1);
-  if (!st.ok()) {
-    stats_->Add(Ctr::kDecodeErrors);
-    return st.WithContext(source_->Describe(id));
-  }
-  stats_->Add(Ctr::kPrepared);
+  st = ServeLossy(s, out);
+  if (!st.ok()) return st.WithContext(source_->Describe(id));
   return Status::OK();
 }
 
