@@ -29,6 +29,31 @@ void SampleFetcher::SyncCacheCounters() {
   stats_->SetAdmission(cache_->admission());
 }
 
+// The spec's codec's bytes of a sample prepared from the origin, in
+// out->stored (jpeg's are made already, by ServeLossy).
+Status SampleFetcher::EncodeStored(FetchScratch* s, CachedSample* out) {
+  out->codec = spec_.codec;
+  if (spec_.codec == RecordCodec::kRaw || !out->stored.empty()) return Status::OK();
+  s->stored.clear();
+  SSDFEED_RETURN_IF_ERROR(EncodePixels(spec_.codec, spec_.quality, out->pixels, out->height,
+                                       out->width, out->channels, &s->stored, &s->codec));
+  out->stored = s->stored;
+  return Status::OK();
+}
+
+// jpeg is lossy: a sample from the origin is served as the decode of its
+// stored bytes, the very pixels every later hit serves, so an epoch's batch
+// does not depend on which samples were cached (or admitted) before.
+Status SampleFetcher::ServeLossy(FetchScratch* s, CachedSample* out) {
+  if (spec_.codec != RecordCodec::kJpeg || out->bytes() == 0) return Status::OK();
+  SSDFEED_RETURN_IF_ERROR(EncodeStored(s, out));
+  s->coded.Reset(out->height, out->width, out->channels);
+  SSDFEED_RETURN_IF_ERROR(DecodePixels(spec_.codec, out->stored, out->height, out->width,
+                                       out->channels, s->coded.pixels.data(), &s->codec));
+  out->pixels = s->coded.pixels.data();
+  return Status::OK();
+}
+
 void SampleFetcher::MaybeRefresh() {
   // Other processes' new records are picked up at most every 20 ms.
   int64_t now = NowUs(), last = last_refresh_us_.load();
@@ -161,31 +186,6 @@ Status SampleFetcher::PrepareFieldsOf(FetchScratch* s, CachedSample* out) {
   s->field_section.clear();
   SSDFEED_RETURN_IF_ERROR(cache_format::EncodeFields(s->fields, &s->field_section));
   out->fields = s->field_section;
-  return Status::OK();
-}
-
-// The spec's codec's bytes of a sample prepared from the origin, in
-// out->stored (jpeg's are made already, by ServeLossy).
-Status SampleFetcher::EncodeStored(FetchScratch* s, CachedSample* out) {
-  out->codec = spec_.codec;
-  if (spec_.codec == RecordCodec::kRaw || !out->stored.empty()) return Status::OK();
-  s->stored.clear();
-  SSDFEED_RETURN_IF_ERROR(EncodePixels(spec_.codec, spec_.quality, out->pixels, out->height,
-                                       out->width, out->channels, &s->stored, &s->codec));
-  out->stored = s->stored;
-  return Status::OK();
-}
-
-// jpeg is lossy: a sample from the origin is served as the decode of its
-// stored bytes, the very pixels every later hit serves, so an epoch's batch
-// does not depend on which samples were cached (or admitted) before.
-Status SampleFetcher::ServeLossy(FetchScratch* s, CachedSample* out) {
-  if (spec_.codec != RecordCodec::kJpeg || out->bytes() == 0) return Status::OK();
-  SSDFEED_RETURN_IF_ERROR(EncodeStored(s, out));
-  s->coded.Reset(out->height, out->width, out->channels);
-  SSDFEED_RETURN_IF_ERROR(DecodePixels(spec_.codec, out->stored, out->height, out->width,
-                                       out->channels, s->coded.pixels.data(), &s->codec));
-  out->pixels = s->coded.pixels.data();
   return Status::OK();
 }
 
