@@ -120,11 +120,11 @@ INSTANTIATE_TEST_SUITE_P(Codecs, CodecRecords,
                          testing::Combine(testing::Values(RecordCodec::kZstd, RecordCodec::kJpeg),
                                           testing::Bool()));
 
-class DamagedCodecRecord : public testing::TestWithParam<RecordCodec> {};
+class CodecEntry : public testing::TestWithParam<RecordCodec> {};
 
 // The checksum matches (it is written again after the flip): only decoding
 // finds the damage, and it is treated as any damaged record.
-TEST_P(DamagedCodecRecord, IsCorruptionCountedAndDropped) {
+TEST_P(CodecEntry, UndecodableRecordIsCorruptionCountedAndDropped) {
   RecordCodec codec = GetParam();
   for (bool many : {false, true}) {
     test::TempDir root;
@@ -161,7 +161,7 @@ TEST_P(DamagedCodecRecord, IsCorruptionCountedAndDropped) {
   }
 }
 
-TEST_P(DamagedCodecRecord, VerifyCountsIt) {
+TEST_P(CodecEntry, VerifyCountsAnUndecodableRecord) {
   RecordCodec codec = GetParam();
   test::TempDir root;
   std::string dir;
@@ -181,7 +181,39 @@ TEST_P(DamagedCodecRecord, VerifyCountsIt) {
   EXPECT_EQ(r.corrupt_ids, std::vector<uint64_t>{0});
 }
 
-INSTANTIATE_TEST_SUITE_P(Codecs, DamagedCodecRecord,
+// Compaction copies records as stored: the entry's bytes stay the codec's,
+// and every record serves what it served before.
+TEST_P(CodecEntry, CompactionKeepsStoredBytes) {
+  RecordCodec codec = GetParam();
+  test::TempDir root;
+  CacheOptions o = Opts(root.path());
+  std::vector<std::vector<uint8_t>> want(kN);
+  uint64_t before = 0;
+  {
+    // Two writers at once: two segment files to fold into one.
+    auto a = CacheEntry::Open(o, FakeKey(kN));
+    auto b = CacheEntry::Open(o, FakeKey(kN));
+    ASSERT_TRUE(a.ok() && b.ok());
+    for (uint64_t id = 0; id < kN; ++id)
+      ASSERT_TRUE(PutFakeCoded(id % 2 ? a->get() : b->get(), id, codec, true, &want[id]).ok());
+    before = DatBytes((*a)->dir());
+  }
+  CompactReport rep;
+  ASSERT_TRUE(CompactEntry(o, FakeKey(kN).fingerprint(), &rep).ok());
+  EXPECT_EQ(rep.records, kN);
+  EXPECT_LT(rep.files_after, rep.files_before);
+  auto e = CacheEntry::Open(o, FakeKey(kN));
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(DatBytes((*e)->dir()), before);
+  std::string buf;
+  for (uint64_t id = 0; id < kN; ++id) {
+    CachedSample s;
+    ASSERT_TRUE((*e)->Get(id, &buf, &s).ok()) << id;
+    EXPECT_TRUE(Served(s, id, codec, true, want[id])) << id;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, CodecEntry,
                          testing::Values(RecordCodec::kZstd, RecordCodec::kJpeg));
 
 // ---------------------------------------------------------------- loader
