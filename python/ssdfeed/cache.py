@@ -167,7 +167,7 @@ class CachedDataset:
     def _skip(self, i: int, e: BaseException) -> None:
         self.skipped[i] = f"{type(e).__name__}: {e}"
         print(f"ssdfeed.cache: skipped item {i} of {self._uri}: {self.skipped[i]}",
-              file=sys.stderr)
+              file=sys.stderr, flush=True)
 
     def _index(self, index) -> int:
         if isinstance(index, bool) or not isinstance(index, numbers.Integral):
