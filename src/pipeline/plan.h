@@ -2,7 +2,7 @@
 // random-read rate at each codec's record size, and what one core spends
 // decoding, checking and cropping a record of each codec. The warm rate a
 // codec allows is the lower of the two: the device's reads/s, and one core's
-// images/s times the loader's cores (docs/operations.md, "Choosing a codec").
+// images/s times the loader's cores (docs/deploy.md, "Choose a record codec").
 #pragma once
 
 #include <cstdint>

@@ -71,6 +71,8 @@ def test_plan_refuses_an_unknown_codec_naming_it(photos):
     assert "--codecs" in r.stderr and "webp" in r.stderr
 
 
+# Drops the page cache as root: alone, after the parallel pass.
+@pytest.mark.serial
 def test_bench_loader_compares_every_codec(photos, tmp_path):
     # On tmpfs when there is one: no block device there, so the throttle is
     # skipped with that reason as root, and with "needs root" otherwise.
@@ -103,6 +105,7 @@ def test_bench_loader_compares_every_codec(photos, tmp_path):
         assert "not a block device" in reason
 
 
+@pytest.mark.serial
 def test_bench_loader_codec_text_has_a_row_per_codec(photos, tmp_path):
     r = run("bench", "loader", "--source", photos["uri"], "--resize-short", "96", "--crop", "64",
             "--batch", "8", "--cache", str(tmp_path / "c"), "--codec", "raw,jpeg", "--rounds",
