@@ -116,7 +116,9 @@ nlohmann::json CodecBenchJson(const CodecBenchResult& r, uint64_t bps) {
                           {"cores_images_per_s", p.cores_images_per_s},
                           {"device_images_per_s", p.device_images_per_s},
                           {"device_mb_s", p.device.mb_s},
-                          {"predicted_images_per_s", p.predicted_images_per_s}};
+                          {"predicted_images_per_s", p.predicted_images_per_s},
+                          {"identical", p.identical},
+                          {"psnr_db", p.psnr_db}};
   };
   for (const auto& x : r.rows)
     rows.push_back({{"codec", EnumName(x.codec)},

@@ -102,7 +102,9 @@ nlohmann::json CodecJson(const CodecReport& rep) {
                     {"device_read_direct", r.device.direct},
                     {"device_mb_s", r.device.mb_s},
                     {"device_images_per_s", r.device_images_per_s},
-                    {"predicted_images_per_s", r.predicted_images_per_s}});
+                    {"predicted_images_per_s", r.predicted_images_per_s},
+                    {"identical", r.identical},
+                    {"psnr_db", r.psnr_db}});
   if (!rep.skipped.empty()) return {{"codecs", rows}, {"codecs_skipped", rep.skipped}};
   return {{"cores", rep.cores},
           {"device_dir", rep.device_dir},
@@ -116,15 +118,18 @@ void PrintCodecs(const CodecReport& rep, double device_seconds) {
     std::printf("codecs      not compared: %s\n", rep.skipped.c_str());
     return;
   }
-  std::printf("\n%-9s %10s %7s %16s %16s %16s\n", "codec", "record", "x raw", "device images/s",
-              "cores images/s", "predicted warm");
+  std::printf("\n%-9s %10s %7s %9s %16s %16s %16s\n", "codec", "record", "x raw", "fidelity",
+              "device images/s", "cores images/s", "predicted warm");
   for (size_t i = 0; i < rep.rows.size(); ++i) {
     const CodecPlan& r = rep.rows[i];
     char dev[32] = "-";
     if (r.device_images_per_s > 0) std::snprintf(dev, sizeof dev, "%.0f", r.device_images_per_s);
-    std::printf("%-9s %10s %6.2fx %16s %16.0f %16.0f%s\n", CodecLabel(r.codec, r.quality).c_str(),
-                FormatBytes(static_cast<uint64_t>(r.record_bytes)).c_str(), r.footprint_x_raw, dev,
-                r.cores_images_per_s, r.predicted_images_per_s,
+    char fid[32] = "identical";
+    if (!r.identical) std::snprintf(fid, sizeof fid, "%.1f dB", r.psnr_db);
+    std::printf("%-9s %10s %6.2fx %9s %16s %16.0f %16.0f%s\n",
+                CodecLabel(r.codec, r.quality).c_str(),
+                FormatBytes(static_cast<uint64_t>(r.record_bytes)).c_str(), r.footprint_x_raw, fid,
+                dev, r.cores_images_per_s, r.predicted_images_per_s,
                 static_cast<int>(i) == rep.recommended ? "  <- recommended" : "");
   }
   if (rep.recommended < 0) return;
@@ -137,6 +142,7 @@ void PrintCodecs(const CodecReport& rep, double device_seconds) {
                                        : "",
       kPlanTie * 100);
   std::printf("cores       %d loader core(s) x one core's decode + checksum + crop\n", rep.cores);
+  std::printf("fidelity    the served pixels against the prepared ones (PSNR over the probes)\n");
   if (!rep.device_dir.empty() && !rep.rows.empty())
     std::printf(
         "device      random reads of each record's 4 KiB window at QD %d on %s's "

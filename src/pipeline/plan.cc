@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -260,6 +261,27 @@ Result<double> TimeWarmPath(const std::vector<PreparedProbe>& probes,
   return best > 0 ? group / best : 0;
 }
 
+// Decodes every stored probe and compares it with the prepared pixels.
+Status MeasureFidelity(const std::vector<PreparedProbe>& probes,
+                       const std::vector<std::string>& stored, CodecPlan* row) {
+  PixelCodecScratch cs;
+  std::vector<uint8_t> out;
+  double sq = 0, n = 0;
+  for (size_t i = 0; i < probes.size(); ++i) {
+    const PreparedProbe& p = probes[i];
+    out.resize(p.pixels.size());
+    SSDFEED_RETURN_IF_ERROR(DecodePixels(row->codec, stored[i], p.h, p.w, p.c, out.data(), &cs));
+    for (size_t k = 0; k < out.size(); ++k) {
+      double d = static_cast<double>(out[k]) - p.pixels[k];
+      sq += d * d;
+    }
+    n += static_cast<double>(out.size());
+  }
+  row->identical = sq == 0;
+  row->psnr_db = sq == 0 ? 0 : 10 * std::log10(255.0 * 255.0 / (sq / n));
+  return Status::OK();
+}
+
 }  // namespace
 
 Result<std::vector<std::pair<RecordCodec, int>>> ParseCodecList(std::string_view text, int quality,
@@ -309,6 +331,7 @@ Result<std::vector<CodecPlan>> PlanCodecs(const Source& source, const PrepareSpe
       bytes += cache_format::kRecordHeaderSize + stored[i].size() + p.field_bytes;
     }
     row.record_bytes = bytes / probes.size();
+    SSDFEED_RETURN_IF_ERROR(MeasureFidelity(probes, stored, &row));
     SSDFEED_ASSIGN_OR_RETURN(row.per_core_images_per_s, TimeWarmPath(probes, stored, codec, o));
     if (device) row.device = device->Measure(RecordReadWindow(row.record_bytes));
     rows.push_back(row);

@@ -70,6 +70,10 @@ struct CodecPlan {
   double record_bytes = 0;
   double per_core_images_per_s = 0;
   DeviceReadRate device;  // device.iops == 0: not measured
+  // Fidelity: whether every probe decodes to its prepared pixels, else their
+  // PSNR (dB, over all probes' pixels) against them.
+  bool identical = false;
+  double psnr_db = 0;
   // Derived.
   double footprint_x_raw = 0;         // record_bytes / raw's (0 when no raw row)
   double cores_images_per_s = 0;      // per core x cores: warm from the page cache

@@ -154,6 +154,11 @@ TEST(PlanCodecs, MeasuresEachCodecAndRecommendsFromItsOwnRows) {
   EXPECT_DOUBLE_EQ((*rows)[0].footprint_x_raw, 1);
   EXPECT_LT((*rows)[1].footprint_x_raw, 1);
   EXPECT_LT((*rows)[2].footprint_x_raw, (*rows)[1].footprint_x_raw);
+  // zstd is lossless; jpeg q90 is close but not exact.
+  EXPECT_TRUE((*rows)[0].identical);
+  EXPECT_TRUE((*rows)[1].identical);
+  EXPECT_FALSE((*rows)[2].identical);
+  EXPECT_GT((*rows)[2].psnr_db, 20);
   EXPECT_GE(RecommendCodec(*rows), 0);
   // The scratch file is gone.
   for (const auto& e : std::filesystem::directory_iterator(d.path()))

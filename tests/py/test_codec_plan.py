@@ -11,7 +11,7 @@ import pytest
 import ssdfeed
 
 CODECS = ["raw", "zstd", "jpeg"]
-ROW_KEYS = {"codec", "quality", "record_bytes", "footprint_x_raw", "per_core_images_per_s",
+ROW_KEYS = {"codec", "quality", "identical", "psnr_db", "record_bytes", "footprint_x_raw", "per_core_images_per_s",
             "cores_images_per_s", "device_read_block", "device_read_qd", "device_read_direct",
             "device_mb_s", "device_images_per_s", "predicted_images_per_s"}
 
@@ -51,6 +51,7 @@ def test_plan_json_carries_each_codec_and_a_consistent_recommendation(photos, tm
             x["per_core_images_per_s"] * plan["cores"])
     assert rows[0]["footprint_x_raw"] == 1
     assert rows[2]["footprint_x_raw"] < rows[1]["footprint_x_raw"] < 1
+    assert rows[0]["identical"] and rows[1]["identical"] and not rows[2]["identical"]
     assert plan["recommended"] == expected_pick(rows, plan["tie_fraction"])
     assert plan["device_dir"].startswith(str(tmp_path)), "measured where the cache will be"
     assert not [f for f in os.listdir(tmp_path) if "scratch" in f], "scratch file left behind"
