@@ -9,7 +9,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -57,6 +60,19 @@ Result<std::string> OwnBlkioDir() {
       "only?)");
 }
 
+// Cgroups a killed bench left behind (its pid gone; an empty cgroup):
+// removed, so they do not pile up under the process's own.
+void RemoveStaleThrottles(const std::string& home) {
+  constexpr char kPrefix[] = "ssdfeed-throttle-";
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(home, ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind(kPrefix, 0) != 0) continue;
+    pid_t pid = static_cast<pid_t>(std::atoi(name.c_str() + sizeof kPrefix - 1));
+    if (pid <= 0 || (::kill(pid, 0) != 0 && errno == ESRCH)) ::rmdir(e.path().c_str());
+  }
+}
+
 }  // namespace
 
 Result<BlockDevice> BlockDeviceOf(const std::string& path) {
@@ -101,6 +117,7 @@ Result<std::unique_ptr<ReadThrottle>> ReadThrottle::Start(const std::string& pat
   SSDFEED_RETURN_IF_ERROR(CanThrottleReads(path));
   SSDFEED_ASSIGN_OR_RETURN(BlockDevice d, BlockDeviceOf(path));
   SSDFEED_ASSIGN_OR_RETURN(std::string home, OwnBlkioDir());
+  RemoveStaleThrottles(home);
   std::string dir = home + "/ssdfeed-throttle-" + std::to_string(::getpid());
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
     return Status::IOError(dir + ": " + std::strerror(errno));

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -199,6 +200,17 @@ TEST(ReadThrottleTest, JoinsALimitedCgroupAndLeavesNothingBehind) {
   test::TempDir d;
   if (Status s = CanThrottleReads(d.path()); !s.ok()) GTEST_SKIP() << s.message();
   std::string before = BlkioLine(), cgroup;
+  // A killed bench's cgroup: its pid gone (a child that has exited and been
+  // reaped), the directory left.
+  pid_t gone = ::fork();
+  if (gone == 0) ::_exit(0);
+  ASSERT_GT(gone, 0);
+  ::waitpid(gone, nullptr, 0);
+  std::string own = "/sys/fs/cgroup/blkio";
+  if (size_t at = before.find(":blkio:"); at != std::string::npos && before.substr(at + 7) != "/")
+    own += before.substr(at + 7);
+  std::string stale = own + "/ssdfeed-throttle-" + std::to_string(gone);
+  ASSERT_EQ(::mkdir(stale.c_str(), 0755), 0) << stale;
   {
     auto t = ReadThrottle::Start(d.path(), 123456789);
     ASSERT_TRUE(t.ok()) << t.status().message();
@@ -214,6 +226,7 @@ TEST(ReadThrottleTest, JoinsALimitedCgroupAndLeavesNothingBehind) {
   EXPECT_EQ(BlkioLine(), before);
   struct stat st;
   EXPECT_NE(::stat(cgroup.c_str(), &st), 0) << cgroup << " left behind";
+  EXPECT_NE(::stat(stale.c_str(), &st), 0) << stale << ": a dead bench's cgroup is kept";
 }
 
 }  // namespace
