@@ -199,6 +199,11 @@ struct CodecBenchRow {
   // Per round, then the medians.
   std::vector<double> page_cache, dropped, throttled;
   double page_cache_median = 0, dropped_median = 0, throttled_median = 0;
+  // The page-cache epochs' images per CPU-second this process used: the
+  // per-core rate other processes on a shared machine do not lower, next
+  // to plan's per-core bound.
+  std::vector<double> page_cache_per_cpu_s;
+  double page_cache_per_cpu_s_median = 0;
   // plan's rows, measured in this run: the device as it is, and throttled.
   CodecPlan plan, plan_throttled;
 };

@@ -414,7 +414,7 @@ Result<EntryInfo> FindEntry(const CacheOptions& cache, const std::string& finger
 
 // One timed warm epoch of a freshly opened loader; the page cache dropped
 // first when drop.
-Result<double> WarmEpoch(LoaderOptions lo, WarmRead read, bool drop, int epoch) {
+Result<LoaderBenchEpoch> WarmEpoch(LoaderOptions lo, WarmRead read, bool drop, int epoch) {
   lo.cache.warm_read = read;
   SSDFEED_ASSIGN_OR_RETURN(auto loader, Loader::Open(lo));
   if (drop) SSDFEED_RETURN_IF_ERROR(DropPageCache());
@@ -422,7 +422,7 @@ Result<double> WarmEpoch(LoaderOptions lo, WarmRead read, bool drop, int epoch) 
   if (e.hit_rate < 0.999)
     return Status::Aborted("warm epoch " + std::to_string(epoch) + " missed the cache (hit rate " +
                            std::to_string(e.hit_rate) + "): was the entry evicted?");
-  return e.images_per_s;
+  return e;
 }
 
 // The cold fill: the entry removed, one epoch that prepares and stores
@@ -531,25 +531,31 @@ Result<CodecBenchResult> BenchCodecs(const CodecBenchOptions& o) {
   for (int round = 0; round < o.rounds; ++round) {
     for (size_t i = 0; i < r.rows.size(); ++i) {
       LoadIntoPageCache(dirs[i]);
-      SSDFEED_ASSIGN_OR_RETURN(double v, WarmEpoch(opts[i], WarmRead::kBuffered, false, epoch++));
-      r.rows[i].page_cache.push_back(v);
+      SSDFEED_ASSIGN_OR_RETURN(LoaderBenchEpoch e,
+                               WarmEpoch(opts[i], WarmRead::kBuffered, false, epoch++));
+      r.rows[i].page_cache.push_back(e.images_per_s);
+      if (e.cpu_seconds > 0)
+        r.rows[i].page_cache_per_cpu_s.push_back(e.images_per_s * e.seconds / e.cpu_seconds);
     }
     if (!r.dropped_skipped.empty()) continue;
     // The loader's path for an entry larger than memory: O_DIRECT reads,
     // about kPlanQueueDepth in flight.
     for (size_t i = 0; i < r.rows.size(); ++i) {
-      SSDFEED_ASSIGN_OR_RETURN(double v, WarmEpoch(opts[i], WarmRead::kDirect, true, epoch++));
-      r.rows[i].dropped.push_back(v);
+      SSDFEED_ASSIGN_OR_RETURN(LoaderBenchEpoch e,
+                               WarmEpoch(opts[i], WarmRead::kDirect, true, epoch++));
+      r.rows[i].dropped.push_back(e.images_per_s);
     }
     if (!r.throttle_skipped.empty()) continue;
     SSDFEED_ASSIGN_OR_RETURN(auto t, ReadThrottle::Start(root, o.throttle_read_bps));
     for (size_t i = 0; i < r.rows.size(); ++i) {
-      SSDFEED_ASSIGN_OR_RETURN(double v, WarmEpoch(opts[i], WarmRead::kDirect, true, epoch++));
-      r.rows[i].throttled.push_back(v);
+      SSDFEED_ASSIGN_OR_RETURN(LoaderBenchEpoch e,
+                               WarmEpoch(opts[i], WarmRead::kDirect, true, epoch++));
+      r.rows[i].throttled.push_back(e.images_per_s);
     }
   }
   for (auto& row : r.rows) {
     row.page_cache_median = Percentile(row.page_cache, 0.5);
+    row.page_cache_per_cpu_s_median = Percentile(row.page_cache_per_cpu_s, 0.5);
     row.dropped_median = Percentile(row.dropped, 0.5);
     row.throttled_median = Percentile(row.throttled, 0.5);
   }

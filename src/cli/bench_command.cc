@@ -131,6 +131,8 @@ nlohmann::json CodecBenchJson(const CodecBenchResult& r, uint64_t bps) {
                     {"dropped_images_per_s", x.dropped},
                     {"throttled_images_per_s", x.throttled},
                     {"page_cache_median", x.page_cache_median},
+                    {"page_cache_per_cpu_second", x.page_cache_per_cpu_s},
+                    {"page_cache_per_cpu_second_median", x.page_cache_per_cpu_s_median},
                     {"dropped_median", x.dropped_median},
                     {"throttled_median", x.throttled_median},
                     {"plan", plan(x.plan)},
