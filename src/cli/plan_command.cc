@@ -96,6 +96,7 @@ nlohmann::json CodecJson(const CodecReport& rep) {
                     {"record_bytes", std::llround(r.record_bytes)},
                     {"footprint_x_raw", r.footprint_x_raw},
                     {"per_core_images_per_s", r.per_core_images_per_s},
+                    {"cores_measured_images_per_s", r.cores_measured_images_per_s},
                     {"cores_images_per_s", r.cores_images_per_s},
                     {"device_read_block", r.device.block},
                     {"device_read_qd", r.device.qd},
@@ -141,7 +142,8 @@ void PrintCodecs(const CodecReport& rep, double device_seconds) {
       best.codec == RecordCodec::kJpeg ? (" --quality " + std::to_string(best.quality)).c_str()
                                        : "",
       kPlanTie * 100);
-  std::printf("cores       %d loader core(s) x one core's decode + checksum + crop\n", rep.cores);
+  std::printf("cores       checksum + decode + crop on %d loader core(s) at once, wall-clock\n",
+              rep.cores);
   std::printf("fidelity    the served pixels against the prepared ones (PSNR over the probes)\n");
   if (!rep.device_dir.empty() && !rep.rows.empty())
     std::printf(

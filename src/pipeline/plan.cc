@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <latch>
 #include <memory>
 #include <thread>
 
@@ -148,7 +149,9 @@ void ApplyPlanModel(std::vector<CodecPlan>* rows, int cores) {
     if (r.codec == RecordCodec::kRaw) raw = r.record_bytes;
   for (auto& r : *rows) {
     r.footprint_x_raw = raw > 0 ? r.record_bytes / raw : 0;
-    r.cores_images_per_s = r.per_core_images_per_s * std::max(1, cores);
+    r.cores_images_per_s = r.cores_measured_images_per_s > 0
+                               ? r.cores_measured_images_per_s
+                               : r.per_core_images_per_s * std::max(1, cores);
     r.device_images_per_s = r.device.iops;
     r.predicted_images_per_s = r.device_images_per_s > 0
                                    ? std::min(r.cores_images_per_s, r.device_images_per_s)
@@ -197,7 +200,7 @@ Result<std::vector<PreparedProbe>> PrepareProbes(const Source& source, PrepareSp
   return out;
 }
 
-volatile uint64_t g_checksum_sink = 0;
+std::atomic<uint64_t> g_checksum_sink{0};
 
 double ThreadCpuSeconds() {
   struct timespec ts;
@@ -205,60 +208,115 @@ double ThreadCpuSeconds() {
   return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-// One core's images/s over the stored probes: the warm path's work per
-// sample once its record is read (the checksum of the stored bytes, the
-// codec's decode, the crop into a batch). As in an epoch, no record is in
-// the CPU's caches when its turn comes (it arrives from the page cache or
-// by DMA): the probes are copied into a pool larger than a last-level
-// cache, and the crops go to a batch-sized ring. The fastest of 3 groups of
-// the pool counts, in this thread's CPU time, so a neighbour's burst on a
-// shared machine does not lower it.
-Result<double> TimeWarmPath(const std::vector<PreparedProbe>& probes,
-                            const std::vector<std::string>& stored, RecordCodec codec,
-                            const CodecPlanOptions& o) {
-  constexpr size_t kPoolBytes = 96u << 20, kMaxPool = 600, kBatch = 256;
-  size_t mean = 1;
-  for (const auto& x : stored) mean += x.size() / stored.size();
-  size_t pool_n = std::clamp<size_t>(kPoolBytes / mean, 3 * probes.size(), kMaxPool);
-  std::vector<std::string> pool(pool_n);
-  for (size_t i = 0; i < pool_n; ++i) pool[i] = stored[i % stored.size()];
-  PixelCodecScratch cs;
-  std::vector<uint8_t> decoded, render;
-  std::vector<std::vector<uint8_t>> batch(kBatch);
-  uint64_t sink = 0;
-  auto one = [&](size_t k, int epoch) -> Status {
-    const PreparedProbe& p = probes[k % probes.size()];
-    const std::string& record = pool[k];
-    sink += XXH3_64bits(record.data(), record.size());
+// The warm path's work per sample once its record is read: the checksum of
+// the stored bytes, the codec's decode, the crop into a batch. As in an
+// epoch, no record is in the CPU's caches when its turn comes (it arrives
+// from the page cache or by DMA): the probes are copied into a pool larger
+// than a last-level cache, and the crops go to a batch-sized ring.
+class WarmPathWork {
+ public:
+  WarmPathWork(const std::vector<PreparedProbe>& probes, const std::vector<std::string>& stored,
+               RecordCodec codec, const CodecPlanOptions& o)
+      : probes_(probes), codec_(codec), o_(o) {
+    constexpr size_t kPoolBytes = 96u << 20, kMaxPool = 600;
+    size_t mean = 1;
+    for (const auto& x : stored) mean += x.size() / stored.size();
+    pool_.resize(std::clamp<size_t>(kPoolBytes / mean, 3 * probes.size(), kMaxPool));
+    for (size_t i = 0; i < pool_.size(); ++i) pool_[i] = stored[i % stored.size()];
+  }
+  size_t pool_size() const { return pool_.size(); }
+
+  // One thread's state, reused from sample to sample as a worker's is.
+  struct Worker {
+    PixelCodecScratch cs;
+    std::vector<uint8_t> decoded, render;
+    std::vector<std::vector<uint8_t>> batch = std::vector<std::vector<uint8_t>>(256);
+    uint64_t sink = 0;
+  };
+
+  // Pool records [begin, end) (wrapping), cropped for epoch.
+  Status Run(size_t begin, size_t end, int epoch, Worker* w) const {
+    for (size_t i = begin; i < end; ++i) SSDFEED_RETURN_IF_ERROR(One(i % pool_.size(), epoch, w));
+    g_checksum_sink.fetch_add(
+        w->sink,
+        std::memory_order_relaxed);  // the checksums are work the warm path does: keep them
+    return Status::OK();
+  }
+
+ private:
+  Status One(size_t k, int epoch, Worker* w) const {
+    const PreparedProbe& p = probes_[k % probes_.size()];
+    const std::string& record = pool_[k];
+    w->sink += XXH3_64bits(record.data(), record.size());
     const uint8_t* px = reinterpret_cast<const uint8_t*>(record.data());
-    if (codec != RecordCodec::kRaw) {
-      decoded.resize(p.pixels.size());
-      SSDFEED_RETURN_IF_ERROR(DecodePixels(codec, record, p.h, p.w, p.c, decoded.data(), &cs));
-      px = decoded.data();
+    if (codec_ != RecordCodec::kRaw) {
+      w->decoded.resize(p.pixels.size());
+      SSDFEED_RETURN_IF_ERROR(
+          DecodePixels(codec_, record, p.h, p.w, p.c, w->decoded.data(), &w->cs));
+      px = w->decoded.data();
     }
     CropBox box{0, 0, p.h, p.w, false};
     int oh = p.h, ow = p.w;
-    if (o.augment.enabled) {
-      box = SampleCrop(o.augment, p.h, p.w, AugmentKey(0, epoch, k));
-      oh = o.augment.height, ow = o.augment.width;
+    if (o_.augment.enabled) {
+      box = SampleCrop(o_.augment, p.h, p.w, AugmentKey(0, epoch, k));
+      oh = o_.augment.height, ow = o_.augment.width;
     }
-    std::vector<uint8_t>& out = batch[k % kBatch];
-    out.resize(static_cast<size_t>(oh) * ow * p.c * DTypeSize(o.output.dtype));
-    return RenderSample(PixelsView{px, p.h, p.w, p.c}, box, oh, ow, o.output, out.data(), &render);
-  };
-  // Untimed first: the codec's and the caches' first-use costs are not the
-  // steady state an epoch runs in.
-  for (size_t k = 0; k < probes.size(); ++k) SSDFEED_RETURN_IF_ERROR(one(k, 0));
-  size_t group = pool_n / 3;
+    std::vector<uint8_t>& out = w->batch[k % w->batch.size()];
+    out.resize(static_cast<size_t>(oh) * ow * p.c * DTypeSize(o_.output.dtype));
+    return RenderSample(PixelsView{px, p.h, p.w, p.c}, box, oh, ow, o_.output, out.data(),
+                        &w->render);
+  }
+
+  const std::vector<PreparedProbe>& probes_;
+  RecordCodec codec_;
+  const CodecPlanOptions& o_;
+  std::vector<std::string> pool_;
+};
+
+// One core's images/s: the fastest of 3 groups of the pool, in this
+// thread's CPU time, so a neighbour's burst on a shared machine does not
+// lower it. The first pass is untimed: first-use costs are not the steady
+// state an epoch runs in.
+Result<double> TimePerCore(const WarmPathWork& work, size_t warmup) {
+  WarmPathWork::Worker w;
+  SSDFEED_RETURN_IF_ERROR(work.Run(0, warmup, 0, &w));
+  size_t group = work.pool_size() / 3;
   double best = 0;
   for (size_t g = 0; g < 3; ++g) {
     double t0 = ThreadCpuSeconds();
-    for (size_t k = g * group; k < (g + 1) * group; ++k) SSDFEED_RETURN_IF_ERROR(one(k, 1));
+    SSDFEED_RETURN_IF_ERROR(work.Run(g * group, (g + 1) * group, 1, &w));
     double s = ThreadCpuSeconds() - t0;
     if (g == 0 || s < best) best = s;
   }
-  g_checksum_sink = sink;  // the checksums are work the warm path does: keep them
   return best > 0 ? group / best : 0;
+}
+
+// What `cores` threads do together, in wall-clock time: on a node whose
+// cores other work shares (the training process, other jobs), less than
+// one core's rate times cores, and that is what the loader will get.
+Result<double> TimeOnCores(const WarmPathWork& work, size_t warmup, int cores) {
+  std::latch ready(cores), go(1);
+  std::vector<Status> status(cores);
+  std::vector<std::thread> threads;
+  size_t n = work.pool_size();
+  for (int t = 0; t < cores; ++t) {
+    threads.emplace_back([&, t] {
+      WarmPathWork::Worker w;
+      status[t] = work.Run(0, warmup, 0, &w);
+      ready.count_down();
+      go.wait();
+      // Each thread starts elsewhere in the pool: different records at once.
+      size_t start = t * n / cores;
+      if (status[t].ok()) status[t] = work.Run(start, start + n, 2, &w);
+    });
+  }
+  ready.wait();
+  auto t0 = std::chrono::steady_clock::now();
+  go.count_down();
+  for (auto& th : threads) th.join();
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (const Status& st : status) SSDFEED_RETURN_IF_ERROR(st);
+  return s > 0 ? static_cast<double>(n) * cores / s : 0;
 }
 
 // Decodes every stored probe and compares it with the prepared pixels.
@@ -332,7 +390,10 @@ Result<std::vector<CodecPlan>> PlanCodecs(const Source& source, const PrepareSpe
     }
     row.record_bytes = bytes / probes.size();
     SSDFEED_RETURN_IF_ERROR(MeasureFidelity(probes, stored, &row));
-    SSDFEED_ASSIGN_OR_RETURN(row.per_core_images_per_s, TimeWarmPath(probes, stored, codec, o));
+    WarmPathWork work(probes, stored, codec, o);
+    SSDFEED_ASSIGN_OR_RETURN(row.per_core_images_per_s, TimePerCore(work, probes.size()));
+    SSDFEED_ASSIGN_OR_RETURN(row.cores_measured_images_per_s,
+                             TimeOnCores(work, probes.size(), std::max(1, o.cores)));
     if (device) row.device = device->Measure(RecordReadWindow(row.record_bytes));
     rows.push_back(row);
   }

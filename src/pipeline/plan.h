@@ -65,10 +65,14 @@ uint32_t RecordReadWindow(double record_bytes);
 struct CodecPlan {
   RecordCodec codec = RecordCodec::kRaw;
   int quality = 90;
-  // Measured: mean record on disk (header, stored pixels, fields) and one
-  // core's images/s of decode + checksum + crop from a record in memory.
+  // Measured: mean record on disk (header, stored pixels, fields), one
+  // core's images/s of decode + checksum + crop from a record in memory (in
+  // CPU time: the bound), and the images/s the loader's cores did together
+  // in wall-clock time (0: not measured), which is less where other work
+  // shares them.
   double record_bytes = 0;
   double per_core_images_per_s = 0;
+  double cores_measured_images_per_s = 0;
   DeviceReadRate device;  // device.iops == 0: not measured
   // Fidelity: whether every probe decodes to its prepared pixels, else their
   // PSNR (dB, over all probes' pixels) against them.

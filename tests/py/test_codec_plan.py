@@ -47,8 +47,8 @@ def test_plan_json_carries_each_codec_and_a_consistent_recommendation(photos, tm
         assert x["device_read_qd"] == 32 and x["device_read_block"] % 4096 == 0
         assert x["predicted_images_per_s"] == pytest.approx(
             min(x["cores_images_per_s"], x["device_images_per_s"]))
-        assert x["cores_images_per_s"] == pytest.approx(
-            x["per_core_images_per_s"] * plan["cores"])
+        assert x["cores_images_per_s"] == pytest.approx(x["cores_measured_images_per_s"])
+        assert x["per_core_images_per_s"] > 0
     assert rows[0]["footprint_x_raw"] == 1
     assert rows[2]["footprint_x_raw"] < rows[1]["footprint_x_raw"] < 1
     assert rows[0]["identical"] and rows[1]["identical"] and not rows[2]["identical"]
