@@ -88,8 +88,8 @@ struct LoaderBenchArgs {
   size_t batch = 0;
   double compute = 0;
   // --codec: one codec sets the spec's; several compare them (BenchCodecs).
-  std::string codecs;
-  int quality = 90, rounds = 3;
+  std::string codecs = "raw";
+  int rounds = 3;
   std::string throttle;  // --throttle-read-bps SIZE
   double plan_seconds = 1;
 };
@@ -282,6 +282,17 @@ int RunLoaderBench(const LoaderBenchArgs& a) {
       if (a.compute <= 0) o.compute_seconds = preset->compute_seconds;
     }
   }
+  // --codec: one sets the spec's codec (before --fresh finds the entry);
+  // several are compared once the cache options are in place.
+  std::vector<std::pair<RecordCodec, int>> codecs;
+  if (a.codecs != "raw") {
+    auto parsed = ParseCodecList(a.codecs, lo.prepare.quality, "--codec");
+    if (!parsed.ok()) return Fail(parsed.status().message(), kExitUsage);
+    codecs = std::move(*parsed);
+    if (a.no_cache)
+      return Fail("--codec is how cache records are stored: not with --no-cache", kExitUsage);
+    if (codecs.size() == 1) lo.prepare.codec = codecs[0].first;
+  }
   if (!a.no_cache) {
     if (Status s = a.cache.ToOptions(&lo.cache); !s.ok()) return Fail(s.message(), kExitUsage);
     auto warm_read = ParseEnum<WarmRead>(a.warm_read, "--warm-read");
@@ -300,14 +311,7 @@ int RunLoaderBench(const LoaderBenchArgs& a) {
                  "bench loader: no prepare options given: caching full-size pixels (the default, "
                  "as warm); pass --resize-short 256 for ImageNet-style training\n");
   if (a.metrics_cost > 0) return RunMetricsCost(lo, a.metrics_cost, a.json);
-  if (!a.codecs.empty()) {
-    auto codecs = ParseCodecList(a.codecs, a.quality, "--codec");
-    if (!codecs.ok()) return Fail(codecs.status().message(), kExitUsage);
-    if (a.no_cache) return Fail("--codec compares cache records: not with --no-cache", kExitUsage);
-    if (codecs->size() > 1) return RunCodecBench(a, lo, std::move(*codecs));
-    lo.prepare.codec = (*codecs)[0].first;
-    lo.prepare.quality = (*codecs)[0].second;
-  }
+  if (codecs.size() > 1) return RunCodecBench(a, lo, std::move(codecs));
   auto r = BenchLoader(o);
   if (!r.ok()) return Fail(r.status().message());
   const StorageRow& sr = r->storage;
@@ -485,11 +489,12 @@ void AddBench(CLI::App& app, RunState* st) {
       ->check(CLI::IsMember(EnumNames<WarmRead>()));
   l->add_option("--metrics-cost", a->metrics_cost,
                 "Instead: N rounds of warm epochs with metrics on and off, side by side");
+  // The prepare options' --codec takes one codec; here a list compares them.
+  l->remove_option(l->get_option("--codec"));
   l->add_option("--codec", a->codecs,
-                "Record codec (raw, zstd or jpeg); several, e.g. raw,zstd,jpeg, compare them side "
-                "by side: footprint, cold fill, warm epochs in rounds and plan's predictions");
-  l->add_option("--quality", a->quality, "jpeg's quality, 1-100 (default 90)")
-      ->check(CLI::Range(1, 100));
+                "How cache records store the pixels: raw (the default), zstd or jpeg (at "
+                "--quality); several, e.g. raw,zstd,jpeg, compare them side by side: footprint, "
+                "cold fill, warm epochs in rounds and plan's predictions");
   l->add_option("--rounds", a->rounds,
                 "With several codecs: rounds of warm epochs, each codec once per round (default 3)")
       ->check(AtLeast(1));
