@@ -1,0 +1,306 @@
+"""ssdfeed.tf.cache(): a tf.data pipeline's elements kept in ssdfeed cache
+entries, in place of ``ds.cache(filename)``.
+
+How elements are kept. A pipeline's length is usually unknown
+(``TFRecordDataset``) while an entry needs its item count when it is made,
+so element i goes into "part" entry i // P as item i % P (P elements a part,
+``tf:KEY`` entries whose identity holds the key, the element_spec, P and the
+part number), and a one-item "meta" entry records the element count once the
+upstream has ended. A pass over a complete cache (meta present, every
+element stored) never touches the upstream and reads elements by index on
+tf.data's parallel map; any other pass reads what is stored in order and
+takes the rest from the upstream, storing it (the fill, and its resume).
+
+Each element is flattened into its component tensors
+(``tf.nest.flatten(expand_composites=True)``: ragged flat values and row
+splits, sparse indices/values/shape) and each component becomes one field:
+numbers as a .npy array, strings as one bytes field (shape, lengths, data).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import itertools
+import struct
+import threading
+
+import numpy as np
+import tensorflow as tf
+
+from ssdfeed import _ssdfeed
+
+ARRAY, BYTES = 5, 6  # FieldKind kArray, kBytes
+_PART = 4096  # elements per part entry (part of the identity)
+_INDEX_CHUNK = 1024  # indices handed to the read map at a time
+
+
+# ------------------------------------------------------------- element codec
+def component_specs(element_spec):
+    """The dense component TensorSpecs an element flattens into."""
+    specs = tf.nest.flatten(element_spec, expand_composites=True)
+    for j, s in enumerate(specs):
+        if s.dtype != tf.string and np.dtype(s.dtype.as_numpy_dtype).kind not in "biufc":
+            raise TypeError(f"ssdfeed.tf.cache: component {j} of the element ({s}): dtype "
+                            f"{s.dtype.name} is not supported (numbers, bool and strings are); "
+                            f"element_spec: {element_spec}")
+    return specs
+
+
+def _npy(a: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    # (ascontiguousarray would make a 0-d array 1-d)
+    np.lib.format.write_array(buf, np.require(a, requirements="C"), allow_pickle=False)
+    return buf.getvalue()
+
+
+def _strings(a: np.ndarray) -> bytes:
+    # ndim, dims, then each string's length, then the strings back to back.
+    flat = [x if isinstance(x, bytes) else bytes(x) for x in a.reshape(-1)]
+    head = struct.pack(f"<I{a.ndim}q", a.ndim, *a.shape)
+    lengths = np.fromiter((len(x) for x in flat), dtype="<i8", count=len(flat))
+    return head + lengths.tobytes() + b"".join(flat)
+
+
+def _unstrings(data: bytes) -> np.ndarray:
+    (ndim,) = struct.unpack_from("<I", data)
+    shape = struct.unpack_from(f"<{ndim}q", data, 4)
+    n = int(np.prod(shape, dtype=np.int64))
+    off = 4 + 8 * ndim
+    lengths = np.frombuffer(data, dtype="<i8", count=n, offset=off)
+    off += 8 * n
+    out = np.empty(n, dtype=object)
+    for k, ln in enumerate(lengths.tolist()):
+        out[k] = data[off:off + ln]
+        off += ln
+    return out.reshape(shape)
+
+
+def encode(components) -> list:
+    """Component arrays (numpy, from an element) -> [(name, kind, payload)]."""
+    out = []
+    for j, a in enumerate(components):
+        a = np.asarray(a)
+        if a.dtype == object:
+            out.append((str(j), BYTES, _strings(a)))
+        else:
+            out.append((str(j), ARRAY, _npy(a)))
+    return out
+
+
+def decode(fields, specs) -> list:
+    """ItemEntry fields -> component arrays, in component order."""
+    if len(fields) != len(specs):
+        raise ValueError(f"ssdfeed.tf.cache: a cached element has {len(fields)} fields, its "
+                         f"element_spec {len(specs)} components")
+    out = [None] * len(specs)
+    for name, kind, dtype, shape, data in fields:
+        j = int(name)
+        if kind == BYTES:
+            out[j] = _unstrings(data)
+        else:
+            out[j] = np.frombuffer(data, dtype=np.dtype(dtype)).reshape(shape)
+    return out
+
+
+def to_numpy(element) -> list:
+    return [c.numpy() for c in tf.nest.flatten(element, expand_composites=True)]
+
+
+# ------------------------------------------------------------------- storage
+def _digest(*parts) -> str:
+    return hashlib.sha256("\x00".join(map(str, parts)).encode()).hexdigest()[:24]
+
+
+class Store:
+    """The part entries and the meta entry of one (key, element_spec)."""
+
+    def __init__(self, root, key, element_spec, capacity, part_size):
+        self.root, self.key, self.part = root, key, part_size
+        self.uri = f"tf:{key}"
+        self.spec_text = repr(element_spec)
+        self.capacity = 0 if capacity is None else int(capacity)
+        self._lock = threading.Lock()
+        self._parts = {}
+        self._meta = None
+
+    def _open(self, what, size):
+        ident = f"tf1 key={self.key} spec={_digest(self.spec_text)} P={self.part} {what}"
+        return _ssdfeed.ItemEntry(self.root, self.uri, ident, size, None,
+                                  capacity_bytes=self.capacity)
+
+    def entry(self, p):
+        e = self._parts.get(p)
+        if e is None:
+            with self._lock:
+                e = self._parts.get(p)
+                if e is None:
+                    e = self._parts[p] = self._open(f"part={p}", self.part)
+        return e
+
+    def meta(self):
+        if self._meta is None:
+            with self._lock:
+                if self._meta is None:
+                    self._meta = self._open("meta", 1)
+        return self._meta
+
+    def total(self):
+        """The element count, once a pass has reached the upstream's end."""
+        f = self.meta().lookup(0)
+        return None if f is None else int(decode(f, [None])[0])
+
+    def set_total(self, n):
+        self.meta().put(0, encode([np.asarray(n, dtype=np.int64)]))
+
+    def lookup(self, i, specs):
+        f = self.entry(i // self.part).lookup(i % self.part)
+        return None if f is None else decode(f, specs)
+
+    def put(self, i, components):
+        return self.entry(i // self.part).put(i % self.part, encode(components))
+
+    def present(self, total):
+        parts = -(-total // self.part)
+        return sum(min(self.entry(p).present(), total - p * self.part) for p in range(parts))
+
+    def stats(self):
+        out = {}
+        for e in list(self._parts.values()):
+            for k, v in e.stats().items():
+                if isinstance(v, int) and not isinstance(v, bool):
+                    out[k] = out.get(k, 0) + v
+        return out
+
+
+# ------------------------------------------------------------------ dataset
+class Plan:
+    __slots__ = ("read", "order")
+
+    def __init__(self, read, order):
+        self.read, self.order = read, order
+
+
+class TfCache:
+    """What ssdfeed.tf.cache returns the dataset of (``ds.ssdfeed_cache``)."""
+
+    def __init__(self, ds, key, root, capacity, shuffle, seed, part_size=_PART):
+        self.upstream = ds
+        self.spec = ds.element_spec
+        self.specs = component_specs(self.spec)
+        self.store = Store(root, key, self.spec, capacity, part_size)
+        self.shuffle, self.seed = shuffle, seed
+        self._passes = itertools.count()
+        self._ids = itertools.count()
+        self._plans = {}
+        self._random_access = None  # unknown until a resume asks
+        card = int(ds.cardinality())
+        self.known_total = card if card >= 0 else None
+
+    # One plan per pass, made when the pass starts; the read and the fill
+    # datasets of that pass both follow it.
+    def _new_plan(self):
+        epoch = next(self._passes)
+        total = self.store.total()
+        read = total is not None and self.store.present(total) >= total
+        order = None
+        if read and self.shuffle:
+            order = np.random.default_rng([self.seed, epoch]).permutation(total)
+        elif read:
+            order = np.arange(total, dtype=np.int64)
+        pid = next(self._ids)
+        self._plans[pid] = Plan(read, order)
+        yield np.int64(pid)
+
+    def _read_indices(self, pid):
+        plan = self._plans[int(pid)]
+        if not plan.read:
+            return
+        for s in range(0, len(plan.order), _INDEX_CHUNK):
+            yield plan.order[s:s + _INDEX_CHUNK].astype(np.int64)
+
+    def _read_np(self, i):
+        i = int(i)
+        comps = self.store.lookup(i, self.specs)
+        if comps is None:  # dropped since the pass began: compute it again
+            comps = to_numpy(self._upstream_from(i).__next__())
+            self.store.put(i, comps)
+        return comps
+
+    def _read_one(self, i):
+        comps = tf.numpy_function(self._read_np, [i], [s.dtype for s in self.specs],
+                                  stateful=True)
+        if not isinstance(comps, (list, tuple)):
+            comps = [comps]
+        for c, s in zip(comps, self.specs):
+            c.set_shape(s.shape)
+        return tf.nest.pack_sequence_as(self.spec, list(comps), expand_composites=True)
+
+    def _pack(self, comps):
+        tensors = [tf.constant(c, dtype=s.dtype) for c, s in zip(comps, self.specs)]
+        return tf.nest.pack_sequence_as(self.spec, tensors, expand_composites=True)
+
+    def _upstream_from(self, i):
+        """An iterator over the upstream's elements i, i+1, ...: by index
+        (tf.data.experimental.at) where the pipeline allows random access,
+        so nothing before i is computed; else ds.skip(i), which runs the
+        whole pipeline for the first i elements."""
+        if i > 0 and self.known_total is not None and self._random_access is not False:
+            ds = self.upstream
+            by_index = tf.data.Dataset.range(i, self.known_total).map(
+                lambda j: tf.data.experimental.at(ds, j))
+            it = iter(by_index)
+            try:
+                first = next(it)
+                self._random_access = True
+                return itertools.chain([first], it)
+            except StopIteration:
+                return iter(())
+            except (tf.errors.FailedPreconditionError, tf.errors.UnimplementedError,
+                    tf.errors.InvalidArgumentError):
+                self._random_access = False
+        return iter(self.upstream.skip(i))
+
+    def _fill(self, pid):
+        """A pass over an incomplete cache: stored elements are read, the
+        first missing one starts the upstream there, and from then on the
+        upstream feeds the pass and the cache to its end."""
+        if self._plans.pop(int(pid)).read:
+            return
+        total = self.store.total() or self.known_total
+        it, i = None, 0
+        while total is None or i < total:
+            if it is None:
+                comps = self.store.lookup(i, self.specs)
+                if comps is not None:
+                    yield self._pack(comps)
+                    i += 1
+                    continue
+                it = self._upstream_from(i)
+            try:
+                el = next(it)
+            except StopIteration:
+                break
+            self.store.put(i, to_numpy(el))
+            yield el
+            i += 1
+        self.store.set_total(i)
+
+    def _pass(self, pid):
+        read = (tf.data.Dataset.from_generator(self._read_indices, args=(pid,),
+                                               output_signature=tf.TensorSpec([None], tf.int64))
+                .unbatch()
+                .map(self._read_one, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True))
+        fill = tf.data.Dataset.from_generator(self._fill, args=(pid,),
+                                              output_signature=self.spec)
+        return read.concatenate(fill)
+
+    def dataset(self) -> tf.data.Dataset:
+        ds = (tf.data.Dataset.from_generator(self._new_plan,
+                                             output_signature=tf.TensorSpec([], tf.int64))
+              .flat_map(self._pass))
+        total = self.store.total() if self.known_total is None else self.known_total
+        if total is not None:
+            ds = ds.apply(tf.data.experimental.assert_cardinality(total))
+        ds.ssdfeed_cache = self
+        return ds
