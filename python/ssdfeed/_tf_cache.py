@@ -24,6 +24,7 @@ import io
 import itertools
 import struct
 import threading
+import warnings
 
 import numpy as np
 import tensorflow as tf
@@ -123,23 +124,38 @@ class Store:
         self._lock = threading.Lock()
         self._parts = {}
         self._meta = None
+        self._full_warned = False
 
     def _open(self, what, size):
+        """The entry, or None where the root has no room for a new one (its
+        elements then come from the upstream)."""
         ident = f"tf1 key={self.key} spec={_digest(self.spec_text)} P={self.part} {what}"
-        return _ssdfeed.ItemEntry(self.root, self.uri, ident, size, None,
-                                  capacity_bytes=self.capacity)
+        try:
+            return _ssdfeed.ItemEntry(self.root, self.uri, ident, size, None,
+                                      capacity_bytes=self.capacity)
+        except OSError as e:
+            if "is full" not in str(e):
+                raise
+            if not self._full_warned:
+                self._full_warned = True
+                warnings.warn(f"ssdfeed.tf.cache: {e}; what does not fit is computed by the "
+                              "pipeline each pass", stacklevel=2)
+            return None
 
     def entry(self, p):
-        e = self._parts.get(p)
-        if e is None:
+        """Part p's entry (None: no room for it; tried once a process)."""
+        if p not in self._parts:
             with self._lock:
-                e = self._parts.get(p)
-                if e is None:
-                    e = self._parts[p] = self._open(f"part={p}", self.part)
-        return e
+                if p not in self._parts:
+                    self._parts[p] = self._open(f"part={p}", self.part)
+        return self._parts[p]
 
     def meta(self):
-        if self._meta is None:
+        # Part 0 first: a new entry's writer reserves up to a whole chunk
+        # (64 MiB) of the root's capacity, and under a small capacity the
+        # elements should have it rather than the one-item meta entry.
+        self.entry(0)
+        if self._meta is None:  # tried again each pass: it is the one that says "complete"
             with self._lock:
                 if self._meta is None:
                     self._meta = self._open("meta", 1)
@@ -147,26 +163,34 @@ class Store:
 
     def total(self):
         """The element count, once a pass has reached the upstream's end."""
-        f = self.meta().lookup(0)
+        m = self.meta()
+        f = None if m is None else m.lookup(0)
         return None if f is None else int(decode(f, [None])[0])
 
     def set_total(self, n):
-        self.meta().put(0, encode([np.asarray(n, dtype=np.int64)]))
+        m = self.meta()
+        if m is not None:
+            m.put(0, encode([np.asarray(n, dtype=np.int64)]))
 
     def lookup(self, i, specs):
-        f = self.entry(i // self.part).lookup(i % self.part)
+        e = self.entry(i // self.part)
+        f = None if e is None else e.lookup(i % self.part)
         return None if f is None else decode(f, specs)
 
     def put(self, i, components):
-        return self.entry(i // self.part).put(i % self.part, encode(components))
+        e = self.entry(i // self.part)
+        return e is not None and e.put(i % self.part, encode(components))
 
     def present(self, total):
-        parts = -(-total // self.part)
-        return sum(min(self.entry(p).present(), total - p * self.part) for p in range(parts))
+        n = 0
+        for p in range(-(-total // self.part)):
+            e = self.entry(p)
+            n += 0 if e is None else min(e.present(), total - p * self.part)
+        return n
 
     def stats(self):
         out = {}
-        for e in list(self._parts.values()):
+        for e in [e for e in self._parts.values() if e is not None]:
             for k, v in e.stats().items():
                 if isinstance(v, int) and not isinstance(v, bool):
                     out[k] = out.get(k, 0) + v
@@ -244,22 +268,24 @@ class TfCache:
         """An iterator over the upstream's elements i, i+1, ...: by index
         (tf.data.experimental.at) where the pipeline allows random access,
         so nothing before i is computed; else ds.skip(i), which runs the
-        whole pipeline for the first i elements."""
+        whole pipeline for the first i elements.
+
+        This runs inside tf.data's generator threads: it makes no new tf
+        function (tracing there races with the pipeline's own functions),
+        only eager ops on the datasets that exist."""
         if i > 0 and self.known_total is not None and self._random_access is not False:
-            ds = self.upstream
-            by_index = tf.data.Dataset.range(i, self.known_total).map(
-                lambda j: tf.data.experimental.at(ds, j))
-            it = iter(by_index)
             try:
-                first = next(it)
+                first = tf.data.experimental.at(self.upstream, i)
                 self._random_access = True
-                return itertools.chain([first], it)
-            except StopIteration:
-                return iter(())
+                return itertools.chain([first], self._by_index(i + 1))
             except (tf.errors.FailedPreconditionError, tf.errors.UnimplementedError,
                     tf.errors.InvalidArgumentError):
                 self._random_access = False
         return iter(self.upstream.skip(i))
+
+    def _by_index(self, start):
+        for j in range(start, self.known_total):
+            yield tf.data.experimental.at(self.upstream, j)
 
     def _fill(self, pid):
         """A pass over an incomplete cache: stored elements are read, the
@@ -294,6 +320,10 @@ class TfCache:
         fill = tf.data.Dataset.from_generator(self._fill, args=(pid,),
                                               output_signature=self.spec)
         return read.concatenate(fill)
+
+    def stats(self) -> dict:
+        """The part entries' counters (this process's), summed."""
+        return self.store.stats()
 
     def dataset(self) -> tf.data.Dataset:
         ds = (tf.data.Dataset.from_generator(self._new_plan,

@@ -263,7 +263,7 @@ def cache(ds: tf.data.Dataset, *, key: str, cache=True, capacity: int = None,
             from ``(seed, e)``), instead of a shuffle buffer. A pass that
             still fills serves the upstream order.
 
-    ``ds_cached.ssdfeed_cache.store.stats()`` sums the entries' counters.
+    ``cached.ssdfeed_cache.stats()`` sums the entries' counters (this process's).
     """
     from ssdfeed import _tf_cache
     from ssdfeed.loader import _cache_root
