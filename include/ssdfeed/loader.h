@@ -35,7 +35,13 @@ enum class ShardMode {
 };
 
 struct LoaderOptions {
-  std::string source;  // Source URI. Required.
+  // Source URI. Required, unless source_object is set: then only its name.
+  std::string source;
+  // A source built by the caller (a Python dataset's items, a test's own):
+  // when set, the loader reads it instead of opening `source`, and shares
+  // it. A source whose fields() list no image serves batches of its fields
+  // only (no augment). Default null.
+  std::shared_ptr<const Source> source_object;
   SourceOptions source_options;
   // The cached preparation. Default: DefaultPrepareSpec() (full size, RGB),
   // the same default as `ssdfeed warm` and the Python Prepare().

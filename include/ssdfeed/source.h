@@ -87,7 +87,16 @@ class Source {
   virtual std::vector<FieldSpec> fields() const {
     return {{"image", FieldKind::kImage, ""}, {"label", FieldKind::kLabel, ""}};
   }
+  // A source whose samples are not prepared from an image (a Python
+  // dataset's items: arrays and bytes) names its records' layout here
+  // ("items1"); cache entries then key on it instead of the preparation's
+  // canonical text, so every preparation option is moot. Empty: prepared.
+  virtual std::string record_spec() const { return {}; }
 };
+
+// A source whose fields() list no image: nothing is decoded, its records
+// hold 0x0x0 pixels and the field section, its batches have no images.
+bool IsImageLess(const Source& source);
 
 // Opens "folder:DIR" (or a bare directory), "tfrecord:GLOB", "tar:GLOB",
 // "files:ROOT?FIELD=PATTERN&..." or "coco:IMAGES_DIR?annotations=FILE.json".

@@ -21,6 +21,7 @@ class CorruptionError : public std::runtime_error {
 
 void ThrowIfError(const Status& s) {
   if (s.ok()) return;
+  if (RaiseStashed(s)) throw nb::python_error();
   const char* msg = s.message().c_str();
   switch (s.code()) {
     case Status::Code::kNotFound:
@@ -68,6 +69,7 @@ void BindAll(nb::module_& m) {
   BindImage(m);
   BindLoader(m);
   BindWarm(m);
+  BindItems(m);
 }
 
 }  // namespace ssdfeed::py

@@ -2,6 +2,7 @@
 #include <nanobind/stl/array.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
@@ -164,9 +165,9 @@ nb::dict BatchToDict(const Batch& b, const std::vector<FieldSpec>& schema) {
                        [&](const BatchField& f) { return f.name == name; });
   };
   nb::dict d;
+  // A source without an image (Python items) has no images to give.
   for (const FieldSpec& f : schema)
     if (f.kind == FieldKind::kImage) d[f.name.c_str()] = images;
-  if (d.size() == 0) d["image"] = images;  // a schema that does not list its image
   for (const FieldSpec& f : schema) {
     if (f.kind == FieldKind::kLabel && !collated(f.name)) {
       d[f.name.c_str()] = labels;
@@ -176,6 +177,20 @@ nb::dict BatchToDict(const Batch& b, const std::vector<FieldSpec>& schema) {
   for (const BatchField& f : fields) d[f.name.c_str()] = FieldToPython(f, owner);
   return d;
 }
+
+// The native loader as Python holds it. Its workers may wait for the GIL
+// (a Python source's compute), so it is stopped and destroyed without it.
+struct LoaderHandle {
+  std::unique_ptr<Loader> loader;
+  explicit LoaderHandle(std::unique_ptr<Loader> l) : loader(std::move(l)) {}
+  LoaderHandle(LoaderHandle&&) = default;
+  ~LoaderHandle() {
+    if (!loader) return;
+    nb::gil_scoped_release nogil;
+    loader.reset();
+  }
+  Loader* operator->() const { return loader.get(); }
+};
 
 nb::dict StatsDict(const LoaderStats& s) {
   nb::dict d;
@@ -273,6 +288,12 @@ void BindOptions(nb::module_& m) {
       .def(nb::init<>())
       .def("__copy__", [](const LoaderOptions& o) { return LoaderOptions(o); })
       .def_rw("source", &LoaderOptions::source)
+      .def_prop_rw(
+          "source_object",
+          [](const LoaderOptions& o) { return std::const_pointer_cast<Source>(o.source_object); },
+          [](LoaderOptions& o, std::shared_ptr<Source> s) { o.source_object = std::move(s); },
+          nb::for_setter(nb::arg("source").none()),
+          "A Source to read instead of opening `source` (then only its name); None: open it.")
       .def_rw("source_options", &LoaderOptions::source_options)
       .def_rw("prepare", &LoaderOptions::prepare)
       .def_rw("cache", &LoaderOptions::cache)
@@ -352,7 +373,7 @@ void BindLoader(nb::module_& m) {
       nb::arg("source"), nb::arg("prepare"),
       "Bytes a full cache entry of source under prepare will take (from a few probed samples).");
 
-  nb::class_<Loader>(m, "NativeLoader", "The native loader; use ssdfeed.Loader.")
+  nb::class_<LoaderHandle>(m, "NativeLoader", "The native loader; use ssdfeed.Loader.")
       .def_static(
           "open",
           [](const LoaderOptions& o) {
@@ -361,58 +382,58 @@ void BindLoader(nb::module_& m) {
               nb::gil_scoped_release nogil;
               r = Loader::Open(o);
             }
-            return ValueOrThrow(std::move(r));
+            return LoaderHandle{ValueOrThrow(std::move(r))};
           },
           nb::arg("options"))
       .def(
           "next",
-          [](Loader& l) -> nb::object {
+          [](LoaderHandle& l) -> nb::object {
             Batch b;
             Result<bool> r = false;
             {
               nb::gil_scoped_release nogil;  // workers run while we wait
-              r = l.Next(&b);
+              r = l->Next(&b);
             }
             ThrowIfError(r.status());
             if (!*r) return nb::none();
-            std::vector<FieldSpec> schema = l.fields();
+            std::vector<FieldSpec> schema = l->fields();
             if (IsClassicSchema(schema)) return BatchToArrays(b);
             return BatchToDict(b, schema);
           },
           "The next batch of the epoch, or None at its end: (images, labels) for a source of "
           "images and class labels, else a dict of its fields.")
       .def(
-          "fields", [](const Loader& l) { return FieldSpecsToList(l.fields()); },
+          "fields", [](const LoaderHandle& l) { return FieldSpecsToList(l->fields()); },
           "[(name, kind, key), ...]: the source's fields.")
       .def("set_epoch",
-           [](Loader& l, uint64_t e) {
+           [](LoaderHandle& l, uint64_t e) {
              nb::gil_scoped_release nogil;
-             l.SetEpoch(e);
+             l->SetEpoch(e);
            })
       .def("stop",
-           [](Loader& l) {
+           [](LoaderHandle& l) {
              nb::gil_scoped_release nogil;
-             l.Stop();
+             l->Stop();
            })
-      .def("num_batches", &Loader::num_batches)
-      .def("num_samples", &Loader::num_samples)
-      .def("source_size", &Loader::source_size)
-      .def("stats", &Loader::stats)
+      .def("num_batches", [](const LoaderHandle& l) { return l->num_batches(); })
+      .def("num_samples", [](const LoaderHandle& l) { return l->num_samples(); })
+      .def("source_size", [](const LoaderHandle& l) { return l->source_size(); })
+      .def("stats", [](const LoaderHandle& l) { return l->stats(); })
       .def("state",
-           [](const Loader& l) {
+           [](const LoaderHandle& l) {
              LoaderState s;
              {
                nb::gil_scoped_release nogil;  // waits for a Next on another thread
-               s = l.state();
+               s = l->state();
              }
              return StateToDict(s);
            })
-      .def("load_state", [](Loader& l, nb::dict d) {
+      .def("load_state", [](LoaderHandle& l, nb::dict d) {
         LoaderState s = DictToState(d);
         Status st;
         {
           nb::gil_scoped_release nogil;
-          st = l.LoadState(s);
+          st = l->LoadState(s);
         }
         ThrowIfError(st);
       });

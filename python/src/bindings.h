@@ -18,6 +18,12 @@ void BindSource(nanobind::module_& m);
 void BindImage(nanobind::module_& m);
 void BindLoader(nanobind::module_& m);
 void BindWarm(nanobind::module_& m);
+void BindItems(nanobind::module_& m);
+
+// When s reports an exception a Python compute raised (an ItemSource's),
+// sets it as the Python error, with the item's index added, and returns
+// true: ThrowIfError then raises the user's own exception.
+bool RaiseStashed(const Status& s);
 
 // Raises the Python exception that fits the Status (no-op when OK).
 void ThrowIfError(const Status& s);

@@ -6,17 +6,20 @@ from ssdfeed._ssdfeed import (
     __version__,
     make_dataset,
 )
+from ssdfeed.cache import CachedDataset, cache
 from ssdfeed.loader import Loader, RandomResizedCrop, default_cache_dir, merge_states
 from ssdfeed.prepare import Prepare
 from ssdfeed.warm import warm
 
 __all__ = [
+    "CachedDataset",
     "CorruptionError",
     "Loader",
     "Prepare",
     "RandomResizedCrop",
     "default_cache_dir",
     "Source",
+    "cache",
     "__version__",
     "make_dataset",
     "merge_states",

@@ -9,7 +9,7 @@ from typing import Dict, Iterator, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ssdfeed import _compat, _ssdfeed
+from ssdfeed import _compat, _item_loader, _ssdfeed
 from ssdfeed.prepare import Prepare, _pair, _positive_pair
 
 
@@ -289,9 +289,23 @@ class Loader:
                  metrics_port: Optional[int] = None, metrics_host: str = "127.0.0.1",
                  fields: Optional[Mapping[str, Union[str, Tuple[str, str]]]] = None):
         o = _ssdfeed.LoaderOptions()
-        _fill_source_side(o, source, cache, prepare, on_error, image_key, label_key, fields)
-        o.cache.capacity_bytes = 0 if cache_capacity is None else _int("cache_capacity",
-                                                                        cache_capacity, 1)
+        self._items = None
+        if _item_loader.is_cached_dataset(source):
+            # ssdfeed.cache(dataset): its items, served by the C++ workers.
+            _item_loader.refuse_image_options({
+                "prepare": None if prepare == Prepare() else prepare, "augment": augment,
+                "dtype": None if dtype == "uint8" else dtype,
+                "layout": None if layout == "NHWC" else layout,
+                "scale": None if scale == 1.0 else scale, "mean": mean, "std": std,
+                "image_key": image_key, "label_key": label_key, "fields": fields})
+            if cache_capacity is not None:
+                _int("cache_capacity", cache_capacity, 1)
+            _item_loader.fill_options(o, source, cache, cache_capacity, _spelling(on_error))
+            self._items = _item_loader.ItemBatches(source, skip=_spelling(on_error) == "skip")
+        else:
+            _fill_source_side(o, source, cache, prepare, on_error, image_key, label_key, fields)
+            o.cache.capacity_bytes = 0 if cache_capacity is None else _int("cache_capacity",
+                                                                            cache_capacity, 1)
         o.cache.warm_read = _ssdfeed.WarmRead.parse(_spelling(warm_read))
         o.cache.fill_write = _ssdfeed.FillWrite.parse(_spelling(fill_write))
         # metrics: publish counters for `ssdfeed serve-metrics`; metrics_port:
@@ -347,6 +361,8 @@ class Loader:
         self._dtype, self._layout = dtype, layout
         self._impl = _ssdfeed.NativeLoader.open(o)
         self._fields = {name: kind for name, kind, _ in self._impl.fields()}
+        if self._items is not None:
+            _item_loader.track(self)
         self._epoch_chosen = False  # set_epoch / load_state_dict since the last pass began
         self._unfinished = False    # a pass was left before its end
         self._cache_logged = False
@@ -383,7 +399,7 @@ class Loader:
                 # The native loader has moved on to the next epoch by itself.
                 self._unfinished = False
                 return
-            yield batch
+            yield batch if self._items is None else self._items.convert(batch)
 
     def __len__(self) -> int:
         """Batches per epoch for this rank (also with on_error="skip": a

@@ -105,6 +105,9 @@ class Loader(_Loader):
             raise ValueError(f"persistent_workers must be True or False, "
                              f"not {persistent_workers!r}")
         super().__init__(source, **kwargs)
+        if self._items is not None:  # a cached dataset: its items' structure, as tensors
+            self._items.tensors = True
+            self._cached = source
         self._pin = torch.cuda.is_available() if pin_memory is None else bool(pin_memory)
         if self._pin and not torch.cuda.is_available():
             # DataLoader warns and goes on unpinned; every example script passes it.
@@ -177,6 +180,8 @@ class Loader(_Loader):
         ``len(DataLoader.dataset)``, ``read(i)``, and for folder sources
         ImageFolder's ``classes``, ``class_to_idx``, ``samples``,
         ``targets``."""
+        if self._items is not None:
+            return self._cached
         if self._dataset is None:
             self._dataset = _compat.DatasetView(self._options)
         return self._dataset
@@ -217,6 +222,9 @@ class Loader(_Loader):
             pass
 
     def __iter__(self):
+        if self._items is not None:
+            yield from super().__iter__()
+            return
         for batch in super().__iter__():
             if isinstance(batch, tuple):
                 images, labels = batch

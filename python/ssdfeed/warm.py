@@ -50,3 +50,94 @@ def warm(source: Union[str, os.PathLike], *, cache: Union[str, os.PathLike, bool
     o.workers = 0 if workers is None else _int("workers", workers, 0,
                                                " (0 or None: one per core)")
     return _ssdfeed.warm_with(os.fspath(source), o)
+
+
+_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def _size(text: str) -> int:
+    t = text.strip().upper().rstrip("B").rstrip("I")
+    unit = t[-1:] if t[-1:] in _SIZE_UNITS else ""
+    try:
+        value = float(t[: len(t) - len(unit)]) * _SIZE_UNITS[unit]
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"--capacity: expected a size > 0 such as 500G or 2T, got {text!r}")
+    return int(value)
+
+
+def _load_factory(spec: str):
+    """MODULE:FACTORY -> the object FACTORY() returns (MODULE imported as
+    ``python -m`` would, with the current directory on sys.path)."""
+    import importlib
+    import sys
+
+    module, sep, attr = spec.partition(":")
+    if not sep or not module or not attr:
+        raise ValueError(f"--python: expected MODULE:FACTORY (e.g. mydata:make_dataset), "
+                         f"got {spec!r}")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    mod = importlib.import_module(module)
+    obj = mod
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"--python {spec}: module {module} has no {attr}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ValueError(f"--python {spec}: {attr} is not callable")
+    return obj()
+
+
+def _main(argv=None) -> int:
+    """``ssdfeed warm --python MODULE:FACTORY``: the C++ CLI hands over here."""
+    import argparse
+    import json
+    import sys
+
+    from ssdfeed.cache import CachedDataset, cache
+
+    p = argparse.ArgumentParser(prog="ssdfeed warm --python",
+                                description="Fill the cache entry of ssdfeed.cache(FACTORY())")
+    p.add_argument("--python", required=True, metavar="MODULE:FACTORY")
+    p.add_argument("--key", default=None)
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--cache", default=None)
+    p.add_argument("--capacity", default=None)
+    p.add_argument("--on-error", default="raise", choices=["raise", "skip"])
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--quiet", action="store_true")
+    a = p.parse_args(argv)
+    try:
+        dataset = _load_factory(a.python)
+        capacity = _size(a.capacity) if a.capacity else None
+        if isinstance(dataset, CachedDataset):
+            cached = dataset
+        else:
+            cached = cache(dataset, key=a.key, cache=a.cache or True, capacity=capacity,
+                           on_error=a.on_error)
+        if a.workers < 1:
+            raise ValueError(f"--workers must be >= 1, not {a.workers}")
+    except (ValueError, TypeError, ImportError) as e:
+        print(f"ssdfeed: {e}", file=sys.stderr)
+        return 2
+    try:
+        r = cached.warm(workers=a.workers, progress=not (a.quiet or a.json))
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # noqa: BLE001: the CLI names the failure, no traceback
+        print(f"ssdfeed: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    r["uri"] = cached._uri
+    if a.json:
+        print(json.dumps(r))
+    else:
+        print(f"{cached._uri}: {r['present']}/{r['items']} items present, {r['computed']} "
+              f"computed in {r['seconds']:.1f} s" +
+              (f", {r['skipped']} skipped" if r["skipped"] else ""))
+    return 0 if r["present"] + r["skipped"] >= r["items"] else 3
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())

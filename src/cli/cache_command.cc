@@ -80,6 +80,14 @@ void CheckContent(const Source& src, const PrepareSpec& spec, CacheEntry* entry,
   (*out)["source_content"] = c;
 }
 
+// Python items: their origin (a dataset in some job) is out of reach, so a
+// repair is the drop VerifyEntry already made; the job computes them again.
+int DropItems(const EntryKey& key, const VerifyReport& r, bool repair, nlohmann::json* out) {
+  (*out)["source"] = "a Python dataset (" + key.source_uri + "): not checked from here";
+  if (repair && r.corrupt > 0) (*out)["dropped"] = r.corrupt;
+  return 0;
+}
+
 // Reopens an entry from its manifest (and its source, for repair).
 int VerifyOne(const CacheOptions& o, const EntryInfo& info, bool repair, bool content,
               nlohmann::json* out) {
@@ -98,6 +106,7 @@ int VerifyOne(const CacheOptions& o, const EntryInfo& info, bool repair, bool co
   (*out)["missing"] = r.missing;
   // The full source check: every file stat'ed again (size, mtime, inode,
   // ctime, and the folder's label map), not the cheap one.
+  if (IsItemsKey(key)) return DropItems(key, r, repair, out);
   PrepareSpec spec;
   SourceOptions so;
   Status ps = ParsePrepareJson(key.prepare_json, &spec, &so);
@@ -137,7 +146,10 @@ bool SourceBad(const nlohmann::json& r) {
 void PrintVerify(const std::string& name, const nlohmann::json& r) {
   std::cout << name.substr(0, 12) << ": " << r["good"] << " good, " << r["corrupt"] << " corrupt, "
             << r["missing"] << " missing; source " << r["source"].get<std::string>()
-            << (r.contains("repaired") ? "; repaired " + r["repaired"].dump() : "");
+            << (r.contains("repaired") ? "; repaired " + r["repaired"].dump() : "")
+            << (r.contains("dropped") ? "; dropped " + r["dropped"].dump() +
+                                            " (the job that uses the entry computes them again)"
+                                      : "");
   if (r.contains("source_content")) {
     const auto& c = r["source_content"];
     std::cout << "; origin content: " << c["compared"] << " compared, " << c["mismatched"]
@@ -165,7 +177,8 @@ int RunVerify(const CacheArgs& ca, const std::string& name, bool repair,
       rc = c;
       continue;
     }
-    corrupt |= r["corrupt"].get<uint64_t>() > 0 && !r.contains("repaired");
+    corrupt |=
+        r["corrupt"].get<uint64_t>() > 0 && !r.contains("repaired") && !r.contains("dropped");
     stale |= SourceBad(r);
     if (!json) PrintVerify(e.name, r);
     all.push_back(r);
@@ -394,6 +407,9 @@ std::set<uint64_t> RandomIds(uint64_t total, uint64_t n) {
 Result<EntryKey> RebindKey(const EntryKey& k,
                            const std::vector<std::pair<std::string, std::string>>& roots,
                            uint64_t check_origin, NodeOrigin* origin) {
+  // Python items have no origin files to rebind to: the key (the dataset's
+  // code and key) holds on any node.
+  if (IsItemsKey(k)) return k;
   std::string uri = RewriteSourceUri(k.source_uri, roots);
   PrepareSpec spec;
   SourceOptions so;

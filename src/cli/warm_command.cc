@@ -1,7 +1,9 @@
-// ssdfeed warm --source URI: fills a cache entry, resumable, with progress.
+// ssdfeed warm --source URI: fills a cache entry, resumable, with progress
+// (--python MODULE:FACTORY hands over to Python's ssdfeed.cache: see below).
 // Says what it will store before it starts, stops early when the cache
 // cannot take more, and exits non-zero unless every sample is in (or was
 // skipped under --on-error skip, each one named).
+#include <errno.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -9,11 +11,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "cli/options.h"
 #include "ssdfeed/defaults.h"
@@ -27,6 +33,7 @@ namespace {
 
 struct WarmArgs {
   std::string source, on_error = "raise", skipped_file;
+  std::string python, key;  // --python MODULE:FACTORY: Python's ssdfeed.cache fills
   PrepareArgs prep;
   CacheArgs cache;
   FieldArgs fields;
@@ -187,6 +194,53 @@ int RunWarm(const WarmArgs& a) {
   return Finish(a, r, s);
 }
 
+// Imports ssdfeed's warm module, or says plainly which interpreter lacks it.
+constexpr const char* kPythonBootstrap = R"(import sys
+try:
+    import ssdfeed.warm
+except ImportError as e:
+    sys.stderr.write("ssdfeed: warm --python: the ssdfeed Python package is not importable by "
+                     "%s (%s); install it into that interpreter or set SSDFEED_PYTHON to one "
+                     "that has it\n" % (sys.executable, e))
+    sys.exit(2)
+sys.exit(sys.modules["ssdfeed.warm"]._main(sys.argv[1:])))";
+
+// ssdfeed.cache datasets are Python objects: the fill runs in Python (the
+// interpreter of $SSDFEED_PYTHON, else python3 on PATH), which replaces this
+// process so signals and the exit status are its own.
+int HandOverToPython(const WarmArgs& a) {
+  if (a.prep.given() || !a.fields.fields.empty())
+    return Fail(
+        "--python fills whatever the dataset returns: prepare options and --field do "
+        "not apply",
+        kExitUsage);
+  const char* env = std::getenv("SSDFEED_PYTHON");
+  std::string python = env != nullptr && *env != '\0' ? env : "python3";
+  std::vector<std::string> args = {python,   "-c",         kPythonBootstrap, "--python",
+                                   a.python, "--on-error", a.on_error};
+  if (!a.key.empty()) args.insert(args.end(), {"--key", a.key});
+  if (a.workers > 0) args.insert(args.end(), {"--workers", std::to_string(a.workers)});
+  if (!a.cache.cache.empty()) args.insert(args.end(), {"--cache", a.cache.cache});
+  if (!a.cache.capacity.empty()) args.insert(args.end(), {"--capacity", a.cache.capacity});
+  if (a.json) args.emplace_back("--json");
+  if (a.quiet) args.emplace_back("--quiet");
+  std::vector<char*> argv;
+  for (auto& s : args) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  std::fflush(nullptr);
+  ::execvp(argv[0], argv.data());
+  return Fail("--python: cannot run the Python interpreter '" + python + "' (" +
+              std::strerror(errno) + "); set SSDFEED_PYTHON to one that has ssdfeed installed");
+}
+
+int RunWarmCommand(const WarmArgs& a) {
+  if (!a.python.empty()) return HandOverToPython(a);
+  if (a.source.empty())
+    return Fail("warm needs --source URI or --python MODULE:FACTORY", kExitUsage);
+  if (!a.key.empty()) return Fail("--key applies to --python datasets only", kExitUsage);
+  return RunWarm(a);
+}
+
 }  // namespace
 
 void AddWarm(CLI::App& app, RunState* st) {
@@ -194,8 +248,11 @@ void AddWarm(CLI::App& app, RunState* st) {
   auto a = std::make_shared<WarmArgs>();
   c->add_option("--source", a->source,
                 "Source URI: folder:DIR, tfrecord:GLOB, tar:GLOB, s3://BUCKET/... (a bare DIR "
-                "means folder:DIR)")
-      ->required();
+                "means folder:DIR)");
+  c->add_option("--python", a->python,
+                "MODULE:FACTORY: fill the entry of ssdfeed.cache(FACTORY()), a Python dataset "
+                "(runs $SSDFEED_PYTHON, else python3)");
+  c->add_option("--key", a->key, "With --python: the dataset's cache key (default: its code)");
   a->prep.Add(c);
   a->fields.Add(c);
   a->cache.Add(c, true, true);
@@ -209,7 +266,7 @@ void AddWarm(CLI::App& app, RunState* st) {
               "Exit 0 when the cache filled before every sample was stored (default: exit 3)");
   c->add_flag("--json", a->json, "Print a JSON report");
   c->add_flag("--quiet", a->quiet, "No plan line, no progress bar");
-  c->callback([st, a] { st->rc = RunWarm(*a); });
+  c->callback([st, a] { st->rc = RunWarmCommand(*a); });
 }
 
 }  // namespace ssdfeed::cli

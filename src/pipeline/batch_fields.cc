@@ -195,4 +195,10 @@ bool IsClassicSchema(const std::vector<FieldSpec>& fields) {
          fields[1].kind == FieldKind::kLabel;
 }
 
+bool IsImageLess(const Source& source) {
+  for (const FieldSpec& f : source.fields())
+    if (f.kind == FieldKind::kImage) return false;
+  return true;
+}
+
 }  // namespace ssdfeed

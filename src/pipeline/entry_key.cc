@@ -10,6 +10,11 @@ EntryKey MakeEntryKey(const Source& source, const SourceOptions& so, const Prepa
   k.source_identity = source.identity();
   k.spec = spec.Canonical();
   k.samples_total = source.size();
+  if (!source.record_spec().empty()) {
+    // No preparation: nothing for `cache verify --repair` to rebuild.
+    k.spec = source.record_spec();
+    return k;
+  }
   // The spec's own object plus the source keys that reopen the source.
   nlohmann::json j = nlohmann::json::parse(spec.ToJson());
   j["image_key"] = so.image_key;

@@ -3,8 +3,18 @@
 #include "cache/capacity.h"
 #include "cache/field_section.h"
 #include "image/field_prepare.h"
+#include "ssdfeed/enum_names.h"
+#include "ssdfeed/loader.h"
 
 namespace ssdfeed {
+
+Status CheckFieldsOnly(const std::vector<EncodedField>& fields) {
+  for (const EncodedField& f : fields)
+    if (f.kind == FieldKind::kMask || f.kind == FieldKind::kBoxes)
+      return Status::InvalidArgument("field '" + f.name + "' (" + EnumName(f.kind) +
+                                     ") follows an image, and this source has none");
+  return Status::OK();
+}
 
 SampleFetcher::SampleFetcher(const Source* source, PrepareSpec spec, CacheEntry* cache,
                              double claim_wait_s, StatsPublisher* stats, bool time_stages, Env* env)
@@ -12,6 +22,7 @@ SampleFetcher::SampleFetcher(const Source* source, PrepareSpec spec, CacheEntry*
       source_(source),
       spec_(spec),
       cache_(cache),
+      image_less_(source != nullptr && IsImageLess(*source)),
       claim_wait_s_(claim_wait_s),
       own_stats_(stats == nullptr ? StatsPublisher::InMemory() : nullptr),
       stats_(stats == nullptr ? own_stats_.get() : stats),
@@ -163,6 +174,17 @@ Status SampleFetcher::PrepareFieldsOf(FetchScratch* s, CachedSample* out) {
   return Status::OK();
 }
 
+// The sample's image, prepared into s->image; an image-less source's is
+// 0x0x0, its pixels still not null (records copy them with memcpy).
+Status SampleFetcher::DecodeImage(FetchScratch* s) {
+  if (!image_less_)
+    return s->decoder.DecodeAndPrepare(s->encoded.bytes, spec_, &s->image, &s->geometry);
+  s->image.Reset(0, 0, 0);
+  s->image.pixels.reserve(1);
+  s->geometry = kFieldsOnlyGeometry;
+  return CheckFieldsOnly(s->encoded.fields);
+}
+
 Status SampleFetcher::FromOrigin(uint64_t id, FetchScratch* s, CachedSample* out) {
   double t0 = time_stages_ ? Seconds() : 0;
   SSDFEED_RETURN_IF_ERROR(source_->Read(id, &s->encoded));
@@ -172,7 +194,7 @@ Status SampleFetcher::FromOrigin(uint64_t id, FetchScratch* s, CachedSample* out
   uint64_t origin_bytes = s->encoded.bytes.size();
   for (const EncodedField& f : s->encoded.fields) origin_bytes += f.bytes.size();
   stats_->Add(Ctr::kOriginBytes, origin_bytes);
-  Status st = s->decoder.DecodeAndPrepare(s->encoded.bytes, spec_, &s->image, &s->geometry);
+  Status st = DecodeImage(s);
   if (st.ok()) st = PrepareFieldsOf(s, out);
   if (time_stages_) stats_->Observe(Hist::kPrepare, Seconds() - t1);
   if (!st.ok()) {

@@ -28,6 +28,13 @@ struct FetchScratch {
   Decoder decoder;
 };
 
+// The geometry the fields of an image-less sample are prepared with: an
+// identity that arrays, bytes, labels and classes ignore. Masks and boxes
+// need a real image and are refused (CheckFieldsOnly).
+inline constexpr PrepareGeometry kFieldsOnlyGeometry{1, 1, 1, 1, 0, 0, 1, 1};
+// InvalidArgument naming a mask or boxes field of an image-less sample.
+Status CheckFieldsOnly(const std::vector<EncodedField>& fields);
+
 class SampleFetcher {
  public:
   // cache may be null (origin every time). Neither pointer is owned.
@@ -74,6 +81,7 @@ class SampleFetcher {
   void CountHit(const CachedSample& out);
   bool WaitForOther(uint64_t id, FetchScratch* s, CachedSample* out);
   Status FromOrigin(uint64_t id, FetchScratch* s, CachedSample* out);
+  Status DecodeImage(FetchScratch* s);
   Status PrepareFieldsOf(FetchScratch* s, CachedSample* out);
   void MaybeRefresh();
   int64_t NowUs() const { return env_->MonotonicMicros(); }
@@ -83,6 +91,7 @@ class SampleFetcher {
   const Source* source_;
   PrepareSpec spec_;
   CacheEntry* cache_;
+  const bool image_less_;  // IsImageLess(*source_): fields only, nothing to decode
   double claim_wait_s_;
   std::unique_ptr<StatsPublisher> own_stats_;
   StatsPublisher* stats_;

@@ -30,7 +30,7 @@ Env* EnvOf(const LoaderOptions& o) { return o.cache.env != nullptr ? o.cache.env
 
 class LoaderImpl final : public Loader {
  public:
-  LoaderImpl(LoaderOptions o, std::unique_ptr<Source> src, std::unique_ptr<CacheEntry> cache,
+  LoaderImpl(LoaderOptions o, std::shared_ptr<const Source> src, std::unique_ptr<CacheEntry> cache,
              std::unique_ptr<StatsPublisher> stats)
       : opts_(std::move(o)),
         env_(EnvOf(opts_)),
@@ -40,7 +40,7 @@ class LoaderImpl final : public Loader {
         fetcher_(source_.get(), opts_.prepare, cache_.get(), opts_.cache.claim_wait_seconds,
                  stats_.get(), opts_.metrics, env_),
         pool_(BatchPool::Create()),
-        renderer_(opts_.prepare, opts_.augment, opts_.output, opts_.seed),
+        renderer_(opts_.prepare, opts_.augment, opts_.output, opts_.seed, IsImageLess(*source_)),
         plan_(opts_, source_->size()),
         ring_(static_cast<size_t>(std::max(1, opts_.prefetch)) + 1, opts_.batch_size,
               renderer_.fixed() ? renderer_.sample_bytes() : 0, pool_) {
@@ -351,7 +351,7 @@ class LoaderImpl final : public Loader {
  private:
   LoaderOptions opts_;
   Env* env_;  // clock, threads, warnings
-  std::unique_ptr<Source> source_;
+  std::shared_ptr<const Source> source_;
   std::unique_ptr<CacheEntry> cache_;
   std::unique_ptr<StatsPublisher> stats_;
   mutable SampleFetcher fetcher_;
@@ -396,7 +396,15 @@ Result<std::unique_ptr<Loader>> Loader::Open(const LoaderOptions& o) {
         "augment: need size > 0, 0 < scale_min <= scale_max <= 1, "
         "0 < ratio_min <= ratio_max");
   if (o.rotate_every < 1) return Status::InvalidArgument("rotate_every must be >= 1 (epochs)");
-  SSDFEED_ASSIGN_OR_RETURN(auto src, OpenSource(o.source, o.source_options));
+  std::shared_ptr<const Source> src = o.source_object;
+  if (src == nullptr) {
+    SSDFEED_ASSIGN_OR_RETURN(auto opened, OpenSource(o.source, o.source_options));
+    src = std::move(opened);
+  }
+  if (a.enabled && IsImageLess(*src))
+    return Status::InvalidArgument("augment crops and flips an image, and " + src->uri() +
+                                   " has none (its fields are served as they are): leave "
+                                   "augment off, or augment in your own code");
   uint64_t n = src->size();
   if (o.id_begin > (o.id_end ? o.id_end : n) || o.id_end > n)
     return Status::InvalidArgument("id range [" + std::to_string(o.id_begin) + ", " +

@@ -9,7 +9,11 @@ namespace ssdfeed {
 Result<std::vector<std::pair<uint64_t, uint64_t>>> CachedIdRanges(const LoaderOptions& opts) {
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   if (opts.cache.root.empty()) return ranges;
-  SSDFEED_ASSIGN_OR_RETURN(auto src, OpenSource(opts.source, opts.source_options));
+  std::shared_ptr<const Source> src = opts.source_object;
+  if (src == nullptr) {
+    SSDFEED_ASSIGN_OR_RETURN(auto opened, OpenSource(opts.source, opts.source_options));
+    src = std::move(opened);
+  }
   EntryKey key = MakeEntryKey(*src, opts.source_options, opts.prepare);
   CacheOptions co = opts.cache;
   co.record_use = false;

@@ -11,8 +11,13 @@
 namespace ssdfeed {
 
 SampleRenderer::SampleRenderer(const PrepareSpec& prepare, const AugmentSpec& augment,
-                               const OutputSpec& output, uint64_t seed)
-    : augment_(augment), output_(output), seed_(seed) {
+                               const OutputSpec& output, uint64_t seed, bool image_less)
+    : augment_(augment), output_(output), seed_(seed), image_less_(image_less) {
+  if (image_less_) {  // every sample 0x0x0: a fixed shape of no bytes
+    channels_ = out_h_ = out_w_ = 0;
+    fixed_ = true;
+    return;
+  }
   SampleShape s = ServedSampleShape(prepare, augment);
   channels_ = s.channels;
   out_h_ = s.height;
@@ -29,6 +34,14 @@ Status SampleRenderer::Render(const CachedSample& cs, uint64_t epoch, uint64_t i
                               StagedFields* fields) const {
   buf->labels[pos] = cs.label;
   if (fields != nullptr) fields->id = id;
+  if (image_less_) {
+    if (cs.bytes() != 0)
+      return Status::Corruption("a sample of a source without images has " +
+                                std::to_string(cs.height) + "x" + std::to_string(cs.width) + "x" +
+                                std::to_string(cs.channels) + " pixels");
+    if (fields == nullptr) return Status::OK();
+    return RenderSampleFields(cs, {0, 0, 0, 0, false}, 0, 0, fields);
+  }
   // Either path sizes the batch by channels_: another count would overrun it.
   if (cs.channels != channels_)
     return Status::Corruption("prepared sample has " + std::to_string(cs.channels) +

@@ -21,8 +21,10 @@ namespace ssdfeed {
 
 class SampleRenderer {
  public:
+  // image_less: the source has no image (IsImageLess): samples are their
+  // fields only, served as cached, and batches hold no pixels (fixed, 0x0x0).
   SampleRenderer(const PrepareSpec& prepare, const AugmentSpec& augment, const OutputSpec& output,
-                 uint64_t seed);
+                 uint64_t seed, bool image_less = false);
 
   // Every sample comes out height() x width(); else each keeps its
   // prepared shape and a batch is rendered whole by RenderStaged.
@@ -59,6 +61,7 @@ class SampleRenderer {
   uint64_t seed_;
   int out_h_ = 0, out_w_ = 0, channels_ = 3;
   bool fixed_ = false;
+  bool image_less_ = false;
 };
 
 }  // namespace ssdfeed
