@@ -77,6 +77,38 @@ def _unstrings(data: bytes) -> np.ndarray:
     return out.reshape(shape)
 
 
+# float32 components that are a uint8 k as float (k or k/255: a decoded image
+# after cast, or cast/255, the usual parse) are stored as k: 4x smaller, and
+# read back as k / 255 by numpy's float32 division. Checked bit for bit when
+# stored (tf's own division may round differently: then, or for anything
+# else, the floats are stored as they are).
+_SCALES = {"u8/255": np.float32(255), "u8": np.float32(1)}
+
+
+def _as_u8(a: np.ndarray):
+    """(tag, k) when a is k / scale for a uint8 k, bit for bit; else None."""
+    if a.dtype != np.float32 or a.size < 64:
+        return None
+    for tag, scale in _SCALES.items():
+        s = a * scale
+        if not (np.all(s >= 0) and np.all(s <= 255)):  # NaN fails too
+            continue
+        k = np.rint(s).astype(np.uint8)
+        if np.array_equal(_from_u8(k, scale).view(np.uint32), a.view(np.uint32)):
+            return tag, k
+    return None
+
+
+def _from_u8(k: np.ndarray, scale) -> np.ndarray:
+    # Into a 64-byte aligned buffer: tf then takes the array as the
+    # tensor's memory instead of copying it.
+    buf = np.empty(k.size * 4 + 64, np.uint8)
+    off = -buf.ctypes.data % 64
+    out = buf[off:off + k.size * 4].view(np.float32).reshape(k.shape)
+    np.divide(k.astype(np.float32), scale, out=out)  # faster than a casting divide
+    return out
+
+
 def encode(components) -> list:
     """Component arrays (numpy, from an element) -> [(name, kind, payload)]."""
     out = []
@@ -84,6 +116,10 @@ def encode(components) -> list:
         a = np.asarray(a)
         if a.dtype == object:
             out.append((str(j), BYTES, _strings(a)))
+            continue
+        u8 = _as_u8(a)
+        if u8 is not None:
+            out.append((f"{j}:{u8[0]}", ARRAY, _npy(u8[1])))
         else:
             out.append((str(j), ARRAY, _npy(a)))
     return out
@@ -96,9 +132,13 @@ def decode(fields, specs) -> list:
                          f"element_spec {len(specs)} components")
     out = [None] * len(specs)
     for name, kind, dtype, shape, data in fields:
-        j = int(name)
+        j, _, tag = name.partition(":")
+        j = int(j)
         if kind == BYTES:
             out[j] = _unstrings(data)
+        elif tag:
+            k = np.frombuffer(data, dtype=np.uint8).reshape(shape)
+            out[j] = _from_u8(k, _SCALES[tag])
         else:
             out[j] = np.frombuffer(data, dtype=np.dtype(dtype)).reshape(shape)
     return out
