@@ -217,3 +217,30 @@ def test_a_killed_fill_keeps_what_it_stored_and_resumes(tmp_path):
     assert len(first) < N
     assert min(again) >= 10 and sorted(again) == list(range(min(again), N)), \
         "the resumed job computes only what the killed one had not stored"
+
+
+def test_a_decoded_image_as_float_is_stored_as_uint8_and_comes_back_bit_for_bit(tmp_path):
+    """cast/255 of a uint8 image (the usual parse) is kept as the uint8 (a
+    quarter of the bytes); floats that are not are kept as they are."""
+    from ssdfeed import _tf_cache
+
+    rng = np.random.default_rng(0)
+    imgs = rng.integers(0, 256, (6, 32, 24, 3), dtype=np.uint8)
+    noisy = rng.standard_normal((6, 32, 24, 3)).astype(np.float32)
+    ds = tf.data.Dataset.from_tensor_slices((imgs, noisy)).map(
+        lambda k, x: {"scaled": tf.cast(k, tf.float32) / 255.0, "as_float": tf.cast(k, tf.float32),
+                      "noisy": x, "neg_zero": -tf.zeros([8, 8])})
+    root = str(tmp_path / "c")
+    cached = ssdfeed.tf.cache(ds, key="u8", cache=root)
+    for _ in range(2):
+        for a, b in zip(ds, cached, strict=True):
+            for name in a:
+                assert a[name].numpy().view(np.uint32).tobytes() == \
+                    b[name].numpy().view(np.uint32).tobytes(), name
+    store = _tf_cache.Store(root, "u8", ds.element_spec, None, _tf_cache._PART)
+    fields = {f[0]: f for f in store.entry(0).lookup(0)}
+    order = sorted(ds.element_spec)  # tf.nest flattens dicts by sorted key
+    kinds = {order[int(n.split(":")[0])]: (n, f[2]) for n, f in fields.items()}
+    assert kinds["scaled"] == ("%d:u8/255" % order.index("scaled"), "|u1")
+    assert kinds["as_float"] == ("%d:u8" % order.index("as_float"), "|u1")
+    assert kinds["noisy"][1] == "<f4" and kinds["neg_zero"][1] == "<f4"
