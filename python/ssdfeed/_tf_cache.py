@@ -105,7 +105,9 @@ def _from_u8(k: np.ndarray, scale) -> np.ndarray:
     buf = np.empty(k.size * 4 + 64, np.uint8)
     off = -buf.ctypes.data % 64
     out = buf[off:off + k.size * 4].view(np.float32).reshape(k.shape)
-    np.divide(k.astype(np.float32), scale, out=out)  # faster than a casting divide
+    # In place, no temporary: a fresh MiB-sized temporary is page faults.
+    np.copyto(out, k, casting="unsafe")
+    np.divide(out, scale, out=out)
     return out
 
 
