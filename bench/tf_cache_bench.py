@@ -101,8 +101,9 @@ def main():
                   + " ".join(f"{s:.3f}" for s in warm[k]))
         ratio = med["tf.data cache"] / med["ssdfeed.tf.cache"]
         print(f"  warm epoch: ssdfeed.tf.cache {ratio:.2f}x tf.data cache(filename)")
-        print(f"  on disk: TFRecords {size['tfrecords'] / 2**20:.0f} MiB, tf.data cache "
-              f"{size['tf.data cache'] / 2**20:.0f} MiB, ssdfeed {size['ssdfeed.tf.cache'] / 2**20:.0f} MiB "
+        mib = {k: v / 2**20 for k, v in size.items()}
+        print(f"  on disk: TFRecords {mib['tfrecords']:.0f} MiB, tf.data cache "
+              f"{mib['tf.data cache']:.0f} MiB, ssdfeed {mib['ssdfeed.tf.cache']:.0f} MiB "
               f"({size['ssdfeed.tf.cache'] / size['tf.data cache']:.3f}x tf.data's)")
         print(json.dumps({"count": a.count, "warm_median_s": med, "warm_ratio": ratio,
                           "cold_s": {k: v[1] for k, v in cold.items()}, "bytes": size}))
