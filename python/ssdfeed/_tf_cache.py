@@ -292,8 +292,11 @@ class TfCache:
         plan = self._plans[int(pid)]
         if not plan.read:
             return
-        for s in range(0, len(plan.order), _INDEX_CHUNK):
-            yield plan.order[s:s + _INDEX_CHUNK].astype(np.int64)
+        # A pass left early never reaches _fill, which drops the plan: keep
+        # no N-long order in it.
+        order, plan.order = plan.order, None
+        for s in range(0, len(order), _INDEX_CHUNK):
+            yield order[s:s + _INDEX_CHUNK].astype(np.int64)
 
     def _read_np(self, i):
         i = int(i)
