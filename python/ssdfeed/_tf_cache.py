@@ -32,7 +32,7 @@ import tensorflow as tf
 from ssdfeed import _ssdfeed
 
 ARRAY, BYTES = 5, 6  # FieldKind kArray, kBytes
-_PART = 4096  # elements per part entry (part of the identity)
+_PART = 65536  # elements per part entry (part of the identity): ImageNet is 20 entries
 _INDEX_CHUNK = 1024  # indices handed to the read map at a time
 
 

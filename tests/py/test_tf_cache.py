@@ -245,3 +245,23 @@ def test_a_decoded_image_as_float_is_stored_as_uint8_and_comes_back_bit_for_bit(
     assert kinds["scaled"] == ("%d:u8/255" % order.index("scaled"), "|u1")
     assert kinds["as_float"] == ("%d:u8" % order.index("as_float"), "|u1")
     assert kinds["noisy"][1] == "<f4" and kinds["neg_zero"][1] == "<f4"
+
+
+def test_elements_across_several_part_entries(tmp_path, records):
+    """Elements go into entries of P each: with P = 7, 20 elements span 3."""
+    from ssdfeed import _tf_cache
+
+    cnt = str(tmp_path / "counts")
+    ds = w.tfrecord_pipeline(records, cnt)
+    root = str(tmp_path / "c")
+    cached = _tf_cache.TfCache(ds, "parts", root, None, False, 0, part_size=7).dataset()
+    assert served(cached.take(10)) == expected()[:10]
+    assert served(cached) == expected()
+    computed = len(counts(cnt))
+    assert served(cached) == expected()
+    again = _tf_cache.TfCache(ds, "parts", root, None, False, 0, part_size=7).dataset()
+    assert int(again.cardinality()) == N
+    assert served(again) == expected()
+    assert len(counts(cnt)) == computed, "a complete cache runs no parse"
+    store = _tf_cache.Store(root, "parts", ds.element_spec, None, 7)
+    assert [store.entry(p).present() for p in range(3)] == [7, 7, 6]
