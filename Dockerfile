@@ -30,7 +30,7 @@ FROM ${BASE} AS build
 ARG WHEELS=source
 RUN case "$WHEELS" in \
       source) pkgs="build-essential cmake ninja-build pkg-config python3-dev \
-                    libturbojpeg0-dev libspng-dev libopencv-imgproc-dev liburing-dev libxxhash-dev libarchive-dev \
+                    libturbojpeg0-dev libspng-dev libopencv-imgproc-dev liburing-dev libxxhash-dev libarchive-dev libzstd-dev \
                     libcli11-dev nlohmann-json3-dev prometheus-cpp-dev libcurl4-openssl-dev libssl-dev" ;; \
       context) pkgs="" ;; \
       *) echo "WHEELS=$WHEELS: use source or context" >&2; exit 2 ;; \
@@ -71,7 +71,7 @@ FROM ${BASE}
 # python3-venv). numpy comes from Debian.
 RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       ca-certificates python3 python3-numpy \
-      libturbojpeg0 libspng0 libopencv-imgproc406 libopencv-core406 liburing2 libxxhash0 libarchive13 \
+      libturbojpeg0 libspng0 libopencv-imgproc406 libopencv-core406 liburing2 libxxhash0 libarchive13 libzstd1 \
       libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libcurl4 libssl3 >/dev/null \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*
 COPY --from=build /opt/ssdfeed/ /opt/ssdfeed/

@@ -8,7 +8,7 @@
 #
 # In: SSDFEED_DEPS_WITH_URING (ON: liburing is required, OFF: not wanted,
 #     unset: used when present).
-# Out: PkgConfig::SSDFEED_TURBOJPEG/_SPNG/_XXHASH/_ARCHIVE[/_URING],
+# Out: PkgConfig::SSDFEED_TURBOJPEG/_SPNG/_XXHASH/_ARCHIVE/_ZSTD[/_URING],
 #      PkgConfig::SSDFEED_CURL, OpenSSL::Crypto, ssdfeed::opencv, prometheus-cpp::core/pull, SSDFEED_HAVE_URING,
 #      SSDFEED_MISSING_PACKAGES.
 
@@ -23,11 +23,11 @@ find_package(PkgConfig QUIET)
 if(NOT PKG_CONFIG_FOUND)
   # Without pkg-config nothing below can be looked up; name it and the rest.
   list(APPEND SSDFEED_MISSING_PACKAGES pkg-config libturbojpeg0-dev libspng-dev libxxhash-dev
-       libarchive-dev libcurl4-openssl-dev)
+       libarchive-dev libcurl4-openssl-dev libzstd-dev)
 else()
   foreach(dep "TURBOJPEG;libturbojpeg;libturbojpeg0-dev" "SPNG;spng;libspng-dev"
               "XXHASH;libxxhash;libxxhash-dev" "ARCHIVE;libarchive;libarchive-dev"
-              "CURL;libcurl;libcurl4-openssl-dev")
+              "CURL;libcurl;libcurl4-openssl-dev" "ZSTD;libzstd;libzstd-dev")
     list(GET dep 0 var)
     list(GET dep 1 module)
     list(GET dep 2 debian)

@@ -16,7 +16,7 @@ APT_PACKAGES=(
   ca-certificates build-essential cmake ninja-build pkg-config ccache
   python3 python3-dev python3-venv
   libturbojpeg0-dev libspng-dev libopencv-imgproc-dev liburing-dev libxxhash-dev
-  libarchive-dev libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev
+  libarchive-dev libzstd-dev libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev
   prometheus-cpp-dev libcurl4-openssl-dev libssl-dev
 )
 DEV_PACKAGES=(clang libclang-rt-14-dev clang-format)

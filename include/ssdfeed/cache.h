@@ -14,6 +14,7 @@
 
 #include "ssdfeed/counters.h"
 #include "ssdfeed/env.h"
+#include "ssdfeed/image.h"
 #include "ssdfeed/status.h"
 
 namespace ssdfeed {
@@ -136,6 +137,13 @@ struct CachedSample {
   // field section (docs/cache-format.md, "Fields"): empty for a sample of
   // only an image and a label. cache_format::ParseFields reads it.
   std::string_view fields;
+  // How the record stores the pixels (docs/cache-format.md, "Codecs") and
+  // its stored bytes. Every read serves raw HWC `pixels` whatever the codec
+  // (decoded into the caller's buffers); `stored` then points into the
+  // record. Put stores `stored` as this codec's bytes when codec is not
+  // kRaw (its pixels are then not read), else the pixels.
+  RecordCodec codec = RecordCodec::kRaw;
+  std::string_view stored;
   size_t bytes() const { return static_cast<size_t>(height) * width * channels; }
   // The pixels and every other field: what the cache_*_bytes counters count.
   size_t payload_bytes() const { return bytes() + fields.size(); }
@@ -155,6 +163,16 @@ class ReadBuffers {
     }
     return b.p.get();
   }
+  // Where read i's pixels are decoded when its record is not raw.
+  uint8_t* Pixels(size_t i, size_t n) {
+    if (i >= pixels_.size()) pixels_.resize(i + 1);
+    Buf& b = pixels_[i];
+    if (b.cap < n) {
+      b.p.reset(static_cast<char*>(std::malloc(n > 0 ? n : 1)));
+      b.cap = b.p ? n : 0;
+    }
+    return reinterpret_cast<uint8_t*>(b.p.get());
+  }
 
  private:
   struct Free {
@@ -165,6 +183,7 @@ class ReadBuffers {
     size_t cap = 0;
   };
   std::vector<Buf> bufs_;
+  std::vector<Buf> pixels_;
 };
 
 // One read of CacheEntry::GetMany.

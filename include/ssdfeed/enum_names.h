@@ -10,6 +10,7 @@
 
 #include "ssdfeed/augment.h"
 #include "ssdfeed/cache.h"
+#include "ssdfeed/image.h"
 #include "ssdfeed/loader.h"
 #include "ssdfeed/sample.h"
 #include "ssdfeed/source.h"
@@ -64,6 +65,12 @@ template <>
 struct EnumTable<Layout> {
   static constexpr const char* option = "layout";
   static constexpr Spelling<Layout> names[] = {{Layout::kNHWC, "NHWC"}, {Layout::kNCHW, "NCHW"}};
+};
+template <>
+struct EnumTable<RecordCodec> {
+  static constexpr const char* option = "codec";
+  static constexpr Spelling<RecordCodec> names[] = {
+      {RecordCodec::kRaw, "raw"}, {RecordCodec::kZstd, "zstd"}, {RecordCodec::kJpeg, "jpeg"}};
 };
 
 template <>

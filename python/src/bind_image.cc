@@ -6,6 +6,7 @@
 #include "image/augment.h"
 #include "image/field_augment.h"
 #include "image/field_prepare.h"
+#include "image/pixel_codec.h"
 #include "python/src/bindings.h"
 #include "ssdfeed/augment.h"
 #include "ssdfeed/dataset.h"
@@ -24,6 +25,17 @@ nb::object DecodeOrThrow(nb::bytes data, const PrepareSpec& spec, uint64_t max_p
     thread_local Decoder dec;
     dec.limits.max_pixels = max_pixels;
     s = dec.DecodeAndPrepare(std::string_view(data.c_str(), data.size()), spec, &img);
+    // jpeg is lossy: what a cache of this spec serves is the decode of the
+    // prepared image re-encoded (zstd serves the prepared pixels as they are).
+    if (s.ok() && spec.codec == RecordCodec::kJpeg) {
+      thread_local PixelCodecScratch codec;
+      std::string stored;
+      s = EncodePixels(spec.codec, spec.quality, img.pixels.data(), img.height, img.width,
+                       img.channels, &stored, &codec);
+      if (s.ok())
+        s = DecodePixels(spec.codec, stored, img.height, img.width, img.channels, img.pixels.data(),
+                         &codec);
+    }
   }
   ThrowIfError(s);
   return ImageToArray(std::move(img));
@@ -86,6 +98,13 @@ void BindImage(nb::module_& m) {
       .def_rw("crop_h", &PrepareSpec::crop_h)
       .def_rw("crop_w", &PrepareSpec::crop_w)
       .def_rw("gray", &PrepareSpec::gray)
+      .def_prop_rw(
+          "codec", [](const PrepareSpec& s) { return std::string(EnumName(s.codec)); },
+          [](PrepareSpec& s, const std::string& name) {
+            s.codec = ValueOrThrow(ParseEnum<RecordCodec>(name));
+          },
+          "How records store the pixels: 'raw', 'zstd' or 'jpeg'.")
+      .def_rw("quality", &PrepareSpec::quality, "jpeg's quality, 1-100.")
       .def_prop_ro("channels", &PrepareSpec::channels)
       .def(
           "validate", [](const PrepareSpec& s) { ThrowIfError(s.Validate()); },
@@ -99,7 +118,8 @@ void BindImage(nb::module_& m) {
 
   m.def("_decode_with", &DecodeOrThrow, nb::arg("data"), nb::arg("spec"),
         nb::arg("max_pixels") = DecodeLimits{}.max_pixels,
-        "Decodes JPEG/PNG bytes and prepares them with a PrepareSpec.");
+        "Decodes JPEG/PNG bytes and prepares them with a PrepareSpec: the pixels a cache of "
+        "that spec serves (for codec 'jpeg', the decode of the prepared image re-encoded).");
 
   m.def(
       "crop_params",

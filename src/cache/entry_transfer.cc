@@ -23,6 +23,7 @@
 #include "cache/record_format.h"
 #include "cache/segment_index.h"
 #include "cache/segment_writer.h"
+#include "image/pixel_codec.h"
 #include "ssdfeed/cache.h"
 
 namespace ssdfeed {
@@ -214,7 +215,7 @@ Status ExportEntry(const CacheOptions& in, const std::string& name, int fd, cons
   for (uint64_t id = 0; id < total; ++id) {
     if (!index.Contains(id)) continue;
     CachedSample s;
-    Status st = index.Get(id, &buf, &s);
+    Status st = index.GetStored(id, &buf, &s);  // the record as it is, stored pixels and all
     if (st.IsCorruption()) {
       if (!eo.partial)
         return st.WithContext("entry " + name +
@@ -437,6 +438,11 @@ Status ParseHeader(const std::string& text, StreamHeader* h) {
 Status ImportRecords(ImportReader* rd, const StreamHeader& sh, const ImportOptions& io,
                      StagedSegments* out, int64_t* last_id, TransferReport* report) {
   std::string rec;
+  // Every record of another codec is decoded once: the checksum vouches for
+  // the stored bytes only, and an entry must not take in what no read can
+  // serve.
+  std::vector<uint8_t> pixels;
+  PixelCodecScratch codec_scratch;
   for (;;) {
     rec.resize(cf::kRecordHeaderSize);
     size_t got = 0;
@@ -462,11 +468,14 @@ Status ImportRecords(ImportReader* rd, const StreamHeader& sh, const ImportOptio
     cf::RecordHeader h;
     std::string bad = cf::CheckRecord(rec.data(), rec.size(), id, &h);
     if (!bad.empty()) return Status::Corruption(where + ": " + bad);
-    if (io.check_record) {
-      CachedSample cs;
-      cf::SampleOf(rec.data(), h, &cs);
-      SSDFEED_RETURN_IF_ERROR(io.check_record(id, cs));
+    CachedSample cs;
+    cf::SampleOf(rec.data(), h, &cs);
+    if (cs.codec != RecordCodec::kRaw) {
+      if (pixels.size() < cs.bytes()) pixels.resize(cs.bytes());
+      Status d = cf::DecodeSample(&cs, pixels.data(), &codec_scratch);
+      if (!d.ok()) return Status::Corruption(where + ": " + d.message());
     }
+    if (io.check_record) SSDFEED_RETURN_IF_ERROR(io.check_record(id, cs));
     SSDFEED_RETURN_IF_ERROR(out->Append(rec.data(), rec.size(), h));
     *last_id = static_cast<int64_t>(id);
     report->records++;

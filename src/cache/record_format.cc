@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "cache/field_section.h"
+#include "image/pixel_codec.h"
 #include "ssdfeed/cache.h"
 
 namespace ssdfeed::cache_format {
@@ -45,6 +46,7 @@ void EncodeRecordHeader(RecordHeader* h, const uint8_t* payload, char* out) {
   Put<uint16_t>(out + 18, h->width);
   Put<uint8_t>(out + 20, h->channels);
   Put<uint8_t>(out + 21, h->num_fields);
+  Put<uint8_t>(out + 22, h->codec);
   Put<int64_t>(out + 24, h->label);
   h->checksum = RecordChecksum(out, payload, h->payload_len);
   Put<uint64_t>(out + 32, h->checksum);
@@ -59,21 +61,33 @@ std::string CheckRecord(const char* rec, size_t len, uint64_t want_id, RecordHea
   h->width = Get<uint16_t>(rec + 18);
   h->channels = Get<uint8_t>(rec + 20);
   h->num_fields = Get<uint8_t>(rec + 21);
+  h->codec = Get<uint8_t>(rec + 22);
   h->label = Get<int64_t>(rec + 24);
   h->checksum = Get<uint64_t>(rec + 32);
   if (h->payload_len != len - kRecordHeaderSize) return "record length mismatch";
   if (h->sample_id != want_id) return "record holds sample " + std::to_string(h->sample_id);
-  // Without fields the pixels are the whole payload; with them, a section
-  // follows.
-  uint64_t pixels = h->pixel_bytes();
-  if (h->num_fields == 0 ? pixels != h->payload_len : pixels >= h->payload_len)
+  if (h->codec > static_cast<uint8_t>(RecordCodec::kJpeg))
+    return "unknown codec " + std::to_string(h->codec);
+  // Raw: the pixels as they are. Another codec: a u32 length, then the
+  // stored bytes. Without fields they end the payload; with them, a
+  // section follows.
+  uint64_t stored = h->pixel_bytes(), at = 0;
+  if (h->codec != 0) {
+    if (h->payload_len < 4) return "record too short for its stored pixels' length";
+    stored = Get<uint32_t>(rec + kRecordHeaderSize);
+    at = 4;
+  }
+  uint64_t head = at + stored;
+  if (h->num_fields == 0 ? head != h->payload_len : head >= h->payload_len)
     return "record shape does not match its length";
+  h->stored_at = static_cast<uint32_t>(at);
+  h->stored_len = static_cast<uint32_t>(stored);
   const auto* payload = reinterpret_cast<const uint8_t*>(rec + kRecordHeaderSize);
   if (RecordChecksum(rec, payload, h->payload_len) != h->checksum) return "checksum mismatch";
   if (h->num_fields == 0) return "";
   uint32_t count = 0;
-  std::string bad = CheckFields(
-      std::string_view(rec + kRecordHeaderSize + pixels, h->payload_len - pixels), &count);
+  std::string bad =
+      CheckFields(std::string_view(rec + kRecordHeaderSize + head, h->payload_len - head), &count);
   if (!bad.empty()) return "field section: " + bad;
   if (count != h->num_fields) return "field section holds another number of fields";
   return "";
@@ -81,13 +95,23 @@ std::string CheckRecord(const char* rec, size_t len, uint64_t want_id, RecordHea
 
 void SampleOf(const char* rec, const RecordHeader& h, CachedSample* out) {
   const char* payload = rec + kRecordHeaderSize;
-  out->pixels = reinterpret_cast<const uint8_t*>(payload);
+  out->codec = static_cast<RecordCodec>(h.codec);
+  out->stored = std::string_view(payload + h.stored_at, h.stored_len);
+  out->pixels = h.codec == 0 ? reinterpret_cast<const uint8_t*>(payload) : nullptr;
   out->height = h.height;
   out->width = h.width;
   out->channels = h.channels;
   out->label = h.label;
-  uint64_t pixels = h.pixel_bytes();
-  out->fields = std::string_view(payload + pixels, h.payload_len - pixels);
+  uint64_t head = uint64_t{h.stored_at} + h.stored_len;
+  out->fields = std::string_view(payload + head, h.payload_len - head);
+}
+
+Status DecodeSample(CachedSample* out, uint8_t* dst, PixelCodecScratch* scratch) {
+  if (out->codec == RecordCodec::kRaw) return Status::OK();
+  SSDFEED_RETURN_IF_ERROR(
+      DecodePixels(out->codec, out->stored, out->height, out->width, out->channels, dst, scratch));
+  out->pixels = dst;
+  return Status::OK();
 }
 
 void EncodeIndexEntry(const IndexEntry& e, char* out) {

@@ -7,9 +7,12 @@
 #include <string>
 #include <string_view>
 
+#include "ssdfeed/status.h"
+
 namespace ssdfeed {
 struct CachedSample;
-}
+class PixelCodecScratch;
+}  // namespace ssdfeed
 
 // Fields are memcpy'd in native byte order; the format is little endian.
 static_assert(std::endian::native == std::endian::little,
@@ -19,8 +22,10 @@ namespace ssdfeed::cache_format {
 
 constexpr uint32_t kRecordMagic = 0x52464453;  // "SDFR"
 // 3: records carry a field section after the pixels (header byte 21 says
-// how many fields). A version is part of every entry's fingerprint, so
-// entries of another version are never opened, let alone served.
+// how many fields). Byte 22 (the codec) came later without a new version:
+// a raw record is byte for byte what version 3 wrote, and an entry of
+// another codec has another fingerprint (the codec is in the spec). A version is part of every
+// entry's fingerprint, so entries of another version are never opened, let alone served.
 constexpr uint32_t kFormatVersion = 3;
 constexpr size_t kRecordHeaderSize = 40;
 constexpr size_t kIndexEntrySize = 48;
@@ -35,10 +40,17 @@ struct RecordHeader {
   uint8_t channels = 0;
   // Fields in the section after the pixels (0: none, and no section).
   uint8_t num_fields = 0;
+  // Byte 22: how the pixels are stored (a RecordCodec). For raw they are
+  // the payload's first pixel_bytes(); otherwise a u32 length, then that
+  // many stored bytes (docs/cache-format.md, "Codecs").
+  uint8_t codec = 0;
   int64_t label = -1;
   uint64_t checksum = 0;  // XXH3-64 of header bytes [0, 32) and the payload
 
   uint64_t pixel_bytes() const { return uint64_t{height} * width * channels; }
+
+  // Set by CheckRecord: where the stored pixels are in the payload.
+  uint32_t stored_at = 0, stored_len = 0;
 };
 
 // Writes the 40 header bytes for payload into out (computes the checksum).
@@ -48,9 +60,15 @@ void EncodeRecordHeader(RecordHeader* h, const uint8_t* payload, char* out);
 // The field section, when present, must parse (ParseFields) and hold
 // num_fields fields.
 std::string CheckRecord(const char* rec, size_t len, uint64_t want_id, RecordHeader* h);
-// The sample a record CheckRecord passed holds: pixels and fields point
-// into rec.
+// The sample a record CheckRecord passed holds: its stored pixels and
+// fields point into rec; so do its pixels for a raw record (null for
+// another codec: DecodeSample gives them).
 void SampleOf(const char* rec, const RecordHeader& h, CachedSample* out);
+// Decodes out->stored (a SampleOf of a record of any codec) into dst, which
+// holds out->bytes(), and points out->pixels there. A raw record's pixels
+// are served where they are (dst unused). Corruption when the stored bytes
+// do not decode to the record's shape.
+Status DecodeSample(CachedSample* out, uint8_t* dst, PixelCodecScratch* scratch);
 
 struct IndexEntry {
   uint64_t sample_id = 0;

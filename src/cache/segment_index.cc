@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cache/entry_files.h"
+#include "image/pixel_codec.h"
 #include "util/fd_limit.h"
 
 namespace ssdfeed {
@@ -209,35 +210,86 @@ uint32_t SegmentIndex::RecordLength(uint64_t id) {
   return id < index_.size() && index_[id].seg != kAbsent ? index_[id].len : 0;
 }
 
+namespace {
+
+// The decoders of this thread's reads (zstd context, TurboJPEG handle):
+// made once per thread, reused by every read after.
+PixelCodecScratch* ThreadCodecScratch() {
+  thread_local PixelCodecScratch scratch;
+  return &scratch;
+}
+
+}  // namespace
+
 Status SegmentIndex::Check(uint64_t id, const Loc& loc, const RandomAccessFile* dat,
-                           const char* rec, size_t got, CachedSample* out) {
+                           const char* rec, size_t got, CachedSample* out, PixelsTo to) {
   cf::RecordHeader h;
   std::string bad =
       got >= loc.len ? cf::CheckRecord(rec, loc.len, id, &h) : std::string("record cut short");
+  uint8_t* dst = nullptr;
+  if (bad.empty() && h.codec != 0) {
+    size_t n = h.pixel_bytes();
+    if (to.str != nullptr) {
+      if (to.str->size() < loc.len + n) to.str->resize(loc.len + n);
+      rec = to.str->data();
+      dst = reinterpret_cast<uint8_t*>(to.str->data()) + loc.len;
+    } else if (to.bufs != nullptr) {
+      dst = to.bufs->Pixels(to.slot, n);
+      if (dst == nullptr) return Status::IOError("out of memory for decoded pixels");
+    }
+  }
+  if (bad.empty()) {
+    cf::SampleOf(rec, h, out);
+    // A record that fails to decode is damage like any other: the checksum
+    // only vouches for the stored bytes.
+    if (dst != nullptr) {
+      Status d = cf::DecodeSample(out, dst, ThreadCodecScratch());
+      if (!d.ok()) bad = d.message();
+    }
+  }
   if (!bad.empty()) {
     Drop(id, loc);
     return Status::Corruption(dat->path() + " offset " + std::to_string(loc.offset) + ": sample " +
                               std::to_string(id) + ": " + bad);
   }
-  cf::SampleOf(rec, h, out);
   return Status::OK();
 }
 
-Status SegmentIndex::Get(uint64_t id, std::string* buf, CachedSample* out) {
+Status SegmentIndex::ReadRecord(uint64_t id, std::string* buf, Loc* loc,
+                                std::shared_ptr<const RandomAccessFile>* dat, size_t* got) {
   if (id >= size_) return Status::InvalidArgument("sample id out of range");
-  Loc loc;
   Segment* seg;
   {
     ReaderLock l(&mu_);
-    loc = index_[id];
-    if (loc.seg == kAbsent) return Status::NotFound("not cached");
-    seg = segments_[loc.seg].get();
+    *loc = index_[id];
+    if (loc->seg == kAbsent) return Status::NotFound("not cached");
+    seg = segments_[loc->seg].get();
   }
-  SSDFEED_ASSIGN_OR_RETURN(auto dat, DatFile(seg));
-  buf->resize(loc.len);
+  SSDFEED_ASSIGN_OR_RETURN(*dat, DatFile(seg));
+  // Grown, never shrunk: decoded pixels follow the record, and a buffer
+  // that keeps its size is not zero-filled again by the next read.
+  if (buf->size() < loc->len) buf->resize(loc->len);
+  *got = 0;
+  return (*dat)->Read(loc->offset, loc->len, buf->data(), got);
+}
+
+Status SegmentIndex::Get(uint64_t id, std::string* buf, CachedSample* out) {
+  Loc loc;
+  std::shared_ptr<const RandomAccessFile> dat;
   size_t got = 0;
-  SSDFEED_RETURN_IF_ERROR(dat->Read(loc.offset, loc.len, buf->data(), &got));
-  return Check(id, loc, dat.get(), buf->data(), got, out);
+  SSDFEED_RETURN_IF_ERROR(ReadRecord(id, buf, &loc, &dat, &got));
+  PixelsTo to;
+  to.str = buf;
+  return Check(id, loc, dat.get(), buf->data(), got, out, to);
+}
+
+Status SegmentIndex::GetStored(uint64_t id, std::string* buf, CachedSample* out) {
+  Loc loc;
+  std::shared_ptr<const RandomAccessFile> dat;
+  size_t got = 0;
+  SSDFEED_RETURN_IF_ERROR(ReadRecord(id, buf, &loc, &dat, &got));
+  buf->resize(loc.len);
+  return Check(id, loc, dat.get(), buf->data(), got, out, PixelsTo());
 }
 
 std::shared_ptr<const RandomAccessFile> SegmentIndex::DirectFile(Segment* seg) {
@@ -266,7 +318,8 @@ struct SegmentIndex::Pending {
 
 class SegmentIndex::Batch final : public CacheReadBatch {
  public:
-  Batch(SegmentIndex* index, CacheRead* reads) : index_(index), reads_(reads) {}
+  Batch(SegmentIndex* index, CacheRead* reads, ReadBuffers* bufs)
+      : index_(index), reads_(reads), bufs_(bufs) {}
   ~Batch() override { Finish(); }
 
   void Start(Env* env) {
@@ -285,8 +338,11 @@ class SegmentIndex::Batch final : public CacheReadBatch {
       // A window past the end of the file comes back short: only the
       // record's own bytes must be there.
       size_t got = reqs_[k].got > p.skew ? reqs_[k].got - p.skew : 0;
+      PixelsTo to;
+      to.bufs = bufs_;
+      to.slot = p.read;
       r.status =
-          index_->Check(r.id, p.loc, p.file.get(), reqs_[k].scratch + p.skew, got, &r.sample);
+          index_->Check(r.id, p.loc, p.file.get(), reqs_[k].scratch + p.skew, got, &r.sample, to);
     }
   }
 
@@ -296,12 +352,13 @@ class SegmentIndex::Batch final : public CacheReadBatch {
  private:
   SegmentIndex* index_;
   CacheRead* reads_;
+  ReadBuffers* bufs_;
   std::unique_ptr<PendingReads> inflight_;
 };
 
 std::unique_ptr<CacheReadBatch> SegmentIndex::StartGetMany(CacheRead* reads, size_t n,
                                                            ReadBuffers* bufs, uint64_t* direct) {
-  auto batch = std::make_unique<Batch>(this, reads);
+  auto batch = std::make_unique<Batch>(this, reads, bufs);
   std::vector<Segment*> segs(n, nullptr);
   std::vector<Loc> locs(n);
   {
@@ -342,7 +399,10 @@ std::unique_ptr<CacheReadBatch> SegmentIndex::StartGetMany(CacheRead* reads, siz
       }
       size_t got = 0;
       r.status = (*dat)->Read(loc.offset, loc.len, buf, &got);
-      if (r.status.ok()) r.status = Check(r.id, loc, dat->get(), buf, got, &r.sample);
+      PixelsTo to;
+      to.bufs = bufs;
+      to.slot = i;
+      if (r.status.ok()) r.status = Check(r.id, loc, dat->get(), buf, got, &r.sample, to);
       continue;
     }
     Pending p;
@@ -415,7 +475,7 @@ Status SegmentIndex::ForEachRecord(const RecordFn& fn) {
       buf.resize(loc.len);
       size_t got = 0;
       SSDFEED_RETURN_IF_ERROR(dat->Read(loc.offset, loc.len, buf.data(), &got));
-      Status st = Check(ids[i], loc, dat.get(), buf.data(), got, &unused);
+      Status st = Check(ids[i], loc, dat.get(), buf.data(), got, &unused, PixelsTo());
       if (st.IsCorruption()) continue;  // a bad record is not carried over
       SSDFEED_RETURN_IF_ERROR(st);
       SSDFEED_RETURN_IF_ERROR(fn(ids[i], buf));

@@ -28,9 +28,16 @@ class SegmentIndex {
   // follows a symlink; skips non-regular files.
   Status Refresh() EXCLUDES(mu_, refresh_mu_);
 
-  // Reads and checks sample id's record. NotFound when absent; Corruption
-  // (the record is then dropped from the index) when a check fails.
+  // Reads and checks sample id's record and serves its pixels raw: a record
+  // of another codec is decoded into *buf after the record (buf only grows,
+  // so a warm reader allocates nothing). NotFound when absent; Corruption
+  // (the record is then dropped from the index) when a check or the
+  // decoding fails.
   Status Get(uint64_t id, std::string* buf, CachedSample* out) EXCLUDES(mu_);
+  // Get without decoding: *buf is exactly the record, out->stored its
+  // stored pixels (out->pixels is null for a codec other than raw). For
+  // export, which carries records as they are.
+  Status GetStored(uint64_t id, std::string* buf, CachedSample* out) EXCLUDES(mu_);
   // Reads and checks n records, as Get does; with direct reads on, the
   // 4 KiB-aligned window around each record is read with O_DIRECT, all of
   // them in flight together (Env::ReadMany). The reads start here and are
@@ -104,8 +111,17 @@ class SegmentIndex {
   void TouchLocked(Segment* seg) REQUIRES(files_mu_);
   void CloseLocked(Segment* seg) REQUIRES(files_mu_);
   void EvictLocked() REQUIRES(files_mu_);
+  // Where Check decodes a record's pixels: after the record in str (grown,
+  // so rec moves with it), or in bufs->Pixels(slot); neither: not decoded.
+  struct PixelsTo {
+    std::string* str = nullptr;
+    ReadBuffers* bufs = nullptr;
+    size_t slot = 0;
+  };
   Status Check(uint64_t id, const Loc& loc, const RandomAccessFile* dat, const char* rec,
-               size_t got, CachedSample* out);
+               size_t got, CachedSample* out, PixelsTo to);
+  Status ReadRecord(uint64_t id, std::string* buf, Loc* loc,
+                    std::shared_ptr<const RandomAccessFile>* dat, size_t* got) EXCLUDES(mu_);
 
   Status ReadNewEntries(const std::string& base) REQUIRES(refresh_mu_) EXCLUDES(mu_);
   uint32_t SlotFor(const std::string& base) REQUIRES(refresh_mu_) EXCLUDES(mu_);

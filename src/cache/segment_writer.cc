@@ -78,9 +78,26 @@ std::string SegmentWriter::warning() const {
 
 namespace {
 
+// The payload of a record of another codec than raw: the stored bytes'
+// length, the stored bytes, then the field section.
+Status CodedPayloadOf(uint64_t id, const CachedSample& s, std::string* joined) {
+  if (s.codec != RecordCodec::kZstd && s.codec != RecordCodec::kJpeg)
+    return Status::InvalidArgument("sample " + std::to_string(id) + ": unknown codec " +
+                                   std::to_string(static_cast<int>(s.codec)));
+  if (s.stored.size() > cf::kMaxPayload || (s.stored.empty() && s.bytes() > 0))
+    return Status::InvalidArgument("sample " + std::to_string(id) + ": " +
+                                   std::to_string(s.stored.size()) + " stored pixel bytes");
+  uint32_t n = static_cast<uint32_t>(s.stored.size());
+  joined->assign(reinterpret_cast<const char*>(&n), sizeof n);
+  joined->append(s.stored);
+  joined->append(s.fields);
+  return Status::OK();
+}
+
 // The record payload of s: its pixels as they are (image-only samples, the
-// common case, are never copied), or pixels and field section joined into
-// *joined, which the checksum and the sinks need in one piece.
+// common case, are never copied), or pixels (stored bytes for a codec) and
+// field section joined into *joined, which the checksum and the sinks need
+// in one piece.
 Status PayloadOf(uint64_t id, const CachedSample& s, std::string* joined, const uint8_t** payload,
                  uint64_t* len, uint8_t* num_fields) {
   if (s.height < 0 || s.width < 0 || s.channels < 0 || s.height > 65535 || s.width > 65535 ||
@@ -94,7 +111,14 @@ Status PayloadOf(uint64_t id, const CachedSample& s, std::string* joined, const 
   std::string bad = cf::CheckFields(s.fields, &count);
   if (!bad.empty())
     return Status::InvalidArgument("sample " + std::to_string(id) + ": field section: " + bad);
-  if (count > 0) {  // a section of no fields is stored as none
+  if (s.codec != RecordCodec::kRaw) {
+    // A section of no fields is stored as none.
+    SSDFEED_RETURN_IF_ERROR(CodedPayloadOf(id, s, joined));
+    if (count == 0) joined->resize(sizeof(uint32_t) + s.stored.size());
+    *payload = reinterpret_cast<const uint8_t*>(joined->data());
+    *len = joined->size();
+    *num_fields = static_cast<uint8_t>(count);
+  } else if (count > 0) {  // a section of no fields is stored as none
     joined->assign(reinterpret_cast<const char*>(s.pixels), pixels);
     joined->append(s.fields);
     *payload = reinterpret_cast<const uint8_t*>(joined->data());
@@ -122,6 +146,7 @@ Status SegmentWriter::Put(uint64_t id, uint64_t seq, const CachedSample& s) {
   h.height = static_cast<uint16_t>(s.height);
   h.width = static_cast<uint16_t>(s.width);
   h.channels = static_cast<uint8_t>(s.channels);
+  h.codec = static_cast<uint8_t>(s.codec);
   h.label = s.label;
   char hdr[cf::kRecordHeaderSize];
   cf::EncodeRecordHeader(&h, payload, hdr);  // the checksum: outside the lock

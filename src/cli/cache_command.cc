@@ -31,6 +31,24 @@ std::string Ago(int64_t t) {
   return std::to_string(d / 86400) + "d ago";
 }
 
+// The codec an entry's records use, from its spec's canonical text
+// (";codec=zstd-up-l1", ";codec=jpeg-q90-420"; none: raw).
+std::string CodecOf(const std::string& spec) {
+  size_t at = spec.find(";codec=");
+  if (at == std::string::npos) return "raw";
+  std::string c = spec.substr(at + 7);
+  return c.substr(0, c.find('-'));
+}
+
+// "jpeg q90" for jpeg, else the codec's name.
+std::string CodecSummary(const std::string& spec) {
+  std::string codec = CodecOf(spec);
+  if (codec != "jpeg") return codec;
+  size_t q = spec.find(";codec=jpeg-q");
+  std::string rest = spec.substr(q + 13);
+  return "jpeg q" + rest.substr(0, rest.find('-'));
+}
+
 int RunLs(const CacheArgs& ca, bool json) {
   CacheOptions o;
   if (Status s = ca.ToExistingRoot(&o); !s.ok()) return Fail(s.message(), kExitUsage);
@@ -43,6 +61,7 @@ int RunLs(const CacheArgs& ca, bool json) {
                    {"source", e.source_uri},
                    {"spec", e.spec},
                    {"spec_summary", DescribeSpec(e.spec)},
+                   {"codec", CodecOf(e.spec)},
                    {"skipped", e.skipped},
                    {"samples_total", e.samples_total},
                    {"samples_present", e.samples_present},
@@ -54,13 +73,14 @@ int RunLs(const CacheArgs& ca, bool json) {
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  std::printf("%-14s %-22s %-19s %-11s %-9s %-24s %s\n", "ENTRY", "STATE", "PRESENT/TOTAL", "BYTES",
-              "USED", "SPEC", "SOURCE");
+  std::printf("%-14s %-22s %-19s %-11s %-9s %-9s %-24s %s\n", "ENTRY", "STATE", "PRESENT/TOTAL",
+              "BYTES", "USED", "CODEC", "SPEC", "SOURCE");
   for (const auto& e : *list) {
     std::string pt = std::to_string(e.samples_present) + "/" + std::to_string(e.samples_total);
-    std::printf("%-14s %-22s %-19s %-11s %-9s %-24s %s%s\n", e.name.substr(0, 12).c_str(),
+    std::printf("%-14s %-22s %-19s %-11s %-9s %-9s %-24s %s%s\n", e.name.substr(0, 12).c_str(),
                 e.state.c_str(), pt.c_str(), FormatBytes(e.bytes).c_str(), Ago(e.last_used).c_str(),
-                DescribeSpec(e.spec).c_str(), e.source_uri.c_str(), e.in_use ? "  (in use)" : "");
+                CodecSummary(e.spec).c_str(), DescribeSpec(e.spec).c_str(), e.source_uri.c_str(),
+                e.in_use ? "  (in use)" : "");
   }
   if (list->empty()) std::fprintf(stderr, "ssdfeed: no entries under %s\n", o.root.c_str());
   return 0;

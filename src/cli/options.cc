@@ -54,6 +54,13 @@ void PrepareArgs::Add(CLI::App* c) {
       ->check(AtLeast(1));
   c->add_option("--center-crop", center_crop, "Centre crop HxW after resizing (default: off)");
   c->add_flag("--gray", gray, "Decode to one gray channel (default: RGB)");
+  c->add_option("--codec", codec,
+                "How cache records store the pixels: raw (as they are; the default), zstd "
+                "(lossless: a row filter, then zstd; served pixels equal raw's) or jpeg (lossy: "
+                "re-encoded at --quality; served pixels are its decode)")
+      ->check(CLI::IsMember(EnumNames<RecordCodec>()));
+  c->add_option("--quality", quality, "JPEG quality of --codec jpeg, 1-100 (default 90)")
+      ->check(CLI::Range(1, 100));
 }
 
 bool PrepareArgs::given() const {
@@ -65,6 +72,8 @@ Status PrepareArgs::ToSpec(PrepareSpec* s) const {
   s->resize_short = resize_short;
   s->max_long = max_long;
   s->gray = gray;
+  SSDFEED_ASSIGN_OR_RETURN(s->codec, ParseEnum<RecordCodec>(codec, "--codec"));
+  s->quality = quality;
   if (!resize.empty()) {
     Status st = ParseHxW(resize, &s->resize_h, &s->resize_w);
     if (!st.ok()) return Status::InvalidArgument("--resize: " + st.message());

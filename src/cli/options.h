@@ -20,6 +20,8 @@ struct PrepareArgs {
   int max_long = 0;
   std::string center_crop;  // HxW
   bool gray = false;
+  std::string codec = "raw";  // how records store the pixels
+  int quality = 90;           // jpeg's
   void Add(CLI::App* c);
   Status ToSpec(PrepareSpec* spec) const;
   // True when any prepare flag was given (else the default spec applies).

@@ -11,6 +11,7 @@
 
 #include "image/cv_call.h"
 #include "image/resample.h"
+#include "ssdfeed/enum_names.h"
 #include "ssdfeed/image.h"
 
 namespace ssdfeed {
@@ -34,26 +35,58 @@ Status PrepareSpec::Validate() const {
     return Status::InvalidArgument("prepare: max_long only applies with resize_short");
   if (max_long > 0 && max_long < resize_short)
     return Status::InvalidArgument("prepare: max_long must be >= resize_short");
+  if (codec != RecordCodec::kRaw && codec != RecordCodec::kZstd && codec != RecordCodec::kJpeg)
+    return Status::InvalidArgument("prepare: codec must be " +
+                                   QuotedChoices(EnumNames<RecordCodec>()) + ", not " +
+                                   std::to_string(static_cast<int>(codec)));
+  if (quality < 1 || quality > 100)
+    return Status::InvalidArgument("prepare: quality must be 1-100, not " +
+                                   std::to_string(quality));
   return Status::OK();
 }
+
+namespace {
+
+// The codec's part of the canonical text: every parameter that changes the
+// stored bytes (docs/cache-format.md, "Codecs"). Change it with the codec's
+// stream (pixel_codec.cc), so no entry serves records of another.
+std::string CodecCanonical(const PrepareSpec& s) {
+  switch (s.codec) {
+    case RecordCodec::kRaw:
+      return "";  // raw entries keep the names they had before codecs
+    case RecordCodec::kZstd:
+      return ";codec=zstd-up-l1";
+    case RecordCodec::kJpeg:
+      return ";codec=jpeg-q" + std::to_string(s.quality) + (s.gray ? "-gray" : "-420");
+  }
+  return ";codec=" + std::to_string(static_cast<int>(s.codec));
+}
+
+}  // namespace
 
 std::string PrepareSpec::Canonical() const {
   // Bump "prepN" whenever the bytes produced for the same spec change.
   return "prep2;" + std::string(gray ? "gray" : "rgb") + ";short=" + std::to_string(resize_short) +
          ";long=" + std::to_string(max_long) + ";exact=" + std::to_string(resize_h) + "x" +
          std::to_string(resize_w) + ";crop=" + std::to_string(crop_h) + "x" +
-         std::to_string(crop_w) + ";resample=gauss-aa/linear;jpeg=tj-dct248-islow";
+         std::to_string(crop_w) + ";resample=gauss-aa/linear;jpeg=tj-dct248-islow" +
+         CodecCanonical(*this);
 }
 
 std::string PrepareSpec::ToJson() const {
-  return nlohmann::json{{"resize_short", resize_short},
-                        {"max_long", max_long},
-                        {"resize_h", resize_h},
-                        {"resize_w", resize_w},
-                        {"crop_h", crop_h},
-                        {"crop_w", crop_w},
-                        {"gray", gray}}
-      .dump();
+  nlohmann::json j{{"resize_short", resize_short},
+                   {"max_long", max_long},
+                   {"resize_h", resize_h},
+                   {"resize_w", resize_w},
+                   {"crop_h", crop_h},
+                   {"crop_w", crop_w},
+                   {"gray", gray}};
+  // Only for another codec, so raw entries' manifests stay what they were.
+  if (codec != RecordCodec::kRaw) {
+    j["codec"] = EnumName(codec);
+    j["quality"] = quality;
+  }
+  return j.dump();
 }
 
 Result<PrepareSpec> PrepareSpec::FromJson(std::string_view text) {
@@ -62,9 +95,13 @@ Result<PrepareSpec> PrepareSpec::FromJson(std::string_view text) {
   PrepareSpec s;
   // A size that is not an integer in int's range is refused by name, not
   // converted (a float out of range would be undefined behaviour).
-  const std::pair<const char*, int*> sizes[] = {
-      {"resize_short", &s.resize_short}, {"max_long", &s.max_long}, {"resize_h", &s.resize_h},
-      {"resize_w", &s.resize_w},         {"crop_h", &s.crop_h},     {"crop_w", &s.crop_w}};
+  const std::pair<const char*, int*> sizes[] = {{"resize_short", &s.resize_short},
+                                                {"max_long", &s.max_long},
+                                                {"resize_h", &s.resize_h},
+                                                {"resize_w", &s.resize_w},
+                                                {"crop_h", &s.crop_h},
+                                                {"crop_w", &s.crop_w},
+                                                {"quality", &s.quality}};
   for (auto [key, field] : sizes) {
     if (!j.contains(key)) continue;
     const auto& v = j.at(key);
@@ -76,6 +113,11 @@ Result<PrepareSpec> PrepareSpec::FromJson(std::string_view text) {
   }
   try {  // nlohmann throws on a field of the wrong type
     s.gray = j.value("gray", false);
+    if (j.contains("codec")) {
+      Result<RecordCodec> codec = ParseEnum<RecordCodec>(j.at("codec").get<std::string>());
+      if (!codec.ok()) return Status::InvalidArgument("prepare spec: " + codec.status().message());
+      s.codec = *codec;
+    }
   } catch (const nlohmann::json::exception& e) {
     return Status::InvalidArgument(std::string("prepare spec: ") + e.what());
   }

@@ -40,6 +40,31 @@ void SampleFetcher::SyncCacheCounters() {
   stats_->SetAdmission(cache_->admission());
 }
 
+// The spec's codec's bytes of a sample prepared from the origin, in
+// out->stored (jpeg's are made already, by ServeLossy).
+Status SampleFetcher::EncodeStored(FetchScratch* s, CachedSample* out) {
+  out->codec = spec_.codec;
+  if (spec_.codec == RecordCodec::kRaw || !out->stored.empty()) return Status::OK();
+  s->stored.clear();
+  SSDFEED_RETURN_IF_ERROR(EncodePixels(spec_.codec, spec_.quality, out->pixels, out->height,
+                                       out->width, out->channels, &s->stored, &s->codec));
+  out->stored = s->stored;
+  return Status::OK();
+}
+
+// jpeg is lossy: a sample from the origin is served as the decode of its
+// stored bytes, the very pixels every later hit serves, so an epoch's batch
+// does not depend on which samples were cached (or admitted) before.
+Status SampleFetcher::ServeLossy(FetchScratch* s, CachedSample* out) {
+  if (spec_.codec != RecordCodec::kJpeg || out->bytes() == 0) return Status::OK();
+  SSDFEED_RETURN_IF_ERROR(EncodeStored(s, out));
+  s->coded.Reset(out->height, out->width, out->channels);
+  SSDFEED_RETURN_IF_ERROR(DecodePixels(spec_.codec, out->stored, out->height, out->width,
+                                       out->channels, s->coded.pixels.data(), &s->codec));
+  out->pixels = s->coded.pixels.data();
+  return Status::OK();
+}
+
 void SampleFetcher::MaybeRefresh() {
   // Other processes' new records are picked up at most every 20 ms.
   int64_t now = NowUs(), last = last_refresh_us_.load();
@@ -135,7 +160,8 @@ Status SampleFetcher::Resolve(uint64_t id, Status st, FetchScratch* s, CachedSam
   if (st.ok()) stats_->Add(Ctr::kCacheMissBytes, out->payload_bytes());
   if (st.ok() && admit) {
     // A full disk or capacity only stops admission; training goes on.
-    Status put = cache_->Put(id, *out);
+    Status put = EncodeStored(s, out);
+    if (put.ok()) put = cache_->Put(id, *out);
     if (put.ok() && corrupt) stats_->Add(Ctr::kCorruptRepaired);
     SyncCacheCounters();
   }
@@ -207,6 +233,10 @@ Status SampleFetcher::FromOrigin(uint64_t id, FetchScratch* s, CachedSample* out
   out->width = s->image.width;
   out->channels = s->image.channels;
   out->label = s->encoded.label;
+  out->codec = RecordCodec::kRaw;
+  out->stored = {};
+  st = ServeLossy(s, out);
+  if (!st.ok()) return st.WithContext(source_->Describe(id));
   return Status::OK();
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "image/pixel_codec.h"
 #include "ssdfeed/cache.h"
 #include "ssdfeed/image.h"
 #include "ssdfeed/metrics.h"
@@ -26,6 +27,11 @@ struct FetchScratch {
   std::vector<Field> fields;
   std::string field_section;  // CachedSample::fields of a sample from the origin
   Decoder decoder;
+  // The spec's codec: a sample from the origin stored as its bytes (and,
+  // for jpeg, served as their decode in `coded`).
+  PixelCodecScratch codec;
+  std::string stored;
+  Image coded;
 };
 
 // The geometry the fields of an image-less sample are prepared with: an
@@ -83,6 +89,8 @@ class SampleFetcher {
   Status FromOrigin(uint64_t id, FetchScratch* s, CachedSample* out);
   Status DecodeImage(FetchScratch* s);
   Status PrepareFieldsOf(FetchScratch* s, CachedSample* out);
+  Status EncodeStored(FetchScratch* s, CachedSample* out);
+  Status ServeLossy(FetchScratch* s, CachedSample* out);
   void MaybeRefresh();
   int64_t NowUs() const { return env_->MonotonicMicros(); }
   double Seconds() const { return static_cast<double>(env_->MonotonicMicros()) * 1e-6; }

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "cache/field_section.h"
+#include "cache/record_format.h"
+#include "image/pixel_codec.h"
 #include "ssdfeed/cache.h"
 
 namespace ssdfeed::test {
@@ -110,6 +112,53 @@ inline bool ReadsBackFakeWithFields(CacheEntry* e, uint64_t id, Status* st = nul
   Status r = e->Get(id, &buf, &s);
   if (st) *st = r;
   return r.ok() && SameAsFakeWithFields(id, s);
+}
+
+// Puts fake sample id stored with codec (and FakeFields when fields). The
+// pixels its reads must serve go to *served (for jpeg: the decode of what
+// was stored) when given.
+inline Status PutFakeCoded(CacheEntry* e, uint64_t id, RecordCodec codec, bool fields = false,
+                           std::vector<uint8_t>* served = nullptr) {
+  int h, w;
+  auto p = FakePixels(id, &h, &w);
+  PixelCodecScratch scratch;
+  std::string stored, section = fields ? FakeFields(id) : std::string();
+  SSDFEED_RETURN_IF_ERROR(EncodePixels(codec, 90, p.data(), h, w, 3, &stored, &scratch));
+  if (served != nullptr) {
+    served->resize(p.size());
+    SSDFEED_RETURN_IF_ERROR(DecodePixels(codec, stored, h, w, 3, served->data(), &scratch));
+  }
+  CachedSample s;
+  s.pixels = p.data();
+  s.height = h;
+  s.width = w;
+  s.channels = 3;
+  s.label = static_cast<int64_t>(id % 7);
+  s.fields = section;
+  s.codec = codec;
+  s.stored = stored;
+  return e->Put(id, s);
+}
+
+// Flips a byte in the middle of the stored pixels of a record of a codec
+// other than raw, then writes its checksum again: a record only decoding
+// can tell is damaged.
+inline void DamageStoredBytes(char* rec) {
+  uint32_t payload, stored;
+  std::memcpy(&payload, rec + 4, 4);
+  std::memcpy(&stored, rec + cache_format::kRecordHeaderSize, 4);
+  rec[cache_format::kRecordHeaderSize + 4 + stored / 2] ^= 0x21;
+  cache_format::RecordHeader h;
+  h.payload_len = payload;
+  std::memcpy(&h.sample_id, rec + 8, 8);
+  std::memcpy(&h.height, rec + 16, 2);
+  std::memcpy(&h.width, rec + 18, 2);
+  h.channels = static_cast<uint8_t>(rec[20]);
+  h.num_fields = static_cast<uint8_t>(rec[21]);
+  h.codec = static_cast<uint8_t>(rec[22]);
+  std::memcpy(&h.label, rec + 24, 8);
+  cache_format::EncodeRecordHeader(
+      &h, reinterpret_cast<const uint8_t*>(rec + cache_format::kRecordHeaderSize), rec);
 }
 
 }  // namespace ssdfeed::test

@@ -321,6 +321,43 @@ TEST(EntryTransfer, FieldsTravelWithTheirRecords) {
   }
 }
 
+// Records of a codec travel as stored (byte 22 and the stored bytes), come
+// back serving the same pixels, and an import decodes each one: a record
+// whose zstd stream is damaged under a valid checksum (and a checksum table
+// forged to match) is refused, naming it, and leaves nothing.
+TEST(EntryTransfer, CodedRecordsTravelAsStoredAndImportDecodesThem) {
+  test::TempDir d;
+  auto key = test::FakeKey(kSamples, "codec");
+  {
+    auto e = CacheEntry::Open(Root(d.Sub("a")), key);
+    ASSERT_TRUE(e.ok());
+    for (uint64_t id = 0; id < kSamples; ++id)
+      ASSERT_TRUE(test::PutFakeCoded(e->get(), id, RecordCodec::kZstd).ok());
+  }
+  ASSERT_TRUE(ExportToFile(Root(d.Sub("a")), key, d.Sub("s.tar")).ok());
+  ASSERT_TRUE(ImportFile(Root(d.Sub("b")), d.Sub("s.tar")).ok());
+  EXPECT_EQ(IntactFakes(Root(d.Sub("b")), key), int64_t(kSamples));  // zstd: lossless
+  Members members = ReadMembers(ReadAll(d.Sub("s.tar")));
+  size_t r = 0;
+  while (r < members.size() && members[r].first.rfind("records/", 0) != 0) ++r;
+  ASSERT_LT(r, members.size());
+  auto records = SplitRecords(members[r].second);
+  ASSERT_EQ(records.size(), kSamples);
+  for (const auto& [id, rec] : records) EXPECT_EQ(rec[22], 1) << "sample " << id << ": codec byte";
+  // Sample 3's stream damaged, its checksum and the member's table rewritten.
+  std::string data;
+  for (auto& [id, rec] : records) {
+    if (id == 3) test::DamageStoredBytes(rec.data());
+    data += rec;
+  }
+  members[r].second = data;
+  WriteForged(d.Sub("forged.tar"), members);
+  Status s = ImportFile(Root(d.Sub("c")), d.Sub("forged.tar"));
+  ASSERT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("(sample 3): zstd pixels"), std::string::npos) << s.message();
+  EXPECT_EQ(Children(d.Sub("c/entries")), 0u);
+}
+
 // A damaged stream is refused and leaves nothing; a change the stream does
 // not depend on (tar padding) may be accepted, but then imports every record
 // intact.

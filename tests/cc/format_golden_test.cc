@@ -12,6 +12,7 @@
 
 #include "cache/field_section.h"
 #include "cache/record_format.h"
+#include "image/pixel_codec.h"
 #include "ssdfeed/cache.h"
 #include "ssdfeed/env.h"
 #include "test_util.h"
@@ -102,7 +103,8 @@ TEST(FormatGolden, ParserReadsBlocksAndChecksOffsets) {
 
 TEST(FormatGolden, DocHasTheRecordAndIndexBlocks) {
   auto blocks = DocBlocks();
-  for (const char* name : {"record", "index", "record-fields", "index-fields"})
+  for (const char* name :
+       {"record", "index", "record-fields", "index-fields", "record-zstd", "index-zstd"})
     ASSERT_EQ(blocks.count(name), 1u) << DocPath() << " lacks " << name;
   EXPECT_EQ(blocks["record"].size(), cf::kRecordHeaderSize + 6);
   EXPECT_EQ(blocks["index"].size(), cf::kIndexEntrySize);
@@ -152,6 +154,10 @@ void ExpectDocBytes(uint64_t id, const CachedSample& sample, const std::string& 
   ASSERT_EQ(cf::CheckRecord(record.data(), record.size(), id, &h), "");
   CachedSample back;
   cf::SampleOf(record.data(), h, &back);
+  EXPECT_EQ(back.codec, sample.codec);
+  std::vector<uint8_t> decoded(back.bytes());
+  PixelCodecScratch scratch;
+  ASSERT_TRUE(cf::DecodeSample(&back, decoded.data(), &scratch).ok());
   EXPECT_EQ(back.label, sample.label);
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(back.pixels), back.bytes()),
             std::string(reinterpret_cast<const char*>(sample.pixels), sample.bytes()));
@@ -193,6 +199,23 @@ TEST(FormatGolden, WriterProducesTheDocsBytesWithFields) {
   s.label = 2;
   s.fields = section;
   ExpectDocBytes(6, s, "-fields");
+}
+
+// The doc's zstd sample: a 2 x 1 RGB image stored as the Up-filtered rows
+// in one zstd frame (docs/cache-format.md, "Codecs").
+TEST(FormatGolden, WriterProducesTheDocsBytesForZstd) {
+  PixelCodecScratch scratch;
+  std::string stored;
+  ASSERT_TRUE(EncodePixels(RecordCodec::kZstd, 90, kPixels, 2, 1, 3, &stored, &scratch).ok());
+  CachedSample s;
+  s.pixels = kPixels;
+  s.height = 2;
+  s.width = 1;
+  s.channels = 3;
+  s.label = 4;
+  s.codec = RecordCodec::kZstd;
+  s.stored = stored;
+  ExpectDocBytes(7, s, "-zstd");
 }
 
 }  // namespace

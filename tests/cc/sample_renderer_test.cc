@@ -26,7 +26,7 @@ Pixels MakeSample(int h, int w, int c, int64_t label, int salt) {
   p.im.Reset(h, w, c);
   for (size_t i = 0; i < p.im.pixels.size(); ++i)
     p.im.pixels[i] = static_cast<uint8_t>(i * 37 + salt * 11 + i / 7);
-  p.cs = {p.im.pixels.data(), h, w, c, label, {}};
+  p.cs = {p.im.pixels.data(), h, w, c, label, {}, RecordCodec::kRaw, {}};
   return p;
 }
 
