@@ -21,6 +21,13 @@ IOPS at the record size and QD 32 measured in the same run: the ratio
 warm-from-device images/s / device IOPS says how much of the SSD the loader
 uses.
 
+Then the record codecs side by side: `ssdfeed bench loader --codec
+raw,zstd,jpeg` on the same data and cache disk (footprint, cold fill, warm
+from the page cache, with it dropped and, as root with cgroup-v1 blkio, on
+the disk throttled to --throttle; codecs interleaved in rounds, medians),
+each warm figure next to `ssdfeed plan`'s prediction measured in that run.
+--codecs '' leaves it out.
+
 Needs: the ssdfeed package installed in this interpreter (`pip install .`),
 torch and Pillow (PyTorch row), tensorflow (tf.data rows), numpy and
 matplotlib (the PNG).
@@ -203,6 +210,58 @@ def device_run(data, cache):
     return json.loads(r.stdout), None
 
 
+def codec_run(data, cache, codecs, rounds, throttle):
+    """ssdfeed bench loader --codec: each codec's entry filled fresh, then
+    warm epochs in rounds, the codecs interleaved."""
+    exe = shutil.which("ssdfeed") or os.path.join(os.path.dirname(sys.executable), "ssdfeed")
+    cmd = [exe, "bench", "loader", "--source", f"folder:{data}", "--resize-short", "256",
+           "--cache", cache, "--batch", str(BATCH), "--crop", str(CROP), "--codec", codecs,
+           "--rounds", str(rounds), "--json"]
+    if throttle:
+        cmd += ["--throttle-read-bps", throttle]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        return None, (r.stderr.strip().splitlines() or ["failed"])[-1], cmd
+    return json.loads(r.stdout), None, cmd
+
+
+def codec_table(res, cmd, throttle):
+    """Markdown: a row per codec, each warm median with plan's prediction."""
+    def cell(measured, predicted):
+        if not measured:
+            return "-"
+        return f"{measured:,.0f} (plan {predicted:,.0f}, {measured / predicted:.2f}x)"
+    lines = ["", "## Record codecs", "",
+             f"`{' '.join(os.path.basename(c) if i == 0 else c for i, c in enumerate(cmd))}`", "",
+             "| codec | entry MB | x raw | cold fill images/s | warm, page cache | "
+             f"warm, cache dropped | warm, throttled to {throttle or '-'} |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    raw = next((x for x in res["codecs"] if x["codec"] == "raw"), None)
+    for x in res["codecs"]:
+        name = x["codec"] + (f" q{x['quality']}" if x["codec"] == "jpeg" else "")
+        p, pt = x["plan"], x["plan_throttled"]
+        lines.append(f"| {name} | {x['entry_bytes'] / 1e6:,.1f} | {x['footprint_x_raw']:.2f}x | "
+                     f"{x['cold_images_per_s']:,.0f} | "
+                     f"{cell(x['page_cache_median'], p['cores_images_per_s'])} | "
+                     f"{cell(x['dropped_median'], p['predicted_images_per_s'])} | "
+                     f"{cell(x['throttled_median'], pt['predicted_images_per_s'])} |")
+    lines.append("")
+    if raw and raw["dropped_median"] and res["recommended"]:
+        rec = next(x for x in res["codecs"] if x["codec"] == res["recommended"])
+        lines.append(f"- plan recommends {rec['codec']} for this disk: "
+                     f"{rec['dropped_median'] / raw['dropped_median']:.2f}x of raw's warm "
+                     "images/s with the page cache dropped")
+    if raw and raw["throttled_median"]:
+        best = max(res["codecs"], key=lambda x: x["throttled_median"])
+        lines.append(f"- throttled: {best['codec']} is fastest, "
+                     f"{best['throttled_median'] / raw['throttled_median']:.2f}x raw's images/s "
+                     f"(plan recommends {res['recommended_throttled']})")
+    for k in ("dropped_skipped", "throttle_skipped"):
+        if res.get(k):
+            lines.append(f"- {k.replace('_', ' ')}: {res[k]}")
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -213,6 +272,10 @@ def main():
     ap.add_argument("--data")
     ap.add_argument("--cache")
     ap.add_argument("--epoch", type=int, default=0)
+    ap.add_argument("--codecs", default="raw,zstd,jpeg",
+                    help="record codecs to compare ('' : none)")
+    ap.add_argument("--throttle", default="500M",
+                    help="the slower device the codecs are also measured on ('' : none)")
     args = ap.parse_args()
     if args.one:
         return one(args)
@@ -267,6 +330,16 @@ def main():
             record("DALI CPU pipeline", res, err)
     shutil.rmtree(os.path.join(work, "ssdfeed-cache"), ignore_errors=True)
     shutil.rmtree(os.path.join(work, "tf-cache"), ignore_errors=True)
+    codec_lines = []
+    if args.codecs:
+        print("record codecs", flush=True)
+        cc = os.path.join(work, "codec-cache")
+        res, err, cmd = codec_run(data, cc, args.codecs, args.repeat, args.throttle)
+        shutil.rmtree(cc, ignore_errors=True)
+        if res is None:
+            notes.append(f"record codecs: not run ({err})")
+        else:
+            codec_lines = codec_table(res, cmd, args.throttle)
 
     # Peak RSS is not taken from `ssdfeed bench loader` (a CLI run): None, "n/a".
     med = {k: (statistics.median(r["images_per_s"] for r in v),
@@ -295,6 +368,7 @@ def main():
                   "ssdfeed warm, page cache dropped (buffered)"):
             if k in med:
                 lines.append(f"- {k}: {med[k][0] / iops:.2f}x of the device's IOPS")
+    lines += codec_lines
     lines += [""] + [f"- {n}" for n in notes]
     lines += ["", "Command: `python3 bench/compare/run.py --count "
               f"{args.count} --repeat {args.repeat}`. Peak RSS is the largest single process "

@@ -30,7 +30,8 @@ int DefaultWorkers(Env* env);
 int DefaultWorkers();
 
 // A short human form of a PrepareSpec::Canonical() text, for listings:
-// "full-size rgb", "short=256 rgb", "exact=224x224 crop=200x200 gray".
+// "full-size rgb", "short=256 rgb", "exact=224x224 crop=200x200 gray";
+// "python items" for the record spec of Python items ("items1").
 std::string DescribeSpec(const std::string& canonical);
 
 }  // namespace ssdfeed

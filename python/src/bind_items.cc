@@ -75,16 +75,26 @@ void DropStashed(const std::string& tag) {
 
 // The index goes into the message when the exception's str() is its one
 // string argument (most exceptions), else into a note (Python 3.11+).
+// Best effort: an exception whose args or notes cannot be set is raised as
+// it is rather than replaced by that failure.
 void AddIndex(nb::handle exc, uint64_t item) {
   std::string where = " (item " + std::to_string(item) + ")";
-  nb::object base_str = nb::module_::import_("builtins").attr("BaseException").attr("__str__");
-  nb::object args = exc.attr("args");
-  bool plain = nb::len(args) == 1 && nb::isinstance<nb::str>(args[0]) &&
-               exc.type().attr("__str__").is(base_str);
-  if (plain) {
-    exc.attr("args") = nb::make_tuple(nb::str((nb::cast<std::string>(args[0]) + where).c_str()));
-  } else if (nb::hasattr(exc, "add_note")) {
-    exc.attr("add_note")(("ssdfeed: raised while computing" + where).c_str());
+  try {
+    nb::object base_str = nb::module_::import_("builtins").attr("BaseException").attr("__str__");
+    nb::object args = exc.attr("args");
+    bool plain = nb::len(args) == 1 && nb::isinstance<nb::str>(args[0]) &&
+                 exc.type().attr("__str__").is(base_str);
+    if (plain) {
+      std::string msg = nb::cast<std::string>(args[0]);
+      if (msg.size() < where.size() || msg.compare(msg.size() - where.size(), where.size(), where))
+        exc.attr("args") = nb::make_tuple(nb::str((msg + where).c_str()));
+    } else if (nb::hasattr(exc, "add_note")) {
+      exc.attr("add_note")(("ssdfeed: raised while computing" + where).c_str());
+    }
+  } catch (nb::python_error& e) {
+    e.restore();
+    PyErr_Clear();
+  } catch (const std::exception&) {  // a str that is not UTF-8
   }
 }
 
@@ -123,13 +133,16 @@ bool Finalizing() {
 // Image-less: the fetcher stores and serves its fields only.
 class ItemSource final : public Source {
  public:
+  // skip: a loader skips failing items (on_error=skip): their exceptions
+  // are named on stderr instead of kept for raising.
   ItemSource(size_t n, std::string uri, std::string identity, std::vector<FieldSpec> fields,
-             nb::object compute)
+             nb::object compute, bool skip = false)
       : n_(n),
         uri_(std::move(uri)),
         identity_(std::move(identity)),
         fields_(std::move(fields)),
-        compute_(std::move(compute)) {}
+        compute_(std::move(compute)),
+        skip_(skip) {}
   ~ItemSource() override {
     // The last owner may be a loader worker or a destructor without the GIL.
     if (nb::is_alive()) {
@@ -167,12 +180,28 @@ class ItemSource final : public Source {
       return ToFields(id, r, &out->fields);
     } catch (nb::python_error& e) {
       nb::object exc = nb::borrow(e.value());
-      std::string what = std::string(nb::type_name(exc.type()).c_str()) + ": " +
-                         nb::cast<std::string>(nb::str(exc));
-      std::string tag = Tag(uri_, id);
-      StashException(tag, id, std::move(exc));
+      std::string tag = Tag(uri_, id), what = Explain(exc);
+      if (skip_)
+        Env::Default()->Warn(tag + " skipped (on_error=skip): " + what);
+      else
+        StashException(tag, id, std::move(exc));
       return Status::Aborted(tag + " compute raised " + what);
+    } catch (const std::exception& e) {  // nothing may leave a loader's worker thread
+      return Status::InvalidArgument(Tag(uri_, id) + " compute's result: " + e.what());
     }
+  }
+
+  // "ValueError: bad file", for the Status (the exception itself is kept).
+  static std::string Explain(nb::handle exc) {
+    std::string what = nb::type_name(exc.type()).c_str();
+    try {
+      what += ": " + nb::cast<std::string>(nb::str(exc));
+    } catch (nb::python_error& e) {  // a __str__ that raises
+      e.restore();
+      PyErr_Clear();
+    } catch (const std::exception&) {  // a str that is not UTF-8
+    }
+    return what;
   }
 
   // compute's result: a list of (name, kind, payload) tuples.
@@ -208,6 +237,7 @@ class ItemSource final : public Source {
   std::string uri_, identity_;
   std::vector<FieldSpec> fields_;
   nb::object compute_;
+  bool skip_;
 };
 
 // Fields of a record as the binding returns them:
@@ -516,20 +546,22 @@ void BindItems(nb::module_& m) {
       .def(
           "__init__",
           [](ItemSource* self, size_t size, std::string uri, std::string identity,
-             const nb::list& fields, nb::object compute) {
+             const nb::list& fields, nb::object compute, const std::string& on_error) {
             std::vector<FieldSpec> specs;
             for (nb::handle f : fields) {
               auto t = nb::cast<nb::tuple>(f);
               specs.push_back(
                   {nb::cast<std::string>(t[0]), static_cast<FieldKind>(nb::cast<int>(t[1])), ""});
             }
+            bool skip = ValueOrThrow(ParseEnum<OnError>(on_error)) == OnError::kSkip;
             new (self) ItemSource(size, std::move(uri), std::move(identity), std::move(specs),
-                                  std::move(compute));
+                                  std::move(compute), skip);
           },
           nb::arg("size"), nb::arg("uri"), nb::arg("identity"), nb::arg("fields"),
-          nb::arg("compute"),
+          nb::arg("compute"), nb::kw_only(), nb::arg("on_error") = "raise",
           "fields: [(name, kind int)] every item gives (item 0's); compute(i) -> "
-          "[(name, kind, payload)].");
+          "[(name, kind, payload)]. on_error='skip' (the loader's): a failing item is named "
+          "on stderr rather than kept to raise.");
   nb::class_<ItemEntry>(
       m, "ItemEntry", nb::type_slots(kEntrySlots),
       "One cache entry of Python items (key: uri, identity, size, spec 'items1'). "

@@ -86,7 +86,7 @@ def fill_options(o, cached, cache, cache_capacity: Optional[int], on_error: str)
     fields = [(f[0], int(f[1])) for f in first]
     o.source = cached._uri
     o.source_object = _ssdfeed.ItemSource(len(cached), cached._uri, cached._identity,
-                                          fields, cached._compute_fields)
+                                          fields, cached._compute_fields, on_error=on_error)
     if cache is not True and cache is not None:
         raise ValueError("ssdfeed.Loader(cached dataset) uses the dataset's own cache "
                          "(ssdfeed.cache(dataset, cache=...)); leave cache= out")

@@ -3,9 +3,12 @@
 // loader bench (cold, warm and bounds, with model presets for the GPU side).
 #pragma once
 
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "pipeline/plan.h"
 #include "ssdfeed/loader.h"
 #include "ssdfeed/status.h"
 
@@ -136,6 +139,86 @@ struct LoaderBenchResult {
 };
 
 Result<LoaderBenchResult> BenchLoader(const LoaderBenchOptions& o);
+
+// The whole disk holding a path: "MAJ:MIN" (of the disk, not of a partition)
+// and its name (vda, nvme0n1).
+struct BlockDevice {
+  std::string dev, name;
+};
+Result<BlockDevice> BlockDeviceOf(const std::string& path);
+
+// Whether ReadThrottle can work here for path's disk: root, a cgroup-v1
+// blkio controller at /sys/fs/cgroup/blkio, a block device under path. The
+// error says which is missing.
+Status CanThrottleReads(const std::string& path);
+
+// While it lives, this process's reads from path's disk are limited to
+// bytes_per_s (cgroup-v1 blkio.throttle.read_bps_device, in a child cgroup
+// of the process's own that it joins). Destroying it moves the process back
+// and removes the cgroup.
+class ReadThrottle {
+ public:
+  static Result<std::unique_ptr<ReadThrottle>> Start(const std::string& path, uint64_t bytes_per_s);
+  ~ReadThrottle();
+  const BlockDevice& device() const { return dev_; }
+  const std::string& cgroup() const { return dir_; }
+  uint64_t bytes_per_s() const { return bps_; }
+
+ private:
+  ReadThrottle(std::string home, std::string dir, BlockDevice dev, uint64_t bps)
+      : home_(std::move(home)), dir_(std::move(dir)), dev_(std::move(dev)), bps_(bps) {}
+  std::string home_, dir_;
+  BlockDevice dev_;
+  uint64_t bps_;
+  bool joined_ = false;
+};
+
+// `bench loader --codec raw,zstd,jpeg`: each codec's entry filled fresh
+// (cold), then warm epochs in rounds, the codecs interleaved in each round
+// so that drift on a shared machine hits them alike: from the page cache,
+// with the page cache dropped (O_DIRECT reads), and on the disk throttled to
+// throttle_read_bps. Next to each, `ssdfeed plan`'s prediction.
+struct CodecBenchOptions {
+  LoaderOptions loader;  // its prepare's codec and quality are set per codec
+  std::vector<std::pair<RecordCodec, int>> codecs;
+  int rounds = 3;
+  // Warm epochs with the page cache dropped, when possible (else skipped
+  // with the reason).
+  bool dropped = true;
+  uint64_t throttle_read_bps = 0;  // 0: no throttled epochs
+  double plan_device_seconds = 1;  // plan's device measurement per codec
+  int plan_probes = 24;
+};
+
+struct CodecBenchRow {
+  RecordCodec codec = RecordCodec::kRaw;
+  int quality = 90;
+  uint64_t entry_bytes = 0, samples = 0;
+  double footprint_x_raw = 0;
+  double cold_images_per_s = 0;
+  // Per round, then the medians.
+  std::vector<double> page_cache, dropped, throttled;
+  double page_cache_median = 0, dropped_median = 0, throttled_median = 0;
+  // The page-cache epochs' images per CPU-second this process used: the
+  // per-core rate other processes on a shared machine do not lower, next
+  // to plan's per-core bound.
+  std::vector<double> page_cache_per_cpu_s;
+  double page_cache_per_cpu_s_median = 0;
+  // plan's rows, measured in this run: the device as it is, and throttled.
+  CodecPlan plan, plan_throttled;
+};
+
+struct CodecBenchResult {
+  std::vector<CodecBenchRow> rows;
+  int cores = 1;
+  // Why the dropped / throttled epochs were not run (empty: they were).
+  std::string dropped_skipped, throttle_skipped;
+  BlockDevice throttle_device;
+  // plan's recommendation for the device as it is and for the throttled one.
+  int recommended = -1, recommended_throttled = -1;
+};
+
+Result<CodecBenchResult> BenchCodecs(const CodecBenchOptions& o);
 
 // The cost of metrics on the warm path: one loader publishing a stats file
 // and timing every stage, one with metrics off, over the same warm cache

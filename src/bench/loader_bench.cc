@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <opencv2/imgproc.hpp>
 #include <sstream>
@@ -20,6 +21,7 @@
 #include "bench/bench.h"
 #include "image/augment.h"
 #include "image/cv_call.h"
+#include "pipeline/entry_key.h"
 #include "ssdfeed/defaults.h"
 #include "ssdfeed/metrics.h"
 
@@ -378,6 +380,185 @@ Result<MetricsCostResult> BenchMetricsCost(const LoaderOptions& o, int rounds) {
   }
   r.median_with = Percentile(r.with_metrics, 0.5);
   r.median_without = Percentile(r.without_metrics, 0.5);
+  return r;
+}
+
+}  // namespace ssdfeed
+
+namespace ssdfeed {
+
+namespace {
+
+// Reads an entry's files once through the page cache, so that the next
+// epoch is served from memory (what a second epoch on a fitting dataset
+// sees) without an untimed epoch of the loader.
+void LoadIntoPageCache(const std::string& dir) {
+  std::vector<char> buf(4 << 20);
+  std::error_code ec;
+  for (const auto& f : std::filesystem::directory_iterator(dir, ec)) {
+    if (!f.is_regular_file(ec)) continue;
+    int fd = ::open(f.path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    while (::read(fd, buf.data(), buf.size()) > 0) {
+    }
+    ::close(fd);
+  }
+}
+
+Result<EntryInfo> FindEntry(const CacheOptions& cache, const std::string& fingerprint) {
+  SSDFEED_ASSIGN_OR_RETURN(std::vector<EntryInfo> entries, ListEntries(cache));
+  for (auto& e : entries)
+    if (e.name == fingerprint) return e;
+  return Status::NotFound(cache.root + ": no entry " + fingerprint + " after its fill");
+}
+
+// One timed warm epoch of a freshly opened loader; the page cache dropped
+// first when drop.
+Result<LoaderBenchEpoch> WarmEpoch(LoaderOptions lo, WarmRead read, bool drop, int epoch) {
+  lo.cache.warm_read = read;
+  SSDFEED_ASSIGN_OR_RETURN(auto loader, Loader::Open(lo));
+  if (drop) SSDFEED_RETURN_IF_ERROR(DropPageCache());
+  SSDFEED_ASSIGN_OR_RETURN(LoaderBenchEpoch e, RunEpoch(loader.get(), epoch, 0));
+  if (e.hit_rate < 0.999)
+    return Status::Aborted("warm epoch " + std::to_string(epoch) + " missed the cache (hit rate " +
+                           std::to_string(e.hit_rate) + "): was the entry evicted?");
+  return e;
+}
+
+// The cold fill: the entry removed, one epoch that prepares and stores
+// every sample.
+Status FillFresh(const LoaderOptions& lo, const std::string& fingerprint, CodecBenchRow* row) {
+  Status rm = RemoveEntry(lo.cache, fingerprint);
+  if (!rm.ok() && !rm.IsNotFound()) return rm;
+  {
+    SSDFEED_ASSIGN_OR_RETURN(auto loader, Loader::Open(lo));
+    SSDFEED_ASSIGN_OR_RETURN(LoaderBenchEpoch e, RunEpoch(loader.get(), 0, 0));
+    row->cold_images_per_s = e.images_per_s;
+  }
+  SSDFEED_ASSIGN_OR_RETURN(EntryInfo info, FindEntry(lo.cache, fingerprint));
+  row->entry_bytes = info.bytes;
+  row->samples = info.samples_present;
+  return Status::OK();
+}
+
+// plan's device rows again, measured while the throttle holds.
+Status PlanThrottled(const CodecBenchOptions& o, const std::string& root, int cores,
+                     std::vector<CodecBenchRow>* rows) {
+  DeviceReadOptions dopt;
+  dopt.seconds = o.plan_device_seconds;
+  SSDFEED_ASSIGN_OR_RETURN(auto probe, DeviceReadProbe::Create(root, dopt));
+  std::vector<CodecPlan> plans;
+  for (auto& r : *rows) {
+    r.plan_throttled = r.plan;
+    r.plan_throttled.device = probe->Measure(r.plan.device.block);
+    plans.push_back(r.plan_throttled);
+  }
+  ApplyPlanModel(&plans, cores);
+  for (size_t i = 0; i < rows->size(); ++i) (*rows)[i].plan_throttled = plans[i];
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<CodecBenchResult> BenchCodecs(const CodecBenchOptions& o) {
+  const LoaderOptions& base = o.loader;
+  const std::string& root = base.cache.root;
+  SSDFEED_ASSIGN_OR_RETURN(auto src, OpenSource(base.source, base.source_options));
+  CodecBenchResult r;
+  int hw = static_cast<int>(std::thread::hardware_concurrency());
+  int workers = base.workers > 0 ? base.workers : DefaultWorkers();
+  r.cores = std::max(1, hw > 0 ? std::min(workers, hw) : workers);
+  // The root is made now rather than by the first fill: the throttle's
+  // device and plan's scratch file are found through it.
+  std::error_code ec;
+  std::filesystem::create_directories(root, ec);
+  if (ec) return Status::IOError(root + ": cannot create the cache root: " + ec.message());
+  if (o.dropped) {
+    if (Status s = CanDropPageCache(); !s.ok()) r.dropped_skipped = s.message();
+  } else {
+    r.dropped_skipped = "not asked for";
+  }
+  if (o.throttle_read_bps == 0) {
+    r.throttle_skipped = "not asked for (--throttle-read-bps)";
+  } else if (Status s = CanThrottleReads(root); !s.ok()) {
+    r.throttle_skipped = s.message();
+  } else if (!r.dropped_skipped.empty()) {
+    r.throttle_skipped =
+        "throttled epochs read the device, so need the page cache dropped: " + r.dropped_skipped;
+  }
+  // plan first, as a user would run it, before any epoch warms the CPU
+  // caches or fills the page cache.
+  CodecPlanOptions po;
+  po.codecs = o.codecs;
+  po.probes = o.plan_probes;
+  po.augment = base.augment;
+  po.output = base.output;
+  po.cores = r.cores;
+  po.device_dir = root;
+  po.device.seconds = o.plan_device_seconds;
+  SSDFEED_ASSIGN_OR_RETURN(std::vector<CodecPlan> plans, PlanCodecs(*src, base.prepare, po));
+  r.recommended = RecommendCodec(plans);
+  std::vector<LoaderOptions> opts;
+  std::vector<std::string> dirs;
+  for (size_t i = 0; i < o.codecs.size(); ++i) {
+    LoaderOptions lo = base;
+    lo.prepare.codec = o.codecs[i].first;
+    lo.prepare.quality = o.codecs[i].second;
+    CodecBenchRow row;
+    row.codec = lo.prepare.codec;
+    row.quality = lo.prepare.quality;
+    row.plan = plans[i];
+    std::string fp = MakeEntryKey(*src, lo.source_options, lo.prepare).fingerprint();
+    SSDFEED_RETURN_IF_ERROR(FillFresh(lo, fp, &row));
+    SSDFEED_ASSIGN_OR_RETURN(EntryInfo info, FindEntry(lo.cache, fp));
+    dirs.push_back(info.dir);
+    opts.push_back(lo);
+    r.rows.push_back(row);
+  }
+  double raw_bytes = 0;
+  for (const auto& row : r.rows)
+    if (row.codec == RecordCodec::kRaw) raw_bytes = static_cast<double>(row.entry_bytes);
+  for (auto& row : r.rows) row.footprint_x_raw = raw_bytes > 0 ? row.entry_bytes / raw_bytes : 0;
+  if (r.throttle_skipped.empty()) {
+    SSDFEED_ASSIGN_OR_RETURN(auto t, ReadThrottle::Start(root, o.throttle_read_bps));
+    r.throttle_device = t->device();
+    SSDFEED_RETURN_IF_ERROR(PlanThrottled(o, root, r.cores, &r.rows));
+  }
+  std::vector<CodecPlan> throttled_plans;
+  for (const auto& row : r.rows) throttled_plans.push_back(row.plan_throttled);
+  if (r.throttle_skipped.empty()) r.recommended_throttled = RecommendCodec(throttled_plans);
+  int epoch = 1;
+  for (int round = 0; round < o.rounds; ++round) {
+    for (size_t i = 0; i < r.rows.size(); ++i) {
+      LoadIntoPageCache(dirs[i]);
+      SSDFEED_ASSIGN_OR_RETURN(LoaderBenchEpoch e,
+                               WarmEpoch(opts[i], WarmRead::kBuffered, false, epoch++));
+      r.rows[i].page_cache.push_back(e.images_per_s);
+      if (e.cpu_seconds > 0)
+        r.rows[i].page_cache_per_cpu_s.push_back(e.images_per_s * e.seconds / e.cpu_seconds);
+    }
+    if (!r.dropped_skipped.empty()) continue;
+    // The loader's path for an entry larger than memory: O_DIRECT reads,
+    // about kPlanQueueDepth in flight.
+    for (size_t i = 0; i < r.rows.size(); ++i) {
+      SSDFEED_ASSIGN_OR_RETURN(LoaderBenchEpoch e,
+                               WarmEpoch(opts[i], WarmRead::kDirect, true, epoch++));
+      r.rows[i].dropped.push_back(e.images_per_s);
+    }
+    if (!r.throttle_skipped.empty()) continue;
+    SSDFEED_ASSIGN_OR_RETURN(auto t, ReadThrottle::Start(root, o.throttle_read_bps));
+    for (size_t i = 0; i < r.rows.size(); ++i) {
+      SSDFEED_ASSIGN_OR_RETURN(LoaderBenchEpoch e,
+                               WarmEpoch(opts[i], WarmRead::kDirect, true, epoch++));
+      r.rows[i].throttled.push_back(e.images_per_s);
+    }
+  }
+  for (auto& row : r.rows) {
+    row.page_cache_median = Percentile(row.page_cache, 0.5);
+    row.page_cache_per_cpu_s_median = Percentile(row.page_cache_per_cpu_s, 0.5);
+    row.dropped_median = Percentile(row.dropped, 0.5);
+    row.throttled_median = Percentile(row.throttled, 0.5);
+  }
   return r;
 }
 

@@ -87,7 +87,148 @@ struct LoaderBenchArgs {
   int epochs = 2, workers = 0, crop = 224;
   size_t batch = 0;
   double compute = 0;
+  // --codec: one codec sets the spec's; several compare them (BenchCodecs).
+  std::string codecs = "raw";
+  int rounds = 3;
+  std::string throttle;  // --throttle-read-bps SIZE
+  double plan_seconds = 1;
 };
+
+std::string Ratio(double a, double b) {
+  char buf[32];
+  if (a <= 0 || b <= 0) return "-";
+  std::snprintf(buf, sizeof buf, "%.2fx", a / b);
+  return buf;
+}
+
+std::string Rate(double v) {
+  char buf[32];
+  if (v <= 0) return "-";
+  std::snprintf(buf, sizeof buf, "%.0f", v);
+  return buf;
+}
+
+nlohmann::json CodecBenchJson(const CodecBenchResult& r, uint64_t bps) {
+  nlohmann::json rows = nlohmann::json::array();
+  auto plan = [](const CodecPlan& p) {
+    return nlohmann::json{{"record_bytes", p.record_bytes},
+                          {"per_core_images_per_s", p.per_core_images_per_s},
+                          {"cores_images_per_s", p.cores_images_per_s},
+                          {"device_images_per_s", p.device_images_per_s},
+                          {"device_mb_s", p.device.mb_s},
+                          {"predicted_images_per_s", p.predicted_images_per_s},
+                          {"identical", p.identical},
+                          {"psnr_db", p.psnr_db}};
+  };
+  for (const auto& x : r.rows)
+    rows.push_back({{"codec", EnumName(x.codec)},
+                    {"quality", x.quality},
+                    {"entry_bytes", x.entry_bytes},
+                    {"samples", x.samples},
+                    {"footprint_x_raw", x.footprint_x_raw},
+                    {"cold_images_per_s", x.cold_images_per_s},
+                    {"page_cache_images_per_s", x.page_cache},
+                    {"dropped_images_per_s", x.dropped},
+                    {"throttled_images_per_s", x.throttled},
+                    {"page_cache_median", x.page_cache_median},
+                    {"page_cache_per_cpu_second", x.page_cache_per_cpu_s},
+                    {"page_cache_per_cpu_second_median", x.page_cache_per_cpu_s_median},
+                    {"dropped_median", x.dropped_median},
+                    {"throttled_median", x.throttled_median},
+                    {"plan", plan(x.plan)},
+                    {"plan_throttled", plan(x.plan_throttled)}});
+  auto name = [&](int i) { return i >= 0 ? std::string(EnumName(r.rows[i].codec)) : ""; };
+  nlohmann::json j = {{"codecs", rows},
+                      {"cores", r.cores},
+                      {"recommended", name(r.recommended)},
+                      {"recommended_throttled", name(r.recommended_throttled)},
+                      {"dropped_skipped", r.dropped_skipped},
+                      {"throttle_skipped", r.throttle_skipped},
+                      {"throttle_read_bps", bps}};
+  if (!r.throttle_device.dev.empty())
+    j["throttle_device"] = r.throttle_device.name + " " + r.throttle_device.dev;
+  return j;
+}
+
+// The warm columns: a measured median and plan's prediction beside it.
+void PrintWarm(double measured, double predicted) {
+  std::printf(" | %9s %7s %5s", Rate(measured).c_str(), Rate(predicted).c_str(),
+              Ratio(measured, predicted).c_str());
+}
+
+void PrintCodecBench(const CodecBenchResult& r, int rounds, uint64_t bps) {
+  std::printf("%-9s %10s %6s %9s | %-23s | %-23s | %-23s\n", "", "", "", "", "warm, page cache",
+              "warm, cache dropped", "warm, throttled");
+  std::printf("%-9s %10s %6s %9s", "codec", "entry", "x raw", "cold/s");
+  for (int i = 0; i < 3; ++i) std::printf(" | %9s %7s %5s", "images/s", "plan", "/plan");
+  std::printf("\n");
+  const CodecBenchRow* raw = nullptr;
+  for (const auto& x : r.rows) {
+    if (x.codec == RecordCodec::kRaw) raw = &x;
+    std::printf("%-9s %10s %5.2fx %9.0f", CodecLabel(x.codec, x.quality).c_str(),
+                FormatBytes(x.entry_bytes).c_str(), x.footprint_x_raw, x.cold_images_per_s);
+    PrintWarm(x.page_cache_median, x.plan.cores_images_per_s);
+    PrintWarm(x.dropped_median, x.dropped.empty() ? 0 : x.plan.predicted_images_per_s);
+    PrintWarm(x.throttled_median,
+              x.throttled.empty() ? 0 : x.plan_throttled.predicted_images_per_s);
+    std::printf("\n");
+  }
+  std::printf(
+      "medians of %d round(s), the codecs interleaved in each; %d loader core(s); "
+      "'plan': ssdfeed plan's prediction, measured in this run\n",
+      rounds, r.cores);
+  if (r.dropped_skipped.empty())
+    std::printf(
+        "cache dropped: sync + drop_caches before each epoch, O_DIRECT reads "
+        "(--warm-read direct)\n");
+  else
+    std::printf("cache dropped: skipped: %s\n", r.dropped_skipped.c_str());
+  if (r.throttle_skipped.empty())
+    std::printf(
+        "throttled: cgroup-v1 blkio.throttle.read_bps_device \"%s %llu\" (%s), page "
+        "cache dropped, O_DIRECT reads\n",
+        r.throttle_device.dev.c_str(), static_cast<unsigned long long>(bps),
+        r.throttle_device.name.c_str());
+  else
+    std::printf("throttled: skipped: %s\n", r.throttle_skipped.c_str());
+  if (r.recommended >= 0 && raw != nullptr && raw->dropped_median > 0) {
+    const CodecBenchRow& rec = r.rows[r.recommended];
+    std::printf("plan recommends %s for this disk: %s of raw's images/s with the cache dropped\n",
+                EnumName(rec.codec), Ratio(rec.dropped_median, raw->dropped_median).c_str());
+  }
+  if (raw != nullptr && raw->throttled_median > 0) {
+    const CodecBenchRow* best = raw;
+    for (const auto& x : r.rows)
+      if (x.throttled_median > best->throttled_median) best = &x;
+    std::printf(
+        "throttled: the fastest codec, %s, gives %s of raw's images/s; plan recommends %s\n",
+        EnumName(best->codec), Ratio(best->throttled_median, raw->throttled_median).c_str(),
+        r.recommended_throttled >= 0 ? EnumName(r.rows[r.recommended_throttled].codec) : "-");
+  }
+}
+
+int RunCodecBench(const LoaderBenchArgs& a, const LoaderOptions& lo,
+                  std::vector<std::pair<RecordCodec, int>> codecs) {
+  CodecBenchOptions o;
+  o.loader = lo;
+  o.codecs = std::move(codecs);
+  o.rounds = a.rounds;
+  o.plan_device_seconds = a.plan_seconds;
+  if (!a.throttle.empty()) {
+    auto bps = ParseSize(a.throttle);
+    if (!bps.ok() || *bps == 0)
+      return Fail("--throttle-read-bps: expected a rate > 0 such as 500M, got '" + a.throttle + "'",
+                  kExitUsage);
+    o.throttle_read_bps = *bps;
+  }
+  auto r = BenchCodecs(o);
+  if (!r.ok()) return Fail(r.status().message());
+  if (a.json)
+    std::cout << CodecBenchJson(*r, o.throttle_read_bps).dump(2) << "\n";
+  else
+    PrintCodecBench(*r, o.rounds, o.throttle_read_bps);
+  return 0;
+}
 
 int RunMetricsCost(const LoaderOptions& lo, int rounds, bool json) {
   auto r = BenchMetricsCost(lo, rounds);
@@ -141,6 +282,17 @@ int RunLoaderBench(const LoaderBenchArgs& a) {
       if (a.compute <= 0) o.compute_seconds = preset->compute_seconds;
     }
   }
+  // --codec: one sets the spec's codec (before --fresh finds the entry);
+  // several are compared once the cache options are in place.
+  std::vector<std::pair<RecordCodec, int>> codecs;
+  if (a.codecs != "raw") {
+    auto parsed = ParseCodecList(a.codecs, lo.prepare.quality, "--codec");
+    if (!parsed.ok()) return Fail(parsed.status().message(), kExitUsage);
+    codecs = std::move(*parsed);
+    if (a.no_cache)
+      return Fail("--codec is how cache records are stored: not with --no-cache", kExitUsage);
+    if (codecs.size() == 1) lo.prepare.codec = codecs[0].first;
+  }
   if (!a.no_cache) {
     if (Status s = a.cache.ToOptions(&lo.cache); !s.ok()) return Fail(s.message(), kExitUsage);
     auto warm_read = ParseEnum<WarmRead>(a.warm_read, "--warm-read");
@@ -159,6 +311,7 @@ int RunLoaderBench(const LoaderBenchArgs& a) {
                  "bench loader: no prepare options given: caching full-size pixels (the default, "
                  "as warm); pass --resize-short 256 for ImageNet-style training\n");
   if (a.metrics_cost > 0) return RunMetricsCost(lo, a.metrics_cost, a.json);
+  if (codecs.size() > 1) return RunCodecBench(a, lo, std::move(codecs));
   auto r = BenchLoader(o);
   if (!r.ok()) return Fail(r.status().message());
   const StorageRow& sr = r->storage;
@@ -336,6 +489,22 @@ void AddBench(CLI::App& app, RunState* st) {
       ->check(CLI::IsMember(EnumNames<WarmRead>()));
   l->add_option("--metrics-cost", a->metrics_cost,
                 "Instead: N rounds of warm epochs with metrics on and off, side by side");
+  // The prepare options' --codec takes one codec; here a list compares them.
+  l->remove_option(l->get_option("--codec"));
+  l->add_option("--codec", a->codecs,
+                "How cache records store the pixels: raw (the default), zstd or jpeg (at "
+                "--quality); several, e.g. raw,zstd,jpeg, compare them side by side: footprint, "
+                "cold fill, warm epochs in rounds and plan's predictions");
+  l->add_option("--rounds", a->rounds,
+                "With several codecs: rounds of warm epochs, each codec once per round (default 3)")
+      ->check(AtLeast(1));
+  l->add_option("--throttle-read-bps", a->throttle,
+                "With several codecs: also warm epochs with the cache's disk limited to this many "
+                "bytes/s, e.g. 500M for a SATA-class SSD (root, cgroup-v1 blkio; skipped with the "
+                "reason otherwise)");
+  l->add_option("--plan-seconds", a->plan_seconds,
+                "With several codecs: plan's device reads per codec, seconds (default 1)")
+      ->check(CLI::PositiveNumber);
   l->callback([st, a] { st->rc = RunLoaderBench(*a); });
 }
 

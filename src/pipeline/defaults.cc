@@ -70,6 +70,8 @@ int DefaultWorkers(Env* env) {
 int DefaultWorkers() { return DefaultWorkers(Env::Default()); }
 
 std::string DescribeSpec(const std::string& canonical) {
+  // A Python dataset's items (Source::record_spec): no preparation to show.
+  if (canonical.rfind("items", 0) == 0) return "python items";
   // Fields that are off ("=0", "=0x0") and the fixed codec fields are left out.
   std::vector<std::string> kept;
   std::string color = "rgb";

@@ -16,6 +16,17 @@ Status CheckFieldsOnly(const std::vector<EncodedField>& fields) {
   return Status::OK();
 }
 
+// The sample's image, prepared into s->image; an image-less source's is
+// 0x0x0, its pixels still not null (records copy them with memcpy).
+Status SampleFetcher::DecodeImage(FetchScratch* s) {
+  if (!image_less_)
+    return s->decoder.DecodeAndPrepare(s->encoded.bytes, spec_, &s->image, &s->geometry);
+  s->image.Reset(0, 0, 0);
+  s->image.pixels.reserve(1);
+  s->geometry = kFieldsOnlyGeometry;
+  return CheckFieldsOnly(s->encoded.fields);
+}
+
 SampleFetcher::SampleFetcher(const Source* source, PrepareSpec spec, CacheEntry* cache,
                              double claim_wait_s, StatsPublisher* stats, bool time_stages, Env* env)
     : env_(env != nullptr ? env : Env::Default()),
@@ -198,17 +209,6 @@ Status SampleFetcher::PrepareFieldsOf(FetchScratch* s, CachedSample* out) {
   SSDFEED_RETURN_IF_ERROR(cache_format::EncodeFields(s->fields, &s->field_section));
   out->fields = s->field_section;
   return Status::OK();
-}
-
-// The sample's image, prepared into s->image; an image-less source's is
-// 0x0x0, its pixels still not null (records copy them with memcpy).
-Status SampleFetcher::DecodeImage(FetchScratch* s) {
-  if (!image_less_)
-    return s->decoder.DecodeAndPrepare(s->encoded.bytes, spec_, &s->image, &s->geometry);
-  s->image.Reset(0, 0, 0);
-  s->image.pixels.reserve(1);
-  s->geometry = kFieldsOnlyGeometry;
-  return CheckFieldsOnly(s->encoded.fields);
 }
 
 Status SampleFetcher::FromOrigin(uint64_t id, FetchScratch* s, CachedSample* out) {

@@ -1,4 +1,28 @@
+#include "pipeline/plan.h"
+
+#include <fcntl.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <latch>
+#include <memory>
+#include <thread>
+
+#include "cache/record_format.h"
+#include "image/augment.h"
+#include "image/pixel_codec.h"
 #include "pipeline/fetcher.h"
+#include "ssdfeed/enum_names.h"
 #include "ssdfeed/warm.h"
 
 namespace ssdfeed {
@@ -23,6 +47,358 @@ EntryEstimate EstimateEntry(const Source& source, const PrepareSpec& spec, int p
     e.field_bytes += prepared.fields.size();
   }
   return e;
+}
+
+uint32_t RecordReadWindow(double record_bytes) {
+  // Records are packed: one starts anywhere in a page, so its read takes the
+  // pages it touches, on average one more than its size rounds up to.
+  uint64_t pages = (static_cast<uint64_t>(std::max(0.0, record_bytes)) + 4095) / 4096 + 1;
+  return static_cast<uint32_t>(pages * 4096);
+}
+
+namespace {
+
+constexpr uint64_t kAlign = 4096;
+
+std::string Errno(const std::string& what, int err) { return what + ": " + std::strerror(err); }
+
+// Writes n bytes of non-zero data (an allocated but unwritten extent reads
+// as zeros without touching the device).
+Status FillScratch(int fd, uint64_t n, const std::string& path) {
+  constexpr size_t kChunk = 4 << 20;
+  std::unique_ptr<char, decltype(&std::free)> buf(
+      static_cast<char*>(std::aligned_alloc(kAlign, kChunk)), &std::free);
+  if (!buf) return Status::IOError(path + ": out of memory for the scratch buffer");
+  for (size_t i = 0; i < kChunk; ++i) buf.get()[i] = static_cast<char>(i * 131 + 7);
+  for (uint64_t off = 0; off < n; off += kChunk) {
+    ssize_t w = ::pwrite(fd, buf.get(), kChunk, static_cast<off_t>(off));
+    if (w != static_cast<ssize_t>(kChunk))
+      return Status::IOError(Errno(path + ": writing the scratch file", w < 0 ? errno : ENOSPC));
+  }
+  if (::fsync(fd) != 0) return Status::IOError(Errno(path + ": fsync", errno));
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<DeviceReadProbe>> DeviceReadProbe::Create(const std::string& dir,
+                                                                 const DeviceReadOptions& o) {
+  std::string path = dir + "/.ssdfeed-plan-" + std::to_string(::getpid()) + ".scratch";
+  uint64_t bytes = std::max<uint64_t>(o.file_bytes / (4 << 20), 1) * (4 << 20);
+  struct statvfs fs;
+  if (::statvfs(dir.c_str(), &fs) != 0)
+    return Status::IOError(Errno(dir + ": cannot measure the device there", errno));
+  if (static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize < 2 * bytes)
+    return Status::IOError(dir + ": less than " + std::to_string(2 * bytes >> 20) +
+                           " MiB free for the device measurement's scratch file");
+  bool direct = true;
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_DIRECT | O_CLOEXEC, 0600);
+  if (fd < 0 && errno == EINVAL) {  // tmpfs and some network filesystems refuse O_DIRECT
+    direct = false;
+    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  }
+  if (fd < 0) return Status::IOError(Errno(path + ": cannot create the scratch file", errno));
+  std::unique_ptr<DeviceReadProbe> p(new DeviceReadProbe(path, fd, direct, o));
+  p->o_.file_bytes = bytes;
+  SSDFEED_RETURN_IF_ERROR(FillScratch(fd, bytes, path));
+  return p;
+}
+
+DeviceReadProbe::~DeviceReadProbe() {
+  ::close(fd_);
+  ::unlink(path_.c_str());
+}
+
+DeviceReadRate DeviceReadProbe::Measure(uint32_t block) const {
+  DeviceReadRate r;
+  r.block = block;
+  r.qd = std::max(1, o_.qd);
+  r.direct = direct_;
+  uint64_t slots = o_.file_bytes > block ? (o_.file_bytes - block) / kAlign + 1 : 1;
+  std::atomic<uint64_t> reads{0};
+  auto t0 = std::chrono::steady_clock::now();
+  auto deadline = t0 + std::chrono::duration<double>(o_.seconds);
+  // One thread per read in flight, as the loader's workers keep about
+  // kPlanQueueDepth reads queued: the device sees the same depth.
+  std::vector<std::thread> threads;
+  for (int t = 0; t < r.qd; ++t) {
+    threads.emplace_back([&, t] {
+      std::unique_ptr<char, decltype(&std::free)> buf(
+          static_cast<char*>(std::aligned_alloc(kAlign, block)), &std::free);
+      if (!buf) return;
+      uint64_t x = 0x9E3779B97F4A7C15ull * (t + 1), n = 0;
+      while (std::chrono::steady_clock::now() < deadline) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;  // xorshift64
+        off_t off = static_cast<off_t>(x % slots * kAlign);
+        if (::pread(fd_, buf.get(), block, off) != static_cast<ssize_t>(block)) break;
+        ++n;
+      }
+      reads += n;
+    });
+  }
+  for (auto& th : threads) th.join();
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.iops = s > 0 ? reads / s : 0;
+  r.mb_s = r.iops * block / 1e6;
+  return r;
+}
+
+void ApplyPlanModel(std::vector<CodecPlan>* rows, int cores) {
+  double raw = 0;
+  for (const auto& r : *rows)
+    if (r.codec == RecordCodec::kRaw) raw = r.record_bytes;
+  for (auto& r : *rows) {
+    r.footprint_x_raw = raw > 0 ? r.record_bytes / raw : 0;
+    r.cores_images_per_s = r.cores_measured_images_per_s > 0
+                               ? r.cores_measured_images_per_s
+                               : r.per_core_images_per_s * std::max(1, cores);
+    r.device_images_per_s = r.device.iops;
+    r.predicted_images_per_s = r.device_images_per_s > 0
+                                   ? std::min(r.cores_images_per_s, r.device_images_per_s)
+                                   : r.cores_images_per_s;
+  }
+}
+
+int RecommendCodec(const std::vector<CodecPlan>& rows) {
+  double best = 0;
+  for (const auto& r : rows) best = std::max(best, r.predicted_images_per_s);
+  int pick = -1;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].predicted_images_per_s < best * (1 - kPlanTie)) continue;
+    if (pick < 0 || rows[i].record_bytes < rows[pick].record_bytes) pick = static_cast<int>(i);
+  }
+  return pick;
+}
+
+namespace {
+
+struct PreparedProbe {
+  std::vector<uint8_t> pixels;
+  int h = 0, w = 0, c = 0;
+  size_t field_bytes = 0;
+};
+
+Result<std::vector<PreparedProbe>> PrepareProbes(const Source& source, PrepareSpec spec,
+                                                 int probes) {
+  spec.codec = RecordCodec::kRaw;
+  SampleFetcher origin(&source, spec, nullptr, 0, nullptr, /*time_stages=*/false);
+  FetchScratch scratch;
+  CachedSample s;
+  uint64_t total = source.size(), n = std::min<uint64_t>(total, std::max(1, probes));
+  std::vector<PreparedProbe> out;
+  Status last;
+  for (uint64_t i = 0; i < n; ++i) {
+    last = origin.Fetch(i * total / n, &scratch, &s);
+    if (!last.ok() || s.bytes() == 0) continue;
+    out.push_back({std::vector<uint8_t>(s.pixels, s.pixels + s.bytes()), s.height, s.width,
+                   s.channels, s.fields.size()});
+  }
+  if (out.empty())
+    return Status::InvalidArgument(
+        "none of the " + std::to_string(n) + " sampled items could be prepared to time the codecs" +
+        (last.ok() ? std::string(" (no image field)") : ": " + last.message()));
+  return out;
+}
+
+std::atomic<uint64_t> g_checksum_sink{0};
+
+double ThreadCpuSeconds() {
+  struct timespec ts;
+  if (::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+// The warm path's work per sample once its record is read: the checksum of
+// the stored bytes, the codec's decode, the crop into a batch. As in an
+// epoch, no record is in the CPU's caches when its turn comes (it arrives
+// from the page cache or by DMA): the probes are copied into a pool larger
+// than a last-level cache, and the crops go to a batch-sized ring.
+class WarmPathWork {
+ public:
+  WarmPathWork(const std::vector<PreparedProbe>& probes, const std::vector<std::string>& stored,
+               RecordCodec codec, const CodecPlanOptions& o)
+      : probes_(probes), codec_(codec), o_(o) {
+    constexpr size_t kPoolBytes = 96u << 20, kMaxPool = 600;
+    size_t mean = 1;
+    for (const auto& x : stored) mean += x.size() / stored.size();
+    pool_.resize(std::clamp<size_t>(kPoolBytes / mean, 3 * probes.size(), kMaxPool));
+    for (size_t i = 0; i < pool_.size(); ++i) pool_[i] = stored[i % stored.size()];
+  }
+  size_t pool_size() const { return pool_.size(); }
+
+  // One thread's state, reused from sample to sample as a worker's is.
+  struct Worker {
+    PixelCodecScratch cs;
+    std::vector<uint8_t> decoded, render;
+    std::vector<std::vector<uint8_t>> batch = std::vector<std::vector<uint8_t>>(256);
+    uint64_t sink = 0;
+  };
+
+  // Pool records [begin, end) (wrapping), cropped for epoch.
+  Status Run(size_t begin, size_t end, int epoch, Worker* w) const {
+    for (size_t i = begin; i < end; ++i) SSDFEED_RETURN_IF_ERROR(One(i % pool_.size(), epoch, w));
+    g_checksum_sink.fetch_add(
+        w->sink,
+        std::memory_order_relaxed);  // the checksums are work the warm path does: keep them
+    return Status::OK();
+  }
+
+ private:
+  Status One(size_t k, int epoch, Worker* w) const {
+    const PreparedProbe& p = probes_[k % probes_.size()];
+    const std::string& record = pool_[k];
+    w->sink += XXH3_64bits(record.data(), record.size());
+    const uint8_t* px = reinterpret_cast<const uint8_t*>(record.data());
+    if (codec_ != RecordCodec::kRaw) {
+      w->decoded.resize(p.pixels.size());
+      SSDFEED_RETURN_IF_ERROR(
+          DecodePixels(codec_, record, p.h, p.w, p.c, w->decoded.data(), &w->cs));
+      px = w->decoded.data();
+    }
+    CropBox box{0, 0, p.h, p.w, false};
+    int oh = p.h, ow = p.w;
+    if (o_.augment.enabled) {
+      box = SampleCrop(o_.augment, p.h, p.w, AugmentKey(0, epoch, k));
+      oh = o_.augment.height, ow = o_.augment.width;
+    }
+    std::vector<uint8_t>& out = w->batch[k % w->batch.size()];
+    out.resize(static_cast<size_t>(oh) * ow * p.c * DTypeSize(o_.output.dtype));
+    return RenderSample(PixelsView{px, p.h, p.w, p.c}, box, oh, ow, o_.output, out.data(),
+                        &w->render);
+  }
+
+  const std::vector<PreparedProbe>& probes_;
+  RecordCodec codec_;
+  const CodecPlanOptions& o_;
+  std::vector<std::string> pool_;
+};
+
+// One core's images/s: the fastest of 3 groups of the pool, in this
+// thread's CPU time, so a neighbour's burst on a shared machine does not
+// lower it. The first pass is untimed: first-use costs are not the steady
+// state an epoch runs in.
+Result<double> TimePerCore(const WarmPathWork& work, size_t warmup) {
+  WarmPathWork::Worker w;
+  SSDFEED_RETURN_IF_ERROR(work.Run(0, warmup, 0, &w));
+  size_t group = work.pool_size() / 3;
+  double best = 0;
+  for (size_t g = 0; g < 3; ++g) {
+    double t0 = ThreadCpuSeconds();
+    SSDFEED_RETURN_IF_ERROR(work.Run(g * group, (g + 1) * group, 1, &w));
+    double s = ThreadCpuSeconds() - t0;
+    if (g == 0 || s < best) best = s;
+  }
+  return best > 0 ? group / best : 0;
+}
+
+// What `cores` threads do together, in wall-clock time: on a node whose
+// cores other work shares (the training process, other jobs), less than
+// one core's rate times cores, and that is what the loader will get.
+Result<double> TimeOnCores(const WarmPathWork& work, size_t warmup, int cores) {
+  std::latch ready(cores), go(1);
+  std::vector<Status> status(cores);
+  std::vector<std::thread> threads;
+  size_t n = work.pool_size();
+  for (int t = 0; t < cores; ++t) {
+    threads.emplace_back([&, t] {
+      WarmPathWork::Worker w;
+      status[t] = work.Run(0, warmup, 0, &w);
+      ready.count_down();
+      go.wait();
+      // Each thread starts elsewhere in the pool: different records at once.
+      size_t start = t * n / cores;
+      if (status[t].ok()) status[t] = work.Run(start, start + n, 2, &w);
+    });
+  }
+  ready.wait();
+  auto t0 = std::chrono::steady_clock::now();
+  go.count_down();
+  for (auto& th : threads) th.join();
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (const Status& st : status) SSDFEED_RETURN_IF_ERROR(st);
+  return s > 0 ? static_cast<double>(n) * cores / s : 0;
+}
+
+// Decodes every stored probe and compares it with the prepared pixels.
+Status MeasureFidelity(const std::vector<PreparedProbe>& probes,
+                       const std::vector<std::string>& stored, CodecPlan* row) {
+  PixelCodecScratch cs;
+  std::vector<uint8_t> out;
+  double sq = 0, n = 0;
+  for (size_t i = 0; i < probes.size(); ++i) {
+    const PreparedProbe& p = probes[i];
+    out.resize(p.pixels.size());
+    SSDFEED_RETURN_IF_ERROR(DecodePixels(row->codec, stored[i], p.h, p.w, p.c, out.data(), &cs));
+    for (size_t k = 0; k < out.size(); ++k) {
+      double d = static_cast<double>(out[k]) - p.pixels[k];
+      sq += d * d;
+    }
+    n += static_cast<double>(out.size());
+  }
+  row->identical = sq == 0;
+  row->psnr_db = sq == 0 ? 0 : 10 * std::log10(255.0 * 255.0 / (sq / n));
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<std::vector<std::pair<RecordCodec, int>>> ParseCodecList(std::string_view text, int quality,
+                                                                std::string_view option) {
+  std::vector<std::pair<RecordCodec, int>> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = std::min(text.find(',', start), text.size());
+    SSDFEED_ASSIGN_OR_RETURN(RecordCodec c,
+                             ParseEnum<RecordCodec>(text.substr(start, comma - start), option));
+    for (const auto& [have, q] : out)
+      if (have == c)
+        return Status::InvalidArgument(std::string(option) + ": '" + EnumName(c) +
+                                       "' is listed twice in '" + std::string(text) + "'");
+    out.emplace_back(c, quality);
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::string CodecLabel(RecordCodec codec, int quality) {
+  std::string s = EnumName(codec);
+  if (codec == RecordCodec::kJpeg) s += " q" + std::to_string(quality);
+  return s;
+}
+
+Result<std::vector<CodecPlan>> PlanCodecs(const Source& source, const PrepareSpec& spec,
+                                          const CodecPlanOptions& o) {
+  SSDFEED_ASSIGN_OR_RETURN(std::vector<PreparedProbe> probes,
+                           PrepareProbes(source, spec, o.probes));
+  std::unique_ptr<DeviceReadProbe> device;
+  if (!o.device_dir.empty()) {
+    SSDFEED_ASSIGN_OR_RETURN(device, DeviceReadProbe::Create(o.device_dir, o.device));
+  }
+  std::vector<CodecPlan> rows;
+  PixelCodecScratch cs;
+  for (const auto& [codec, quality] : o.codecs) {
+    CodecPlan row;
+    row.codec = codec;
+    row.quality = quality;
+    std::vector<std::string> stored(probes.size());
+    double bytes = 0;
+    for (size_t i = 0; i < probes.size(); ++i) {
+      const PreparedProbe& p = probes[i];
+      SSDFEED_RETURN_IF_ERROR(
+          EncodePixels(codec, quality, p.pixels.data(), p.h, p.w, p.c, &stored[i], &cs));
+      bytes += cache_format::kRecordHeaderSize + stored[i].size() + p.field_bytes;
+    }
+    row.record_bytes = bytes / probes.size();
+    SSDFEED_RETURN_IF_ERROR(MeasureFidelity(probes, stored, &row));
+    WarmPathWork work(probes, stored, codec, o);
+    SSDFEED_ASSIGN_OR_RETURN(row.per_core_images_per_s, TimePerCore(work, probes.size()));
+    SSDFEED_ASSIGN_OR_RETURN(row.cores_measured_images_per_s,
+                             TimeOnCores(work, probes.size(), std::max(1, o.cores)));
+    if (device) row.device = device->Measure(RecordReadWindow(row.record_bytes));
+    rows.push_back(row);
+  }
+  ApplyPlanModel(&rows, o.cores);
+  return rows;
 }
 
 }  // namespace ssdfeed

@@ -9,6 +9,7 @@
 #include "cache/field_section.h"
 #include "pipeline/entry_key.h"
 #include "pipeline/fetcher.h"
+#include "pipeline/sample_renderer.h"
 #include "ssdfeed/cache.h"
 #include "ssdfeed/loader.h"
 #include "test_util.h"
@@ -197,6 +198,33 @@ TEST(ImageLess, LoaderRefusesAugmentAndSkipsBadItems) {
   }
   EXPECT_EQ(served, 8u) << "the bad item is replaced in its batch";
   EXPECT_EQ((*l)->stats().skipped, 1u);
+}
+
+// A renderer for a source without images serves fields only, and takes a
+// record with pixels (another entry's, or damage) for corruption.
+TEST(ImageLess, RendererServesFieldsAndRefusesPixels) {
+  SampleRenderer r(PrepareSpec{}, AugmentSpec{}, OutputSpec{}, 0, /*image_less=*/true);
+  EXPECT_TRUE(r.fixed());
+  EXPECT_EQ(r.sample_bytes(), 0u);
+  auto buf = std::make_shared<BatchBuffer>();
+  buf->labels.resize(1);
+  std::vector<uint8_t> scratch;
+  StagedFields staged;
+  std::vector<Field> fields = {{"txt", FieldKind::kBytes, "|u1", {2}, "ab"}};
+  std::string section;
+  ASSERT_TRUE(cf::EncodeFields(fields, &section).ok());
+  CachedSample cs;
+  cs.fields = section;
+  ASSERT_TRUE(r.Render(cs, 0, 7, buf.get(), 0, nullptr, &scratch, &staged).ok());
+  ASSERT_EQ(staged.fields.size(), 1u);
+  EXPECT_EQ(staged.fields[0].data, "ab");
+  EXPECT_EQ(staged.id, 7u);
+  uint8_t px[12] = {};
+  cs.pixels = px;
+  cs.height = cs.width = 2;
+  cs.channels = 3;
+  Status st = r.Render(cs, 0, 7, buf.get(), 0, nullptr, &scratch, &staged);
+  EXPECT_TRUE(st.IsCorruption()) << st.ToString();
 }
 
 }  // namespace

@@ -83,6 +83,17 @@ CHILD = textwrap.dedent("""
         if mode == "slow":
             time.sleep(0.01)  # work, so both fillers overlap
         return fields(i)
+    if mode == "loader":  # the C++ loader's workers fill it
+        import ssdfeed
+        from test_items_entry import Cached
+        cached = Cached(root, key="test-items")
+        cached._identity = "id-1"
+        cached._compute_fields = lambda i: (time.sleep(0.01), compute(i))[1]
+        labels = [int(x) for b in ssdfeed.Loader(cached, batch_size=4, workers=2,
+                                                 shuffle=True, seed=os.getpid())
+                  for x in b["label"]]
+        assert sorted(labels) == list(range(20))
+        sys.exit(0)
     e = entry(root, compute)
     order = range(20) if mode != "reverse" else range(19, -1, -1)
     for i in order:
@@ -167,6 +178,16 @@ def test_two_processes_fill_concurrently_computing_each_item_about_once(tmp_path
     assert e.present() == 20
 
 
+def test_two_fast_path_loaders_fill_one_entry_together(tmp_path):
+    log = tmp_path / "log"
+    a, b = child(tmp_path, "loader", log), child(tmp_path, "loader", log)
+    assert a.wait(timeout=300) == 0 and b.wait(timeout=300) == 0
+    calls = logged(log)
+    assert sorted(set(calls)) == list(range(20))
+    assert len(calls) <= 24, calls
+    assert entry(tmp_path / "cache", None).present() == 20, "the ItemEntry's own entry"
+
+
 def test_a_killed_filler_keeps_what_it_stored(tmp_path):
     log = tmp_path / "log"
     p = child(tmp_path, "hang", log)
@@ -174,7 +195,6 @@ def test_a_killed_filler_keeps_what_it_stored(tmp_path):
     for _ in range(6000):
         if os.path.exists(hung) or p.poll() is not None:
             break
-        p.wait_timeout = None
         try:
             p.wait(timeout=0.05)
         except subprocess.TimeoutExpired:
@@ -199,7 +219,7 @@ def test_an_exception_in_compute_is_raised_as_itself_with_the_index(tmp_path):
 
     class Odd(Exception):
         def __str__(self):
-            return "odd"
+            raise RuntimeError("a __str__ that fails")
 
     def odd(i):
         raise Odd(i)
@@ -209,6 +229,14 @@ def test_an_exception_in_compute_is_raised_as_itself_with_the_index(tmp_path):
         e2.get(2)
     if sys.version_info >= (3, 11):
         assert any("item 2" in n for n in info.value.__notes__)
+    # The same from the loader's worker threads, where nothing may escape.
+    odd_cached = Cached(tmp_path / "cache-odd")
+    odd_cached._compute_fields = lambda i: odd(i) if i == 5 else fields(i)
+    with pytest.raises(Odd):
+        collect(ssdfeed.Loader(odd_cached, batch_size=4, workers=2))
+    odd_cached._compute_fields = lambda i: [("a", 5, "not bytes")] if i == 5 else fields(i)
+    with pytest.raises(ValueError, match="python:fast item 5: .*payload not bytes"):
+        collect(ssdfeed.Loader(odd_cached, batch_size=4, workers=2))
 
     skip = entry(tmp_path / "cache", Counter(fail={3}), on_error="skip")
     assert skip.get(3) is None
@@ -224,19 +252,16 @@ def test_a_forked_child_uses_its_own_entry_and_releases_nothing_of_the_parents(t
     e.get(0)
     pid = os.fork()
     if pid == 0:  # the child: reopens for its own use, drops the parent's object
-        code = 1
+        ok = False
         try:
             ok = _items.decode(e.get(1))["label"] == 1 and e.lookup(0) is not None
-            del ok
-            code = 0
         finally:
-            os._exit(code)
+            os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     assert os.WEXITSTATUS(status) == 0
     pid = os.fork()
     if pid == 0:  # destroyed in a process that never used it: nothing released
         try:
-            globals()["_parent_entry"] = None
             del e
         finally:
             os._exit(0)
@@ -328,7 +353,7 @@ def test_fast_path_shuffle_sharding_and_state_dict(tmp_path):
     assert head + tail == a
 
 
-def test_fast_path_errors_skip_and_torch(tmp_path):
+def test_fast_path_errors_skip_and_torch(tmp_path, capfd):
     cached = Cached(tmp_path / "cache", fail={6})
     with pytest.raises(KeyError, match="no item 6") as info:
         collect(ssdfeed.Loader(cached, batch_size=4))
@@ -337,6 +362,7 @@ def test_fast_path_errors_skip_and_torch(tmp_path):
     labels = [g["label"] for g in collect(skipped)]
     assert 6 not in labels and len(labels) == 20
     assert skipped.stats()["skipped"] >= 1
+    assert "python:fast item 6: skipped (on_error=skip): KeyError" in capfd.readouterr().err
     first_bad = Cached(tmp_path / "cache3", fail={0})
     labels = [g["label"] for g in collect(ssdfeed.Loader(first_bad, batch_size=4,
                                                          on_error="skip"))]
@@ -365,8 +391,8 @@ def test_cli_verify_repair_ls_export_import_rm_an_items_entry(tmp_path):
                               text=True)
 
     ls = json.loads(run("cache", "ls", "--json").stdout)
-    assert [(x["entry"], x["source"], x["spec"], x["state"]) for x in ls] == \
-        [(name, "python:test-items", "items1", "complete")]
+    assert [(x["entry"], x["source"], x["spec"], x["spec_summary"], x["state"]) for x in ls] \
+        == [(name, "python:test-items", "items1", "python items", "complete")]
     r = run("cache", "verify")
     assert r.returncode == 0, r.stderr
     assert "20 good" in r.stdout and "a Python dataset" in r.stdout
@@ -400,9 +426,14 @@ def test_cli_verify_repair_ls_export_import_rm_an_items_entry(tmp_path):
     assert imported.present() == 20
     assert_item_equal(_items.decode(imported.get(11)), item(11))
     imported.close()
+    r = run("cache", "compact")
+    assert r.returncode == 0, r.stderr
     r = run("cache", "rm", name)
     assert r.returncode == 0, r.stderr
     assert json.loads(run("cache", "ls", "--json").stdout) == []
+    r = subprocess.run(["ssdfeed", "cache", "gc", "--max-bytes", "1", "--cache", str(other)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and "1 entry removed" in r.stdout, r.stdout + r.stderr
 
 
 def test_exiting_mid_epoch_with_workers_computing_is_clean(tmp_path):

@@ -1,0 +1,118 @@
+"""ssdfeed plan's codec comparison and bench loader --codec (issue 30):
+what they print and carry, and that the recommendation follows from plan's
+own numbers. No rate is asserted: the machine may be slow or shared."""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+import ssdfeed
+
+CODECS = ["raw", "zstd", "jpeg"]
+ROW_KEYS = {"codec", "quality", "identical", "psnr_db", "record_bytes", "footprint_x_raw", "per_core_images_per_s",
+            "cores_images_per_s", "device_read_block", "device_read_qd", "device_read_direct",
+            "device_mb_s", "device_images_per_s", "predicted_images_per_s"}
+
+
+def run(*args):
+    return subprocess.run(["ssdfeed", *args], capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory):
+    return ssdfeed.make_dataset(str(tmp_path_factory.mktemp("codec") / "ds"), count=24, classes=3,
+                                seed=3, min_side=96, max_side=128)
+
+
+def expected_pick(rows, tie):
+    best = max(r["predicted_images_per_s"] for r in rows)
+    close = [r for r in rows if r["predicted_images_per_s"] >= best * (1 - tie)]
+    return min(close, key=lambda r: r["record_bytes"])["codec"]
+
+
+def test_plan_json_carries_each_codec_and_a_consistent_recommendation(photos, tmp_path):
+    r = run("plan", "--source", photos["uri"], "--resize-short", "96", "--crop", "64",
+            "--samples", "8", "--probes", "6", "--cache", str(tmp_path / "cache"),
+            "--device-seconds", "0.05", "--scratch-size", "8M", "--workers", "2", "--json")
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(r.stdout)
+    # The size estimate is as before.
+    assert plan["samples_probed"] == 8 and plan["entry_bytes"] > 0
+    rows = plan["codecs"]
+    assert [x["codec"] for x in rows] == CODECS
+    for x in rows:
+        assert ROW_KEYS <= set(x), x
+        assert x["device_read_qd"] == 32 and x["device_read_block"] % 4096 == 0
+        assert x["predicted_images_per_s"] == pytest.approx(
+            min(x["cores_images_per_s"], x["device_images_per_s"]))
+        assert x["cores_images_per_s"] == pytest.approx(x["cores_measured_images_per_s"])
+        assert x["per_core_images_per_s"] > 0
+    assert rows[0]["footprint_x_raw"] == 1
+    assert rows[2]["footprint_x_raw"] < rows[1]["footprint_x_raw"] < 1
+    assert rows[0]["identical"] and rows[1]["identical"] and not rows[2]["identical"]
+    assert plan["recommended"] == expected_pick(rows, plan["tie_fraction"])
+    assert plan["device_dir"].startswith(str(tmp_path)), "measured where the cache will be"
+    assert not [f for f in os.listdir(tmp_path) if "scratch" in f], "scratch file left behind"
+
+
+def test_plan_text_lists_the_codecs_and_the_recommendation(photos, tmp_path):
+    r = run("plan", "--source", photos["uri"], "--samples", "4", "--probes", "4", "--codecs",
+            "jpeg,raw", "--quality", "80", "--device-seconds", "0", "--cache", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "jpeg q80" in r.stdout and "\nraw " in r.stdout and "zstd" not in r.stdout
+    assert "<- recommended" in r.stdout and "recommend   --codec" in r.stdout
+    assert "not measured (--device-seconds 0)" in r.stdout
+
+
+def test_plan_refuses_an_unknown_codec_naming_it(photos):
+    r = run("plan", "--source", photos["uri"], "--codecs", "raw,webp")
+    assert r.returncode == 2
+    assert "--codecs" in r.stderr and "webp" in r.stderr
+
+
+# Drops the page cache as root: alone, after the parallel pass.
+@pytest.mark.serial
+def test_bench_loader_compares_every_codec(photos, tmp_path):
+    # On tmpfs when there is one: no block device there, so the throttle is
+    # skipped with that reason as root, and with "needs root" otherwise.
+    base = "/dev/shm" if os.access("/dev/shm", os.W_OK) else str(tmp_path)
+    cache = os.path.join(base, f"ssdfeed-codec-bench-{os.getpid()}")
+    try:
+        r = run("bench", "loader", "--source", photos["uri"], "--resize-short", "96", "--crop",
+                "64", "--batch", "8", "--workers", "2", "--cache", cache, "--codec",
+                "raw,zstd,jpeg", "--rounds", "1", "--throttle-read-bps", "500M",
+                "--plan-seconds", "0.05", "--json")
+        assert r.returncode == 0, r.stderr
+        res = json.loads(r.stdout)
+    finally:
+        subprocess.run(["rm", "-rf", cache])
+    rows = res["codecs"]
+    assert [x["codec"] for x in rows] == CODECS
+    for x in rows:
+        assert x["samples"] == 24 and x["entry_bytes"] > 0 and x["cold_images_per_s"] > 0
+        assert len(x["page_cache_images_per_s"]) == 1 and x["page_cache_median"] > 0
+        assert x["plan"]["predicted_images_per_s"] > 0
+    assert rows[0]["footprint_x_raw"] == 1
+    assert res["recommended"] in CODECS
+    if base == "/dev/shm" or os.geteuid() != 0:
+        assert res["throttle_skipped"], "no block device / not root: skipped, with the reason"
+        assert all(x["throttled_images_per_s"] == [] for x in rows)
+    reason = res["throttle_skipped"]
+    if os.geteuid() != 0:
+        assert "root" in reason
+    elif base == "/dev/shm":
+        assert "not a block device" in reason
+
+
+@pytest.mark.serial
+def test_bench_loader_codec_text_has_a_row_per_codec(photos, tmp_path):
+    r = run("bench", "loader", "--source", photos["uri"], "--resize-short", "96", "--crop", "64",
+            "--batch", "8", "--cache", str(tmp_path / "c"), "--codec", "raw,jpeg", "--rounds",
+            "1", "--plan-seconds", "0.05")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert any(l.startswith("raw ") for l in lines) and any(l.startswith("jpeg q90") for l in lines)
+    assert "throttled: skipped: not asked for" in r.stdout
+    assert "medians of 1 round(s)" in r.stdout
