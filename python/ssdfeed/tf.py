@@ -231,3 +231,50 @@ def _resumed(state: dict) -> bool:
     # a shorter rest of the epoch: resumed too.
     return (state["batches_consumed"] > 0 or state.get("position", 0) > 0
             or bool(state.get("resumed_from")))
+
+
+def cache(ds: tf.data.Dataset, *, key: str, cache=True, capacity: int = None,
+          shuffle: bool = False, seed: int = 0) -> tf.data.Dataset:
+    """``ds`` with its elements kept in an ssdfeed cache entry: the drop-in
+    for ``ds.cache(filename)``.
+
+    The first pass computes each element through ``ds`` and stores it; later
+    passes, in this job or any other on the same cache root, read the stored
+    elements (in parallel, in order) and never run ``ds``. Elements are the
+    same values in the same order, for any nested structure (dicts, tuples,
+    namedtuples) of dense tensors of numbers, bools or strings, ragged and
+    sparse tensors. Several jobs may fill and read one cache at once. A pass
+    left early or a job killed mid-fill keeps what it stored; the next pass
+    reads that back and computes the rest (see docs/python.md for what a
+    resumed fill recomputes).
+
+    Args:
+        ds: the pipeline to cache (where the code had ``ds.cache(path)``).
+        key: names what ``ds`` computes, e.g. ``"parse-v1"``. The cache is
+            found by key and element_spec only: change the key when the
+            parse code or the data changes, or stale elements are served.
+        cache: ``True`` (default): the default root (``$SSDFEED_CACHE``,
+            else ``~/.cache/ssdfeed``); a path: that root; ``False``/``None``:
+            no cache, ``ds`` is returned as it is.
+        capacity: most bytes the cache root may hold (default: no bound but
+            the disk's). Elements that do not fit are served from ``ds``.
+        shuffle, seed: once every element is stored, each pass reads them
+            in a fresh global permutation (pass e of this dataset: one drawn
+            from ``(seed, e)``), instead of a shuffle buffer. A pass that
+            still fills serves the upstream order.
+
+    ``cached.ssdfeed_cache.stats()`` sums the entries' counters (this process's).
+    """
+    from ssdfeed import _tf_cache
+    from ssdfeed.loader import _cache_root
+
+    if cache is False or cache is None:
+        return ds
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"ssdfeed.tf.cache: key must be a non-empty str naming what ds "
+                         f"computes (e.g. 'parse-v1'), not {key!r}")
+    if capacity is not None and (not isinstance(capacity, int) or capacity < 1):
+        raise ValueError(f"ssdfeed.tf.cache: capacity must be an int >= 1 (bytes), not "
+                         f"{capacity!r}")
+    return _tf_cache.TfCache(ds, key, _cache_root(cache), capacity, bool(shuffle),
+                             int(seed)).dataset()
