@@ -57,6 +57,14 @@ for i in order:
 """
 
 
+def _terminal_sigint():
+    """SIGINT as a terminal's shell gives it. A job started in the background
+    by a non-interactive shell (CI scripts, `cmd &`) inherits SIGINT ignored,
+    and Python then installs no KeyboardInterrupt handler: Ctrl-C could not
+    reach the warm-up at all, which is not what this test is about."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def wait_blocked(tmp_path, job):
     """Until the job's blocking item has announced itself (a condition, polled)."""
     while not (tmp_path / "blocked").exists():
@@ -325,7 +333,7 @@ def test_warm_ctrl_c_keeps_what_was_stored_and_resumes(tmp_path):
               "ssdfeed.cache(d.MixedDataset(), cache=sys.argv[1]).warm(workers=2)\n")
     job = subprocess.Popen([sys.executable, "-c", script, str(root)], cwd=HERE,
                            env=job_env(first, CACHE_OWN_BLOCK_AT=20), stderr=subprocess.PIPE,
-                           text=True, start_new_session=True)
+                           text=True, start_new_session=True, preexec_fn=_terminal_sigint)
     wait_blocked(tmp_path, job)
     os.killpg(job.pid, signal.SIGINT)  # a Ctrl-C at the terminal reaches the whole group
     _, err = job.communicate(timeout=120)
