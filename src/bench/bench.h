@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "pipeline/plan.h"
 #include "ssdfeed/loader.h"
+#include "ssdfeed/plan.h"
 #include "ssdfeed/status.h"
 
 namespace ssdfeed {

@@ -4,7 +4,7 @@
 // shard is represented) and extrapolates with the on-disk format's overhead
 // (docs/cache-format.md). Then, per record codec, what a warm epoch can
 // reach here: the cache device's random reads at the codec's record size
-// and the loader cores' decode + crop rate (src/pipeline/plan.h), and which
+// and the loader cores' decode + crop rate (include/ssdfeed/plan.h), and which
 // codec to choose.
 #include <sys/stat.h>
 
@@ -16,9 +16,9 @@
 #include <thread>
 
 #include "cli/options.h"
-#include "pipeline/plan.h"
 #include "ssdfeed/defaults.h"
 #include "ssdfeed/enum_names.h"
+#include "ssdfeed/plan.h"
 #include "ssdfeed/warm.h"
 #include "util/units.h"
 

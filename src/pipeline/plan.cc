@@ -1,4 +1,4 @@
-#include "pipeline/plan.h"
+#include "ssdfeed/plan.h"
 
 #include <fcntl.h>
 #include <sys/statvfs.h>

@@ -1,9 +1,9 @@
-// ssdfeed plan's codec comparison (src/pipeline/plan.h): the model and the
+// ssdfeed plan's codec comparison (include/ssdfeed/plan.h): the model and the
 // recommendation as pure functions of given measurements, the measurements'
 // plumbing on a generated dataset, and bench loader's blkio read throttle.
 // Nothing here asserts a rate: the machine running the tests may be slow
 // or shared.
-#include "pipeline/plan.h"
+#include "ssdfeed/plan.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -54,11 +54,20 @@ def test_public_headers_include_only_public_headers():
 # test_field_geometry.py).
 BINDING_HOOKS = {"source/s3_sigv4.h", "image/augment.h", "image/field_augment.h",
                  "image/field_prepare.h"}
+# The record codecs: _decode_with (ssdfeed.decode) gives a jpeg spec's pixels
+# as a jpeg entry serves them, the prepared image's round trip.
+BINDING_HOOKS |= {"image/pixel_codec.h"}
+# ssdfeed.cache's item entry (python/src/bind_items.cc) drives the fetcher
+# itself, as the CLI does: the same claims, capacity and checksums as an
+# image entry, for items whose origin is a Python callable. Only that file
+# may include these; a public item-store header would retire the exception.
+ITEMS_BINDING = {"cache/field_section.h", "pipeline/entry_key.h", "pipeline/fetcher.h"}
 
 
 def test_bindings_include_only_public_headers():
     bad = [(p, inc) for p, inc in _includes("src", under="python")
-           if not inc.startswith(("ssdfeed/", "python/src/")) and inc not in BINDING_HOOKS]
+           if not inc.startswith(("ssdfeed/", "python/src/")) and inc not in BINDING_HOOKS
+           and not (p.name == "bind_items.cc" and inc in ITEMS_BINDING)]
     assert not bad, bad
 
 
