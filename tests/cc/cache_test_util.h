@@ -83,11 +83,10 @@ inline std::string FakeFields(uint64_t id) {
   return sec;
 }
 
-// Puts fake sample id with its pixels, label and FakeFields.
-inline Status PutFakeWithFields(CacheEntry* e, uint64_t id) {
-  int h, w;
-  auto p = FakePixels(id, &h, &w);
-  std::string fields = FakeFields(id);
+// Fake sample id's record as Put takes it: pixels p (h x w x 3), its label
+// and the field section given (views: p and fields must outlive it).
+inline CachedSample FakeSample(uint64_t id, const std::vector<uint8_t>& p, int h, int w,
+                               std::string_view fields) {
   CachedSample s;
   s.pixels = p.data();
   s.height = h;
@@ -95,7 +94,15 @@ inline Status PutFakeWithFields(CacheEntry* e, uint64_t id) {
   s.channels = 3;
   s.label = static_cast<int64_t>(id % 7);
   s.fields = fields;
-  return e->Put(id, s);
+  return s;
+}
+
+// Puts fake sample id with its pixels, label and FakeFields.
+inline Status PutFakeWithFields(CacheEntry* e, uint64_t id) {
+  int h, w;
+  auto p = FakePixels(id, &h, &w);
+  std::string fields = FakeFields(id);
+  return e->Put(id, FakeSample(id, p, h, w, fields));
 }
 
 // True when s is fake sample id with its fields, byte for byte.
@@ -128,13 +135,7 @@ inline Status PutFakeCoded(CacheEntry* e, uint64_t id, RecordCodec codec, bool f
     served->resize(p.size());
     SSDFEED_RETURN_IF_ERROR(DecodePixels(codec, stored, h, w, 3, served->data(), &scratch));
   }
-  CachedSample s;
-  s.pixels = p.data();
-  s.height = h;
-  s.width = w;
-  s.channels = 3;
-  s.label = static_cast<int64_t>(id % 7);
-  s.fields = section;
+  CachedSample s = FakeSample(id, p, h, w, section);
   s.codec = codec;
   s.stored = stored;
   return e->Put(id, s);
