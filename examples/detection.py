@@ -9,6 +9,8 @@ scenes) into DIR the first time (default /tmp/ssdfeed-coco), then trains.
 With torchvision installed it trains torchvision's Faster R-CNN (MobileNet
 backbone, no pretrained weights) on a few batches; without it, a small
 network that learns which classes each image holds, from the same targets.
+The loop is torchvision's detection reference's: `for images, targets in
+loader`, targets labelled from 1 (0 is the background), as its models expect.
 """
 
 import sys
@@ -32,7 +34,8 @@ loader = ssdfeed.torch.Loader(
     prepare=ssdfeed.Prepare(resize_short=160),
     # Boxes get the image's crop and flip; those less than half inside it are dropped.
     augment=ssdfeed.RandomResizedCrop(160, scale=(0.5, 1.0), min_box_visible=0.5),
-    batch_size=8, shuffle=True, seed=0, dtype="float32", layout="NCHW")
+    batch_size=8, shuffle=True, seed=0, dtype="float32", layout="NCHW",
+    output="detection")  # (images, targets): [{"boxes", "labels", "area", "iscrowd"}, ...]
 print(f"{uri}: fields {loader.fields}, {len(loader)} batches per epoch")
 
 try:
@@ -44,11 +47,9 @@ if torchvision is not None:
     model = torchvision.models.detection.fasterrcnn_mobilenet_v3_large_320_fpn(
         weights=None, weights_backbone=None, num_classes=CLASSES + 1)  # + background
 
-    def step(batch):
-        # Each batch carries torchvision's targets: [{"boxes": (K,4), "labels": (K,)}, ...].
-        # Its labels count from 1 (0 is the background): shift the 0-based classes.
-        targets = [{"boxes": t["boxes"], "labels": t["labels"] + 1} for t in batch["targets"]]
-        return sum(model(list(batch["image"]), targets).values())
+    def step(images, targets):
+        # Labels are 1..CLASSES already (label_offset=1, the default).
+        return sum(model(list(images), targets).values())
 
     steps_per_epoch = 4  # on CPU a few steps show it runs; on a GPU train on all
 else:
@@ -59,27 +60,27 @@ else:
         torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(32, CLASSES))
     model = net
 
-    def step(batch):
+    def step(images, targets):
         # Which classes each image holds, from the same per-image targets.
-        present = torch.zeros(len(batch["targets"]), CLASSES)
-        for i, t in enumerate(batch["targets"]):
-            present[i, t["labels"]] = 1
-        return torch.nn.functional.binary_cross_entropy_with_logits(net(batch["image"]), present)
+        present = torch.zeros(len(targets), CLASSES)
+        for i, t in enumerate(targets):
+            present[i, t["labels"] - 1] = 1  # labels 1..CLASSES
+        return torch.nn.functional.binary_cross_entropy_with_logits(net(images), present)
 
 model.train()
 opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 for epoch in range(epochs):
     loader.set_epoch(epoch)
     t0, seen, boxes, total, steps = time.perf_counter(), 0, 0, 0.0, 0
-    for batch in loader:
+    for images, targets in loader:
         if steps == steps_per_epoch:
             break
-        loss = step(batch)
+        loss = step(images, targets)
         opt.zero_grad()
         loss.backward()
         opt.step()
-        seen += len(batch["image"])
-        boxes += int(batch["num_boxes"].sum())
+        seen += len(images)
+        boxes += sum(len(t["boxes"]) for t in targets)
         total += loss.item()
         steps += 1
     print(f"epoch {epoch}: mean loss {total / max(1, steps):.3f}, {seen} images with {boxes} boxes, "

@@ -33,7 +33,8 @@ loader = ssdfeed.torch.Loader(
     prepare=ssdfeed.Prepare(resize_short=144),          # image antialiased, mask nearest: cached
     augment=ssdfeed.RandomResizedCrop(128, scale=(0.3, 1.0)),  # the same crop + flip for both
     batch_size=16, shuffle=True, seed=0,
-    dtype="float32", layout="NCHW", mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
+    dtype="float32", layout="NCHW", mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225),
+    output="segmentation")  # (images, masks), masks int64: torchvision's reference loop
 print(f"{uri}: fields {loader.fields}, {len(loader)} batches per epoch")
 
 model = torch.nn.Sequential(
@@ -46,9 +47,7 @@ opt = torch.optim.Adam(model.parameters(), lr=3e-3)
 for epoch in range(epochs):
     loader.set_epoch(epoch)
     t0, seen, total_loss, right, counted = time.perf_counter(), 0, 0.0, 0, 0
-    for batch in loader:
-        images = batch["image"]                 # (N, 3, 128, 128) float32
-        masks = batch["mask"].long()            # (N, 128, 128) class ids
+    for images, masks in loader:               # (N, 3, 128, 128) float32, (N, 128, 128) int64
         masks[masks > CLASSES] = IGNORE
         logits = model(images)
         loss = torch.nn.functional.cross_entropy(logits, masks, ignore_index=IGNORE)

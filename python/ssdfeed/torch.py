@@ -24,7 +24,8 @@ _NOT_SUPPORTED = {
                "loader.sampler has DistributedSampler's len() and set_epoch()",
     "batch_sampler": "batches are cut from the epoch plan; use batch_size and drop_last",
     "collate_fn": "batches are already (images, labels) tensors, or dicts of tensors with "
-                  "detection targets; transform them in your loop",
+                  "detection targets; output='detection' or 'segmentation' gives "
+                  "torchvision's (images, targets) / (image, mask) pairs",
     "worker_init_fn": "workers are C++ threads, not Python processes",
     "multiprocessing_context": "workers are C++ threads, not Python processes",
     "generator": "randomness comes from seed (and the epoch); without seed=, from "
@@ -44,17 +45,34 @@ class Loader(_Loader):
     the numpy array is a view; lists of per-sample tensors where a field's
     shapes differ; bytes stay ``bytes``). When it has boxes it also holds
     ``"targets"``: torchvision's detection targets, a list with one
-    ``{"boxes": (K,4) float32, "labels": (K,) int64}`` per image (views of
-    the padded ``boxes`` and ``classes`` cut to ``num_boxes``), so a
-    torchvision detection model trains on it as it is::
+    ``{"boxes": (K,4) float32 xyxy, "labels": (K,) int64, "area": (K,)
+    float32, "iscrowd": (K,) int64}`` per image, whose labels are the
+    source's 0-based classes plus ``label_offset`` (default 1: torchvision's
+    detection models reserve label 0 for the background), so a torchvision
+    detection model of ``num_classes = classes + 1`` trains on it as it is::
 
         for batch in loader:   # dtype="float32", layout="NCHW"
             losses = model(list(batch["image"]), batch["targets"])
+
+    ``output="detection"`` yields those as torchvision's reference loops
+    read them, ``for images, targets in loader``; ``output="segmentation"``
+    yields ``(images, masks)``, the masks as int64 class ids.
 
     Takes every ``ssdfeed.Loader`` argument, plus the familiar
     ``torch.utils.data.DataLoader`` names:
 
     Args:
+        output: "batch" (default): ``(images, labels)`` for a source of
+            images and class labels, else the dict above. "detection":
+            ``(images, targets)``, images the (N, C, H, W) batch tensor (a
+            list of tensors when the images' sizes differ) and targets the
+            list of dicts above; needs a boxes field. "segmentation":
+            ``(images, masks)``, masks (N, H, W) int64 (a list when their
+            sizes differ); needs exactly one mask field.
+        label_offset: int added to the source's 0-based classes in the
+            detection targets' ``"labels"`` (default 1: 0 is torchvision's
+            background; 0 serves them as the source numbers them). The
+            dict's own ``"classes"`` stay 0-based.
         num_workers: worker threads (``workers``); 0 means one per core,
             since no loading happens in the calling thread either way. Give
             ``workers`` or ``num_workers``, not both.
@@ -86,7 +104,7 @@ class Loader(_Loader):
     """
 
     def __init__(self, source, *, pin_memory=None, num_workers=None,
-                 persistent_workers=False, **kwargs):
+                 persistent_workers=False, output="batch", label_offset=1, **kwargs):
         for name in _NOT_SUPPORTED:
             if name in kwargs:
                 raise ValueError(f"ssdfeed.torch.Loader does not take {name}: "
@@ -104,10 +122,22 @@ class Loader(_Loader):
         if not isinstance(persistent_workers, bool):
             raise ValueError(f"persistent_workers must be True or False, "
                              f"not {persistent_workers!r}")
+        if output not in _OUTPUTS:
+            raise ValueError(f"output must be one of {', '.join(map(repr, _OUTPUTS))}, "
+                             f"not {output!r}")
+        if isinstance(label_offset, bool) or not isinstance(label_offset, int):
+            raise ValueError(f"label_offset must be an int (1: torchvision's detection "
+                             f"labels, 0 the background), not {label_offset!r}")
         super().__init__(source, **kwargs)
         if self._items is not None:  # a cached dataset: its items' structure, as tensors
+            if output != "batch":
+                raise ValueError(f"output={output!r} needs a source of fields (boxes, masks); "
+                                 f"a cached dataset's batches have its items' structure")
             self._items.tensors = True
             self._cached = source
+        self._output = output
+        self._label_offset = label_offset
+        self._pair = _pair_fields(output, self._fields, self._options.source)
         self._pin = torch.cuda.is_available() if pin_memory is None else bool(pin_memory)
         if self._pin and not torch.cuda.is_available():
             # DataLoader warns and goes on unpinned; every example script passes it.
@@ -236,7 +266,18 @@ class Loader(_Loader):
                     # Only the images: their buffer never changes size, so a
                     # registered range is never freed under the registration.
                     self._pin_buffer(batch["image"])
-                yield _tensors(batch, self._fields)
+                out = _tensors(batch, self._fields, self._label_offset)
+                yield out if self._pair is None else _as_pair(out, self._output, self._pair)
+
+    @property
+    def output(self) -> str:
+        """What each batch is: "batch", "detection" or "segmentation"."""
+        return self._output
+
+    @property
+    def label_offset(self) -> int:
+        """Added to the 0-based classes in detection targets' labels."""
+        return self._label_offset
 
 
 def _tensor(value):
@@ -252,7 +293,7 @@ def _tensor(value):
         return value
 
 
-def _tensors(batch: dict, kinds: dict) -> dict:
+def _tensors(batch: dict, kinds: dict, label_offset: int) -> dict:
     """A numpy dict batch as tensors, plus torchvision's detection targets
     when it holds boxes."""
     out = {name: _tensor(v) for name, v in batch.items()}
@@ -260,11 +301,55 @@ def _tensors(batch: dict, kinds: dict) -> dict:
     if boxes is not None and "targets" not in out:
         classes = next((n for n, k in kinds.items() if k == "classes" and n in out), None)
         counts = out["num_boxes" if boxes == "boxes" else "num_" + boxes].tolist()
-        targets = []
-        for i, k in enumerate(counts):
-            t = {"boxes": out[boxes][i, :k]}
-            if classes is not None:
-                t["labels"] = out[classes][i, :k]
-            targets.append(t)
-        out["targets"] = targets
+        out["targets"] = [_target(out[boxes][i, :k],
+                                  None if classes is None else out[classes][i, :k],
+                                  label_offset)
+                          for i, k in enumerate(counts)]
     return out
+
+
+def _target(boxes, classes, label_offset: int) -> dict:
+    """One image's target as torchvision's detection models and references
+    read it. Labels are shifted: torchvision counts classes from 1, 0 being
+    the background, and trains no box regression for a box labelled 0."""
+    t = {"boxes": boxes}
+    if classes is not None:
+        t["labels"] = classes + label_offset if label_offset else classes
+    t["area"] = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+    # Sources' crowd boxes are left out (COCO iscrowd=1), so none is a crowd.
+    t["iscrowd"] = torch.zeros(len(boxes), dtype=torch.int64)
+    return t
+
+
+# What ssdfeed.torch.Loader(output=...) yields per batch.
+_OUTPUTS = ("batch", "detection", "segmentation")
+
+
+def _pair_fields(output: str, kinds: dict, source: str):
+    """The field names an (images, targets) or (images, masks) pair is made
+    of, or None for output="batch"; a source without them is an error that
+    names the fields it has."""
+    if output == "batch":
+        return None
+    image = next((n for n, k in kinds.items() if k == "image"), None)
+    want = "boxes" if output == "detection" else "mask"
+    found = [n for n, k in kinds.items() if k == want]
+    has = ", ".join(f"{n} ({k})" for n, k in kinds.items())
+    if image is None or not found:
+        raise ValueError(f"output={output!r} needs an image and a {want} field; {source} "
+                         f"has {has}")
+    if len(found) > 1:
+        raise ValueError(f"output={output!r} needs one {want} field; {source} has "
+                         f"{len(found)} ({', '.join(found)}): pass fields= to choose one")
+    return image, found[0]
+
+
+def _as_pair(batch: dict, output: str, names) -> tuple:
+    """(images, targets) or (images, masks) of a tensor dict batch."""
+    image, field = names
+    if output == "detection":
+        return batch[image], batch["targets"]
+    masks = batch[field]
+    if isinstance(masks, list):
+        return batch[image], [m.long() for m in masks]
+    return batch[image], masks.long()

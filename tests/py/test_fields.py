@@ -221,11 +221,15 @@ def test_torch_gives_tensors_and_torchvision_targets(coco):
     targets = b["targets"]
     assert len(targets) == 5
     for t, (boxes, classes) in zip(targets, expected):
-        assert set(t) == {"boxes", "labels"}
+        assert set(t) == {"boxes", "labels", "area", "iscrowd"}
         assert t["boxes"].dtype == torch.float32 and t["boxes"].shape == (len(classes), 4)
         assert t["labels"].dtype == torch.int64
         assert np.array_equal(t["boxes"].numpy(), boxes)
-        assert np.array_equal(t["labels"].numpy(), classes)
+        # torchvision's labels count from 1: 0 is the background class.
+        assert np.array_equal(t["labels"].numpy(), classes + 1)
+        assert np.array_equal(t["area"].numpy(),
+                              (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1]))
+        assert t["iscrowd"].tolist() == [0] * len(classes)
 
 
 def test_torch_segmentation_dict(seg):
