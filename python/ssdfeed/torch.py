@@ -14,7 +14,7 @@ import warnings
 
 import torch
 
-from ssdfeed import _compat, _ssdfeed
+from ssdfeed import _compat, _item_loader, _ssdfeed
 from ssdfeed.loader import Loader as _Loader
 
 # torch.utils.data.DataLoader arguments that have no meaning here, and why.
@@ -128,11 +128,11 @@ class Loader(_Loader):
         if isinstance(label_offset, bool) or not isinstance(label_offset, int):
             raise ValueError(f"label_offset must be an int (1: torchvision's detection "
                              f"labels, 0 the background), not {label_offset!r}")
+        if output != "batch" and _item_loader.is_cached_dataset(source):
+            raise ValueError(f"output={output!r} needs a source of fields (boxes, masks); "
+                             f"a cached dataset's batches have its items' structure")
         super().__init__(source, **kwargs)
         if self._items is not None:  # a cached dataset: its items' structure, as tensors
-            if output != "batch":
-                raise ValueError(f"output={output!r} needs a source of fields (boxes, masks); "
-                                 f"a cached dataset's batches have its items' structure")
             self._items.tensors = True
             self._cached = source
         self._output = output

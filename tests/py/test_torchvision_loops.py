@@ -170,7 +170,10 @@ def test_segmentation_output_drops_into_the_reference_loop(scenes):
     assert seen == 8
 
 
-def test_output_names_what_is_missing(pedestrians, scenes):
+def test_output_names_what_is_missing(pedestrians, scenes, tmp_path):
+    cached = ssdfeed.cache([(np.zeros(3, np.float32), 0)] * 4, key="pairs", cache=str(tmp_path))
+    with pytest.raises(ValueError, match="output='detection' needs a source of fields"):
+        ssdfeed.torch.Loader(cached, batch_size=2, output="detection")
     with pytest.raises(ValueError, match=r"output='segmentation' needs an image and a mask "
                                          r"field; coco:.* has image \(image\), boxes"):
         _loader(pedestrians, output="segmentation")
