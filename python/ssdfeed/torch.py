@@ -64,9 +64,10 @@ class Loader(_Loader):
     Args:
         output: "batch" (default): ``(images, labels)`` for a source of
             images and class labels, else the dict above. "detection":
-            ``(images, targets)``, images the (N, C, H, W) batch tensor (a
-            list of tensors when the images' sizes differ) and targets the
-            list of dicts above; needs a boxes field. "segmentation":
+            ``(images, targets)``, images the (N, C, H, W) batch tensor
+            (iterating it gives one image at a time, as the references'
+            ``list(image.to(device) for image in images)`` does) and targets
+            the list of dicts above; needs a boxes field. "segmentation":
             ``(images, masks)``, masks (N, H, W) int64 (a list when their
             sizes differ); needs exactly one mask field.
         label_offset: int added to the source's 0-based classes in the
