@@ -67,7 +67,9 @@ class Loader(_Loader):
             ``(images, targets)``, images the (N, C, H, W) batch tensor
             (iterating it gives one image at a time, as the references'
             ``list(image.to(device) for image in images)`` does) and targets
-            the list of dicts above; needs a boxes field. "segmentation":
+            the list of dicts above; needs a boxes field. Both pair outputs
+            default ``dtype`` to "float32" and ``layout`` to "NCHW"
+            (torchvision's ToTensor), unless given. "segmentation":
             ``(images, masks)``, masks (N, H, W) int64 (a list when their
             sizes differ); needs exactly one mask field.
         label_offset: int added to the source's 0-based classes in the
@@ -132,6 +134,10 @@ class Loader(_Loader):
         if output != "batch" and _item_loader.is_cached_dataset(source):
             raise ValueError(f"output={output!r} needs a source of fields (boxes, masks); "
                              f"a cached dataset's batches have its items' structure")
+        if output != "batch":
+            # What torchvision's models take: float CHW in [0, 1] (ToTensor).
+            kwargs.setdefault("dtype", "float32")
+            kwargs.setdefault("layout", "NCHW")
         super().__init__(source, **kwargs)
         if self._items is not None:  # a cached dataset: its items' structure, as tensors
             self._items.tensors = True

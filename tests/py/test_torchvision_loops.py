@@ -170,6 +170,20 @@ def test_segmentation_output_drops_into_the_reference_loop(scenes):
     assert seen == 8
 
 
+def test_pairs_default_to_torchvision_tensors(pedestrians, scenes):
+    """float32 CHW in [0, 1], as ToTensor gives; an explicit dtype wins."""
+    for uri, output in ((pedestrians, "detection"), (scenes, "segmentation")):
+        loader = ssdfeed.torch.Loader(uri, cache=False, prepare=ssdfeed.Prepare(resize=(64, 80)),
+                                      batch_size=2, pin_memory=False, output=output)
+        assert (loader.dtype, loader.layout) == ("float32", "NCHW")
+        images, _ = next(iter(loader))
+        assert images.dtype == torch.float32 and images.shape == (2, 3, 64, 80)
+        assert 0 <= float(images.min()) and float(images.max()) <= 1
+    loader = ssdfeed.torch.Loader(pedestrians, cache=False, prepare=ssdfeed.Prepare(resize=(64, 80)),
+                                  batch_size=2, pin_memory=False, output="detection", dtype="uint8")
+    assert next(iter(loader))[0].dtype == torch.uint8
+
+
 def test_output_names_what_is_missing(pedestrians, scenes, tmp_path):
     cached = ssdfeed.cache([(np.zeros(3, np.float32), 0)] * 4, key="pairs", cache=str(tmp_path))
     with pytest.raises(ValueError, match="output='detection' needs a source of fields"):
