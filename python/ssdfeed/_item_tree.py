@@ -74,7 +74,7 @@ PIL_MODES = frozenset({
 # torchvision tv_tensor kinds that can be cached: a tensor plus the listed
 # metadata. Rebuilt from torchvision.tv_tensors' own namespace, by these
 # names only.
-TV_KINDS = frozenset({"Image", "Video", "Mask", "BoundingBoxes"})
+TV_KINDS = frozenset({"Image", "Video", "Mask", "BoundingBoxes", "KeyPoints"})
 TV_BOX_FORMATS = frozenset({"XYXY", "XYWH", "CXCYWH", "XYXYXYXY", "XYWHR", "CXCYWHR"})
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -175,13 +175,15 @@ def _tv_node(node: dict, where: str) -> None:
     if not _member(kind, TV_KINDS):
         _fail(where, f"tv {_show(kind)} is not one of the tv_tensors kinds {sorted(TV_KINDS)}")
     box = kind == "BoundingBoxes"
-    if box != ("fmt" in node) or box != ("cs" in node):
-        _fail(where, "fmt and cs are the metadata of BoundingBoxes (and only of them)")
+    if box != ("fmt" in node):
+        _fail(where, "fmt is the metadata of BoundingBoxes (and only of them)")
+    if (box or kind == "KeyPoints") != ("cs" in node):
+        _fail(where, "cs is the metadata of BoundingBoxes and KeyPoints (and only of them)")
     tv_module()  # loaded, or the item cannot be rebuilt here
-    if box:
-        if not _member(node["fmt"], TV_BOX_FORMATS):
-            _fail(where, f"bounding box format {_show(node['fmt'])} is not one of "
-                         f"{sorted(TV_BOX_FORMATS)}")
+    if box and not _member(node["fmt"], TV_BOX_FORMATS):
+        _fail(where, f"bounding box format {_show(node['fmt'])} is not one of "
+                     f"{sorted(TV_BOX_FORMATS)}")
+    if "cs" in node:
         cs = node["cs"]
         if not isinstance(cs, list) or len(cs) != 2 or not all(_small_int(v) for v in cs):
             _fail(where, "cs (canvas size) must be [height, width]")

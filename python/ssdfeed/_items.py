@@ -196,6 +196,7 @@ class _Encoder:
         extra: Dict[str, Any] = {"tv": kind}
         if kind == "BoundingBoxes":
             extra["fmt"] = x.format.name
+        if kind in ("BoundingBoxes", "KeyPoints"):
             extra["cs"] = [int(v) for v in x.canvas_size]
         return self.tensor(x.as_subclass(torch.Tensor), where, "tv", extra)
 
@@ -576,6 +577,8 @@ def _tv_value(node: dict, t):
     if node["tv"] == "BoundingBoxes":
         fmt = vars(tv)["BoundingBoxFormat"][node["fmt"]]
         return cls(t, format=fmt, canvas_size=tuple(node["cs"]))
+    if node["tv"] == "KeyPoints":
+        return cls(t, canvas_size=tuple(node["cs"]))
     return cls(t)
 
 

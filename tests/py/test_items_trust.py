@@ -210,7 +210,13 @@ def _real_items():
         import torch
 
         items.append({"t": torch.arange(4, dtype=torch.bfloat16), "u": torch.ones(2, 3).T})
-    except ImportError:
+        from test_field_geometry import _torchvision
+
+        tv = _torchvision()[1]
+        items.append((tv.Image(torch.zeros(3, 4, 5, dtype=torch.uint8)),
+                      tv.BoundingBoxes([[1, 2, 3, 4]], format="XYWH", canvas_size=(4, 5)),
+                      tv.Mask(torch.ones(4, 5, dtype=torch.uint8))))
+    except (ImportError, pytest.skip.Exception):
         pass
     return items
 
