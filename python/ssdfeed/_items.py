@@ -13,12 +13,18 @@ fields ``(name, kind, payload)``:
 Numbers are leaves (0-d arrays), not part of the tree, so that items of one
 dataset usually share one tree: the C++ loader can then stack each leaf over
 a batch (``unflatten``). Only what a leaf cannot hold sits in the tree: ints
-beyond int64, PIL modes, palettes and info, namedtuple classes.
+beyond int64, PIL modes, palettes and info, namedtuple classes and their
+field names, tv_tensor kinds and metadata.
+
+Reading is data only: ``tree_of`` checks a stored tree in full against the
+schema in ``_item_tree`` (which also holds the only classes a tree may
+name) before anything is built; what fails is ItemFormatError.
 
 ``decode(encode(item))`` equals the item bit for bit with the same types;
 the exceptions are documented in docs/python.md (views and non-contiguous
 arrays come back contiguous, tensors come back without grad, PIL image
-subclasses such as ``JpegImageFile`` come back as ``PIL.Image.Image``).
+subclasses such as ``JpegImageFile`` come back as ``PIL.Image.Image``; a
+namedtuple or a tv_tensor comes back only where its module is loaded).
 """
 
 from __future__ import annotations
