@@ -27,6 +27,7 @@ from __future__ import annotations
 import base64
 import binascii
 import inspect
+import os
 import re
 import sys
 from typing import Any, Mapping, Optional
@@ -310,7 +311,7 @@ def loaded_namedtuple(path: str, names: Optional[list], n: int):
     this process and the class's fields match (names, or n values for a tree
     written before field names were stored). Never imports."""
     mod, _, qual = path.partition(":")
-    obj = sys.modules.get(mod)
+    obj = sys.modules.get(mod) or _script_as(mod)
     if obj is None:
         raise ItemFormatError(
             f"the cached item holds a namedtuple {path}, but module {mod} is not loaded in this "
@@ -331,6 +332,17 @@ def loaded_namedtuple(path: str, names: Optional[list], n: int):
             f"{list(fields)}: the class changed since the item was stored (ssdfeed cache rm "
             f"the entry, or change its key)")
     return obj
+
+
+def _script_as(mod: str):
+    """The running script's module when it is file mod.py: ``ssdfeed warm
+    --python train:make`` stores train:Point, ``python train.py`` has the
+    class in __main__ (ssdfeed.cache names entries the same way)."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if path and os.path.splitext(os.path.basename(path))[0] == mod:
+        return main
+    return None
 
 
 def _own_attr(obj, name: str):

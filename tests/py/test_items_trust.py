@@ -9,6 +9,7 @@ payload's marker file never appears."""
 import collections
 import json
 import os
+import pickle
 import random
 import shutil
 import subprocess
@@ -329,3 +330,46 @@ def test_rewritten_stored_trees_fail_cleanly_and_never_run_anything(tmp_path):
                                  f"{[(f[0], f[1], f[2], f[3], bytes(f[4])[:200]) for f in fields]}")
     entry.close()
     assert outcomes["refused"] > 1000 and outcomes["decoded"] > 0, outcomes
+
+
+# ------------------------------------- namedtuples keep working where loaded
+
+
+def test_namedtuple_items_in_spawn_workers(tmp_path):
+    """A spawn worker unpickles the dataset, which loads the module that
+    defines the namedtuple: its items come back as that class."""
+    torch = pytest.importorskip("torch")
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import cache_own_data as data
+
+    cached = ssdfeed.cache(data.NamedDataset(), cache=str(tmp_path / "c"))
+    cached[0]  # stored by this process, read by the worker
+    loader = torch.utils.data.DataLoader(cached, batch_size=None, num_workers=1,
+                                         multiprocessing_context="spawn")
+    got = list(loader)
+    assert [type(x).__name__ for x in got] == ["Sample"] * 4
+    assert [int(x.label) for x in got] == [0, 1, 2, 3]
+
+
+SCRIPT = """
+import collections, pickle, sys
+from ssdfeed import _items
+Point = collections.namedtuple("Point", "x y")
+p = _items.decode(pickle.load(open(sys.argv[1], "rb")))
+print(type(p) is Point, p)
+"""
+
+
+def test_namedtuple_stored_by_warm_python_is_read_by_the_script(tmp_path):
+    """`ssdfeed warm --python train:make` stores train:Point; `python
+    train.py` has Point in __main__: the running script stands for its
+    module name (no import of train)."""
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    fields = planted({"nt": "train:Point", "f": ["x", "y"], "v": [leaf(0), leaf(1)]}, "a", "b")
+    with open(tmp_path / "fields.pickle", "wb") as f:
+        pickle.dump(fields, f)
+    r = subprocess.run([sys.executable, str(script), str(tmp_path / "fields.pickle")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "True Point(x='a', y='b')"
