@@ -6,6 +6,7 @@ from ssdfeed._ssdfeed import (
     __version__,
     make_dataset,
 )
+from ssdfeed._item_tree import ItemFormatError
 from ssdfeed.cache import CachedDataset, cache
 from ssdfeed.loader import Loader, RandomResizedCrop, default_cache_dir, merge_states
 from ssdfeed.prepare import Prepare
@@ -14,6 +15,7 @@ from ssdfeed.warm import warm
 __all__ = [
     "CachedDataset",
     "CorruptionError",
+    "ItemFormatError",
     "Loader",
     "Prepare",
     "RandomResizedCrop",

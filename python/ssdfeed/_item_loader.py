@@ -7,7 +7,8 @@ the GIL, from a worker thread) and stored, as ``cached[i]`` would.
 What a cached dataset gives this module (duck-typed, so no import cycle):
 ``_uri``, ``_identity``, ``__len__``, ``_compute_fields(i)`` (the item's
 record fields), ``_cache_root`` (None or "" for no cache), ``_capacity``
-(0: the default) and ``_open_entry()`` (its ``ItemEntry``).
+(0: the default), ``_open_entry()`` (its ``ItemEntry``) and optionally
+``_group_shared`` (default False).
 
 Batches have the structure of item 0 (``_items.tree_of``), each leaf
 replaced by the batch of that leaf: numbers, numpy arrays, tensors and PIL
@@ -82,7 +83,7 @@ def fill_options(o, cached, cache, cache_capacity: Optional[int], on_error: str)
     if not len(cached):
         raise ValueError(f"{cached._uri} has no items")
     first = _first_fields(cached, on_error == "skip")
-    _items.tree_of(first)  # a clear error for a non-item dataset
+    _checked_tree(cached, first)  # a clear error for a non-item dataset or a bad tree
     fields = [(f[0], int(f[1])) for f in first]
     o.source = cached._uri
     o.source_object = _ssdfeed.ItemSource(len(cached), cached._uri, cached._identity,
@@ -91,6 +92,7 @@ def fill_options(o, cached, cache, cache_capacity: Optional[int], on_error: str)
         raise ValueError("ssdfeed.Loader(cached dataset) uses the dataset's own cache "
                          "(ssdfeed.cache(dataset, cache=...)); leave cache= out")
     o.cache.root = cached._cache_root or ""
+    o.cache.group_shared = getattr(cached, "_group_shared", False)
     capacity = cache_capacity if cache_capacity is not None else cached._capacity
     o.cache.capacity_bytes = int(capacity or 0)
     o.source_options.on_error = _ssdfeed.OnError.parse(on_error)
@@ -103,7 +105,7 @@ class ItemBatches:
         from ssdfeed import _items
 
         fields = _first_fields(cached, skip)
-        self._tree = _items.tree_of(fields)
+        self._tree = _checked_tree(cached, fields)
         self._tree_bytes = bytes(_tree_field(fields))
         self._nodes = _items.leaf_nodes(self._tree)
         self._uri = cached._uri
@@ -122,6 +124,17 @@ class ItemBatches:
         convert = _torch_leaf if self.tensors else _numpy_leaf
         leaves = {n["L"]: convert(n, batch[n["L"]]) for n in self._nodes}
         return _items.unflatten(self._tree, leaves)
+
+
+def _checked_tree(cached, fields):
+    """The first item's tree, checked (every later item's tree must be the
+    same bytes); a bad one is refused naming the dataset."""
+    from ssdfeed import _items
+
+    try:
+        return _items.tree_of(fields)
+    except _items.ItemFormatError as e:
+        raise _items.ItemFormatError(f"{cached._uri} (first item): {e}") from None
 
 
 def _tree_field(fields) -> bytes:
@@ -146,15 +159,17 @@ def _numpy_leaf(node: dict, value):
     if tag == "bytes" or isinstance(value, list) and value and isinstance(value[0], bytes):
         return list(value)  # bytes leaves (and PIL images of other modes) as given
     if "sd" in node:  # structured dtypes travel as opaque records
-        import ast
+        from ssdfeed import _items
 
-        dt = np.lib.format.descr_to_dtype(ast.literal_eval(node["sd"]))
+        dt = _items.structured_dtype(node)
         return _each(value, lambda a: a.view(dt))
     return value
 
 
 def _torch_leaf(node: dict, value):
     import torch
+
+    from ssdfeed import _item_tree
 
     value = _numpy_leaf(node, value)
 
@@ -165,6 +180,6 @@ def _torch_leaf(node: dict, value):
             t = torch.from_numpy(a)
         except TypeError:  # no torch dtype (strings, big-endian): as it is
             return a
-        return t.view(getattr(torch, node["dt"])) if "dt" in node else t
+        return t.view(_item_tree.torch_dtype(node["dt"])) if "dt" in node else t
 
     return _each(value, tensor)

@@ -13,30 +13,38 @@ fields ``(name, kind, payload)``:
 Numbers are leaves (0-d arrays), not part of the tree, so that items of one
 dataset usually share one tree: the C++ loader can then stack each leaf over
 a batch (``unflatten``). Only what a leaf cannot hold sits in the tree: ints
-beyond int64, PIL modes, palettes and info, namedtuple classes.
+beyond int64, PIL modes, palettes and info, namedtuple classes and their
+field names, tv_tensor kinds and metadata.
+
+Reading is data only: ``tree_of`` checks a stored tree in full against the
+schema in ``_item_tree`` (which also holds the only classes a tree may
+name) before anything is built; what fails is ItemFormatError.
 
 ``decode(encode(item))`` equals the item bit for bit with the same types;
 the exceptions are documented in docs/python.md (views and non-contiguous
 arrays come back contiguous, tensors come back without grad, PIL image
-subclasses such as ``JpegImageFile`` come back as ``PIL.Image.Image``).
+subclasses such as ``JpegImageFile`` come back as ``PIL.Image.Image``; a
+namedtuple or a tv_tensor comes back only where its module is loaded).
 """
 
 from __future__ import annotations
 
 import ast
 import base64
+import binascii
 import collections
-import importlib
+import functools
 import io
 import json
 import struct
 import sys
-from typing import Any, Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-KIND_ARRAY = 5  # FieldKind::kArray: a .npy payload
-KIND_BYTES = 6  # FieldKind::kBytes: raw bytes
+from ssdfeed import _item_tree
+from ssdfeed._item_tree import KIND_ARRAY, KIND_BYTES, ItemFormatError  # noqa: F401
+
 TREE = "__tree__"
 
 _INT64 = (-(2**63), 2**63 - 1)
@@ -81,6 +89,16 @@ def _c_order(arr: np.ndarray) -> np.ndarray:
 def _is_torch_tensor(x) -> bool:
     t = type(x)
     return t.__name__ in ("Tensor", "Parameter") and t.__module__.startswith("torch")
+
+
+def _tv_kind(x) -> Optional[str]:
+    """The kind of a torchvision tv_tensor (Image, BoundingBoxes, ...) that
+    the codec keeps, else None."""
+    t = type(x)
+    tv = sys.modules.get("torchvision.tv_tensors")
+    if tv is None or t.__name__ not in _item_tree.TV_KINDS:
+        return None
+    return t.__name__ if vars(tv).get(t.__name__) is t else None
 
 
 def _is_pil_image(x) -> bool:
@@ -144,6 +162,9 @@ class _Encoder:
             return self.array_leaf(np.asarray(x), "np", where)
         if _is_torch_tensor(x):
             return self.tensor(x, where)
+        tv = _tv_kind(x)
+        if tv is not None:
+            return self.tv_tensor(x, tv, where)
         if _is_pil_image(x):
             return self.pil(x, where)
         if t is tuple:
@@ -162,14 +183,30 @@ class _Encoder:
     def namedtuple(self, x, where: str) -> dict:
         t = type(x)
         path = f"{t.__module__}:{t.__qualname__}"
-        if _resolve(path) is not t:
+        try:
+            found = _item_tree.loaded_namedtuple(path, list(t._fields), len(t._fields))
+        except ItemFormatError:
+            found = None
+        if found is not t:
             raise UnsupportedItemError(
-                f"{where}: namedtuple {t.__qualname__} cannot be imported as {path} "
+                f"{where}: namedtuple {t.__qualname__} cannot be found again as {path} "
                 "(define it at module level so that it can be rebuilt)"
             )
-        return {"nt": path, "v": [self.node(v, f"{where}.{f}") for f, v in zip(t._fields, x)]}
+        return {"nt": path, "f": list(t._fields),
+                "v": [self.node(v, f"{where}.{f}") for f, v in zip(t._fields, x)]}
 
-    def tensor(self, x, where: str) -> dict:
+    def tv_tensor(self, x, kind: str, where: str) -> dict:
+        """A torchvision tv_tensor: its tensor, its kind and its metadata."""
+        import torch
+
+        extra: Dict[str, Any] = {"tv": kind}
+        if kind == "BoundingBoxes":
+            extra["fmt"] = x.format.name
+        if kind in ("BoundingBoxes", "KeyPoints"):
+            extra["cs"] = [int(v) for v in x.canvas_size]
+        return self.tensor(x.as_subclass(torch.Tensor), where, "tv", extra)
+
+    def tensor(self, x, where: str, tag: str = "pt", extra: Optional[dict] = None) -> dict:
         import torch
 
         if type(x) is not torch.Tensor and type(x) is not torch.nn.Parameter:
@@ -182,7 +219,7 @@ class _Encoder:
             raise UnsupportedItemError(
                 f"{where}: torch tensor with layout {x.layout} is not supported")
         x = x.detach().resolve_conj().resolve_neg()
-        extra = {}
+        extra = dict(extra or {})
         try:
             arr = x.numpy()
         except TypeError:  # no numpy dtype (bfloat16, float8): keep the bits
@@ -193,9 +230,17 @@ class _Encoder:
                 raise UnsupportedItemError(
                     f"{where}: torch tensor of dtype {x.dtype} is not supported")
             arr = x.contiguous().view(as_int).numpy()
-        return self.array_leaf(arr, "pt", where, **extra)
+        return self.array_leaf(arr, tag, where, **extra)
 
     def pil(self, img, where: str) -> dict:
+        if img.mode not in _item_tree.PIL_MODES:
+            raise UnsupportedItemError(f"{where}: PIL image of mode {img.mode!r} is not supported")
+        limit = _item_tree.pil_size_limit()
+        if limit is not None and img.width * img.height > limit:
+            raise UnsupportedItemError(
+                f"{where}: PIL image of {img.width}x{img.height} pixels, above PIL's own "
+                f"limit of {limit} (2 x PIL.Image.MAX_IMAGE_PIXELS) that reading it back "
+                f"enforces")
         extra: Dict[str, Any] = {"m": img.mode}
         info = _pil_info(img.info)
         if info:
@@ -293,17 +338,6 @@ def _type_name(x) -> str:
     return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
 
 
-def _resolve(path: str):
-    mod, _, qual = path.partition(":")
-    try:
-        obj = importlib.import_module(mod)
-        for part in qual.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError):
-        return None
-    return obj
-
-
 def encode(item: Any, where: str = "item") -> List[Tuple[str, int, bytes]]:
     """The item as fields ``[("__tree__", KIND_BYTES, json), ("0", kind, payload), ...]``.
 
@@ -320,6 +354,7 @@ def encode(item: Any, where: str = "item") -> List[Tuple[str, int, bytes]]:
 
 
 def _parse_npy(payload: bytes) -> np.ndarray:
+    # allow_pickle=False: an object array's pickle is refused, never loaded.
     return np.lib.format.read_array(io.BytesIO(payload), allow_pickle=False)
 
 
@@ -346,6 +381,9 @@ class _RawArray:
 
     def __init__(self, dtype, shape, data):
         self.dtype, self.shape, self.data = np.dtype(dtype), tuple(shape), data
+        if self.dtype.hasobject:
+            raise ItemFormatError(f"a cached array field of dtype {self.dtype}, which holds "
+                                  f"Python objects")
 
     def array(self) -> np.ndarray:
         # bytearray: a private, writable copy (users write into items).
@@ -353,12 +391,34 @@ class _RawArray:
 
 
 def tree_of(fields: Sequence) -> Any:
-    """The parsed structure tree of an item's fields."""
+    """The structure tree of an item's fields, checked against the codec's
+    schema (``_item_tree.check``): nothing stored is trusted before that.
+    Raises ItemFormatError naming what is wrong."""
+    tree_bytes, kinds = None, []
     for f in fields:
         if f[0] == TREE:
-            data = f[2] if len(f) == 3 else f[4]
-            return json.loads(bytes(data).decode("ascii"))
-    raise ValueError("the item's fields have no __tree__ field (not an ssdfeed.cache item)")
+            tree_bytes = bytes(f[2] if len(f) == 3 else f[4])
+        else:
+            kinds.append((f[0], int(f[1])))
+    if tree_bytes is None:
+        raise ItemFormatError("the item's fields have no __tree__ field "
+                              "(not an ssdfeed.cache item)")
+    return _checked_tree(tree_bytes, tuple(kinds))
+
+
+@functools.lru_cache(maxsize=64)
+def _checked_tree(tree_bytes: bytes, kinds: Tuple[Tuple[str, int], ...]) -> Any:
+    # Items of one dataset share a tree: each is parsed and checked once.
+    # (Cached trees are never mutated: _build only reads them.)
+    names = dict(kinds)
+    if len(names) != len(kinds):
+        raise ItemFormatError("the item has two fields of one name")
+    try:
+        tree = json.loads(tree_bytes.decode("ascii"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise ItemFormatError(f"the item's __tree__ is not ASCII JSON ({e})") from None
+    _item_tree.check(tree, names)
+    return tree
 
 
 def leaf_names(tree: Any) -> List[str]:
@@ -391,16 +451,31 @@ def decode(fields: Sequence) -> Any:
     """The item that ``encode`` made these fields from (same values, same types).
 
     Accepts encode's ``(name, kind, payload)`` triples or ``ItemEntry.get``'s
-    ``(name, kind, dtype, shape, data)`` tuples."""
+    ``(name, kind, dtype, shape, data)`` tuples. Stored data that is not such
+    an item is an ItemFormatError (never anything it names executed)."""
     tree = tree_of(fields)
-    leaves: Dict[str, Any] = dict(_field_value(f) for f in fields if f[0] != TREE)
-    return _build(tree, lambda node: _leaf_value(node, leaves[node["L"]]))
+    try:
+        leaves: Dict[str, Any] = dict(_field_value(f) for f in fields if f[0] != TREE)
+        return _build(tree, lambda node: _leaf_value(node, leaves[node["L"]]))
+    except ItemFormatError:
+        raise
+    except _STORED_DATA_ERRORS as e:
+        raise ItemFormatError(f"the item's stored fields do not match its tree "
+                              f"({type(e).__name__}: {e})") from None
+
+
+# What reading values out of malformed stored bytes can raise (numpy, PIL,
+# torch, base64, struct on data that the tree check cannot see into).
+_STORED_DATA_ERRORS = (ValueError, TypeError, KeyError, IndexError, OverflowError,
+                       RecursionError, struct.error, binascii.Error, UnicodeError,
+                       SyntaxError, MemoryError, ImportError)
 
 
 def unflatten(tree: Any, leaves: Mapping[str, Any]) -> Any:
     """The tree with each leaf replaced by ``leaves[name]`` (as given: the fast
     path passes each leaf's stacked batch), containers rebuilt with their
-    types. Constant parts of the tree (None, big ints) stay as they are."""
+    types. Constant parts of the tree (None, big ints) stay as they are.
+    tree must come from ``tree_of`` (checked)."""
     return _build(tree, lambda node: leaves[node["L"]])
 
 
@@ -432,11 +507,11 @@ def _build(node, leaf):
     if "bigint" in node:
         return int(node["bigint"])
     if "nt" in node:
-        cls = _resolve(node["nt"])
-        if cls is None:
-            raise TypeError(f"cached item holds namedtuple {node['nt']}, which cannot be imported")
-        return cls(*[_build(v, leaf) for v in node["v"]])
-    raise ValueError(f"unknown node in an ssdfeed.cache item tree: {sorted(node)}")
+        cls = _item_tree.loaded_namedtuple(node["nt"], node.get("f"), len(node["v"]))
+        # tuple.__new__, as namedtuple's own __new__ does: no code of the
+        # class (or of a subclass) runs.
+        return tuple.__new__(cls, [_build(v, leaf) for v in node["v"]])
+    raise ItemFormatError(f"unknown node in an ssdfeed.cache item tree: {sorted(node)}")
 
 
 def _leaf_value(node: dict, value):
@@ -466,12 +541,24 @@ def _leaf_value(node: dict, value):
         return arr[()]
     if tag == "pt":
         return _tensor_value(node, arr)
+    if tag == "tv":
+        return _tv_value(node, _tensor_value(node, arr))
     return arr
+
+
+def structured_dtype(node: dict) -> np.dtype:
+    """The structured dtype a leaf's "sd" describes (a literal, never code);
+    one holding Python objects is refused."""
+    dt = np.lib.format.descr_to_dtype(ast.literal_eval(node["sd"]))
+    if dt.hasobject:
+        raise ItemFormatError(f"the cached item's field {node['L']} has dtype {dt}, which holds "
+                              f"Python objects")
+    return dt
 
 
 def _restore_array(node: dict, arr: np.ndarray) -> np.ndarray:
     if "sd" in node:
-        arr = arr.view(np.lib.format.descr_to_dtype(ast.literal_eval(node["sd"])))
+        arr = arr.view(structured_dtype(node))
     if node.get("F"):
         arr = np.asfortranarray(arr)
     return arr
@@ -484,8 +571,21 @@ def _tensor_value(node: dict, arr: np.ndarray):
         arr = arr.copy()
     t = torch.from_numpy(arr)
     if "dt" in node:
-        t = t.view(getattr(torch, node["dt"]))
+        t = t.view(_item_tree.torch_dtype(node["dt"]))
     return t
+
+
+def _tv_value(node: dict, t):
+    """A torchvision tv_tensor of the node's kind (from the fixed allow-list,
+    out of the loaded torchvision.tv_tensors only) around tensor t."""
+    tv = _item_tree.tv_module()
+    cls = vars(tv)[node["tv"]]
+    if node["tv"] == "BoundingBoxes":
+        fmt = vars(tv)["BoundingBoxFormat"][node["fmt"]]
+        return cls(t, format=fmt, canvas_size=tuple(node["cs"]))
+    if node["tv"] == "KeyPoints":
+        return cls(t, canvas_size=tuple(node["cs"]))
+    return cls(t)
 
 
 def _pil_value(node: dict, value):
@@ -493,11 +593,15 @@ def _pil_value(node: dict, value):
 
     mode = node["m"]
     if isinstance(value, (np.ndarray, _RawArray)):
+        if len(value.shape) not in (2, 3):
+            raise ItemFormatError(f"the cached item's field {node['L']}: a PIL image's pixels "
+                                  f"of shape {value.shape}")
         size = (value.shape[1], value.shape[0])
         data = value.data if isinstance(value, _RawArray) else value.tobytes()
     else:
         size = tuple(node["s"])
         data = value
+    _item_tree.check_pil_size(size[0], size[1], len(data), f"field {node['L']}")
     img = Image.frombytes(mode, size, data) if size[0] and size[1] else Image.new(mode, size)
     if "pal" in node:
         img.putpalette(base64.b64decode(node["pal"]), node["pm"])

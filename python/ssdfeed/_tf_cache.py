@@ -158,8 +158,9 @@ def _digest(*parts) -> str:
 class Store:
     """The part entries and the meta entry of one (key, element_spec)."""
 
-    def __init__(self, root, key, element_spec, capacity, part_size):
+    def __init__(self, root, key, element_spec, capacity, part_size, group_shared=False):
         self.root, self.key, self.part = root, key, part_size
+        self.group_shared = group_shared
         self.uri = f"tf:{key}"
         self.spec_text = repr(element_spec)
         self.capacity = 0 if capacity is None else int(capacity)
@@ -174,7 +175,8 @@ class Store:
         ident = f"tf1 key={self.key} spec={_digest(self.spec_text)} P={self.part} {what}"
         try:
             return _ssdfeed.ItemEntry(self.root, self.uri, ident, size, None,
-                                      capacity_bytes=self.capacity)
+                                      capacity_bytes=self.capacity,
+                                      group_shared=self.group_shared)
         except OSError as e:
             if "is full" not in str(e):
                 raise
@@ -259,11 +261,12 @@ class Plan:
 class TfCache:
     """What ssdfeed.tf.cache returns the dataset of (``ds.ssdfeed_cache``)."""
 
-    def __init__(self, ds, key, root, capacity, shuffle, seed, part_size=_PART):
+    def __init__(self, ds, key, root, capacity, shuffle, seed, part_size=_PART,
+                 group_shared=False):
         self.upstream = ds
         self.spec = ds.element_spec
         self.specs = component_specs(self.spec)
-        self.store = Store(root, key, self.spec, capacity, part_size)
+        self.store = Store(root, key, self.spec, capacity, part_size, group_shared)
         self.shuffle, self.seed = shuffle, seed
         self._passes = itertools.count()
         self._ids = itertools.count()

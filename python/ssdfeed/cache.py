@@ -25,7 +25,7 @@ import types
 from typing import Any, Dict, List, Optional, Union
 
 from ssdfeed import _items
-from ssdfeed.loader import _cache_root, _int
+from ssdfeed.loader import _bool, _cache_root, _int
 
 _ON_ERROR = ("raise", "skip")
 
@@ -44,7 +44,7 @@ class SkippedItemsError(RuntimeError):
 
 def cache(dataset, *, key: Optional[str] = None,
           cache: Union[bool, str, os.PathLike] = True, capacity: Optional[int] = None,
-          on_error: str = "raise") -> "CachedDataset":
+          on_error: str = "raise", group_shared: bool = False) -> "CachedDataset":
     """Wraps a map-style dataset (``__len__`` and ``__getitem__``) so that each
     item is computed once and then served from the local SSD cache.
 
@@ -71,6 +71,13 @@ def cache(dataset, *, key: Optional[str] = None,
             does not fail (i+1, i+2, ..., wrapping), so an unchanged
             DataLoader keeps going; ``ssdfeed.Loader(cached)`` drops it.
             An unsupported item type is a TypeError in both modes.
+        group_shared: the cache root is shared by the members of its group
+            (a 2770 directory, as ``ssdfeed.Loader(group_shared=True)`` and
+            the CLI's ``--group-shared``): the entry is created 02770/0660
+            so that every member fills and reads it. Default False: a
+            group-writable root is refused. Items that members wrote are
+            read as data only (see docs/python.md, "What a cached item may
+            hold").
 
     Supported items: numpy arrays and numpy scalars (any dtype but object,
     any shape), CPU torch tensors, PIL images, int, float, complex, bool,
@@ -79,7 +86,8 @@ def cache(dataset, *, key: Optional[str] = None,
     these, nested. Anything else is a TypeError naming its place, e.g.
     ``item[1]["boxes"]: set is not supported by ssdfeed.cache``.
     """
-    return CachedDataset(dataset, key=key, cache=cache, capacity=capacity, on_error=on_error)
+    return CachedDataset(dataset, key=key, cache=cache, capacity=capacity, on_error=on_error,
+                         group_shared=group_shared)
 
 
 class CachedDataset:
@@ -88,7 +96,8 @@ class CachedDataset:
     Picklable (DataLoader ``spawn`` workers): the dataset and the options
     travel; each process opens the entry itself on first use."""
 
-    def __init__(self, dataset, *, key=None, cache=True, capacity=None, on_error="raise"):
+    def __init__(self, dataset, *, key=None, cache=True, capacity=None, on_error="raise",
+                 group_shared=False):
         if not hasattr(dataset, "__getitem__") or not hasattr(dataset, "__len__"):
             raise TypeError(f"ssdfeed.cache needs a map-style dataset (with __len__ and "
                             f"__getitem__), not {type(dataset).__qualname__}")
@@ -101,6 +110,7 @@ class CachedDataset:
         self._cache_root = _cache_root(cache)
         self._capacity = 0 if capacity is None else _int("capacity", capacity, 1)
         self._on_error = on_error
+        self._group_shared = _bool("group_shared", group_shared)
         self._size = len(dataset)
         self._uri = "python:" + (key or _class_path(type(dataset)))
         self._identity = f"key={key}" if key else _code_identity(dataset)
@@ -125,7 +135,8 @@ class CachedDataset:
         from ssdfeed import _ssdfeed
 
         entry = _ssdfeed.ItemEntry(self._cache_root, self._uri, self._identity, self._size,
-                                   compute, capacity_bytes=self._capacity, on_error="raise")
+                                   compute, capacity_bytes=self._capacity,
+                                   group_shared=self._group_shared, on_error="raise")
         # DataLoader and warm workers leave through os._exit, which runs no
         # destructor: close (sync what was stored to the device) from
         # multiprocessing's exit hook, which such workers do run; only in the
@@ -162,7 +173,14 @@ class CachedDataset:
             except Exception as e:
                 _add_index(e, i)
                 raise
-        return _items.decode(self._open_entry().get(i))
+        entry = self._open_entry()
+        try:
+            return _items.decode(entry.get(i))
+        except _items.ItemFormatError as e:
+            # Which entry holds the bad item, so that it can be removed.
+            where = entry.stats().get("cache_dir", self._cache_root)
+            raise _items.ItemFormatError(f"{self._uri} item {i} (cache entry {where}): {e}") \
+                from None
 
     def _skip(self, i: int, e: BaseException) -> None:
         self.skipped[i] = f"{type(e).__name__}: {e}"

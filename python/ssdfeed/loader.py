@@ -27,6 +27,12 @@ def _int(name: str, value, lo: int, hint: str = "") -> int:
     return int(value)
 
 
+def _bool(name: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, not {value!r}")
+    return value
+
+
 def _float(name: str, value, lo: float, hi: float) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not lo < value <= hi:
         raise ValueError(f"{name} values must be numbers in ({lo}, {hi}], not {value!r}")
@@ -241,6 +247,12 @@ class Loader:
             ``cls``).
         cache_capacity: most bytes the cache root may hold, int >= 1, or
             None (default): the bytes it holds now plus 80% of free space.
+        group_shared: the cache root is shared by the members of its group
+            (a 2770 directory): entries are created 02770/0660 and entries
+            that members of our groups made are used, as the CLI's
+            ``--group-shared``. Default False (a group-writable root is then
+            refused). With a cached dataset, the dataset's own setting
+            (``ssdfeed.cache(..., group_shared=)``) is used.
         warm_read: how cached records are read: ``"auto"`` (default)
             reads with O_DIRECT through io_uring when the entry is larger
             than the memory available (every epoch reads the device) and
@@ -284,7 +296,8 @@ class Loader:
                  scale: float = 1.0,
                  mean: Optional[Sequence[float]] = None, std: Optional[Sequence[float]] = None,
                  image_key: Optional[str] = None, label_key: Optional[str] = None,
-                 cache_capacity: Optional[int] = None, warm_read: str = "auto",
+                 cache_capacity: Optional[int] = None, group_shared: bool = False,
+                 warm_read: str = "auto",
                  fill_write: str = "auto", metrics: bool = True,
                  metrics_port: Optional[int] = None, metrics_host: str = "127.0.0.1",
                  fields: Optional[Mapping[str, Union[str, Tuple[str, str]]]] = None):
@@ -300,12 +313,16 @@ class Loader:
                 "image_key": image_key, "label_key": label_key, "fields": fields})
             if cache_capacity is not None:
                 _int("cache_capacity", cache_capacity, 1)
+            if group_shared and not getattr(source, "_group_shared", False):
+                raise ValueError("ssdfeed.Loader(cached dataset) uses the dataset's own cache: "
+                                 "pass group_shared=True to ssdfeed.cache(dataset, ...)")
             _item_loader.fill_options(o, source, cache, cache_capacity, _spelling(on_error))
             self._items = _item_loader.ItemBatches(source, skip=_spelling(on_error) == "skip")
         else:
             _fill_source_side(o, source, cache, prepare, on_error, image_key, label_key, fields)
             o.cache.capacity_bytes = 0 if cache_capacity is None else _int("cache_capacity",
                                                                             cache_capacity, 1)
+            o.cache.group_shared = _bool("group_shared", group_shared)
         o.cache.warm_read = _ssdfeed.WarmRead.parse(_spelling(warm_read))
         o.cache.fill_write = _ssdfeed.FillWrite.parse(_spelling(fill_write))
         # metrics: publish counters for `ssdfeed serve-metrics`; metrics_port:

@@ -234,7 +234,7 @@ def _resumed(state: dict) -> bool:
 
 
 def cache(ds: tf.data.Dataset, *, key: str, cache=True, capacity: int = None,
-          shuffle: bool = False, seed: int = 0) -> tf.data.Dataset:
+          shuffle: bool = False, seed: int = 0, group_shared: bool = False) -> tf.data.Dataset:
     """``ds`` with its elements kept in an ssdfeed cache entry: the drop-in
     for ``ds.cache(filename)``.
 
@@ -262,11 +262,16 @@ def cache(ds: tf.data.Dataset, *, key: str, cache=True, capacity: int = None,
             in a fresh global permutation (pass e of this dataset: one drawn
             from ``(seed, e)``), instead of a shuffle buffer. A pass that
             still fills serves the upstream order.
+        group_shared: the cache root is shared by the members of its group
+            (a 2770 directory), as ``ssdfeed.cache(group_shared=)`` and the
+            CLI's ``--group-shared``: entries are created 02770/0660 so that
+            every member fills and reads them. Default False: a
+            group-writable root is refused.
 
     ``cached.ssdfeed_cache.stats()`` sums the entries' counters (this process's).
     """
     from ssdfeed import _tf_cache
-    from ssdfeed.loader import _cache_root
+    from ssdfeed.loader import _bool, _cache_root
 
     if cache is False or cache is None:
         return ds
@@ -277,4 +282,4 @@ def cache(ds: tf.data.Dataset, *, key: str, cache=True, capacity: int = None,
         raise ValueError(f"ssdfeed.tf.cache: capacity must be an int >= 1 (bytes), not "
                          f"{capacity!r}")
     return _tf_cache.TfCache(ds, key, _cache_root(cache), capacity, bool(shuffle),
-                             int(seed)).dataset()
+                             int(seed), group_shared=_bool("group_shared", group_shared)).dataset()

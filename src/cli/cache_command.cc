@@ -384,8 +384,23 @@ struct ImportArgs {
   bool keep_identity = false;
   // Records compared with the node's origin, picked at random (0: none).
   uint64_t check_origin = 16;
+  // Python item entries (ssdfeed.cache, ssdfeed.tf.cache) are imported only
+  // when the stream is declared trusted: their records are whatever the
+  // stream's producer wrote, and no origin here can check them.
+  bool trust_items = false;
   bool json = false;
 };
+
+// An entry of Python items has no origin on this node to compare its records
+// with: reading them trusts whoever produced the stream. Refused unless the
+// user says so (--trust-items).
+Status CheckItemsTrusted(const EntryKey& k, bool trusted) {
+  if (!IsItemsKey(k) || trusted) return Status::OK();
+  return Status::InvalidArgument(
+      "the stream holds an entry of Python items (" + k.source_uri + ", spec " + k.spec +
+      "), whose records no origin on this node can check: import it only from a producer "
+      "you trust as you trust your own code, with --trust-items");
+}
 
 // The entry's source on this node, to compare imported records with.
 struct NodeOrigin {
@@ -510,10 +525,13 @@ int RunImport(const CacheArgs& ca, const ImportArgs& ia) {
   if (fd < 0) return Fail(ia.file + ": " + std::strerror(errno));
   ImportOptions io;
   NodeOrigin origin;
-  if (!ia.keep_identity) {
-    io.rebind = [&](const EntryKey& k) { return RebindKey(k, roots, ia.check_origin, &origin); };
+  io.rebind = [&](const EntryKey& k) -> Result<EntryKey> {
+    SSDFEED_RETURN_IF_ERROR(CheckItemsTrusted(k, ia.trust_items));
+    if (ia.keep_identity) return k;
+    return RebindKey(k, roots, ia.check_origin, &origin);
+  };
+  if (!ia.keep_identity)
     io.check_record = [&](uint64_t id, const CachedSample& r) { return origin.Check(id, r); };
-  }
   TransferReport r;
   Status s = ImportEntry(o, fd, io, &r);
   if (fd != 0) ::close(fd);
@@ -612,6 +630,10 @@ void AddCache(CLI::App& app, RunState* st) {
                  "Compare N records, picked at random, with this node's origin, prepared again; a "
                  "difference refuses the import (default 16; 0: none)")
       ->check(AtLeast(0, " (0: none)"));
+  im->add_flag("--trust-items", ia->trust_items,
+               "Import an entry of Python items (ssdfeed.cache, ssdfeed.tf.cache): its records "
+               "cannot be checked against an origin, so the stream must come from a producer "
+               "you trust (default: refused)");
   im->add_flag("--json", ia->json, "JSON report");
   ca->Add(im, true, true);
   im->callback([st, ca, ia] { st->rc = RunImport(*ca, *ia); });

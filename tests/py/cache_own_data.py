@@ -7,6 +7,7 @@ share one cache entry): counting computations across processes needs no
 shared memory.
 """
 
+import collections
 import os
 import time
 import uuid
@@ -70,6 +71,20 @@ class MixedDataset(torch.utils.data.Dataset):
             "raw": bytes([i % 256]) * 3,
             "extra": (None, [True, np.float64(i)]),
         }
+
+
+Sample = collections.namedtuple("Sample", "x label")
+
+
+class NamedDataset(torch.utils.data.Dataset):
+    """Items of a namedtuple class this module defines (loaded wherever the
+    dataset is unpickled, as in spawn workers)."""
+
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        return Sample(np.full(3, i, dtype=np.int32), i)
 
 
 class ArrayDataset(torch.utils.data.Dataset):

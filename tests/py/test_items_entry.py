@@ -419,8 +419,8 @@ def test_cli_verify_repair_ls_export_import_rm_an_items_entry(tmp_path):
     r = run("cache", "export", name, "--to", tar)
     assert r.returncode == 0, r.stderr
     other = tmp_path / "other"
-    r = subprocess.run(["ssdfeed", "cache", "import", tar, "--cache", str(other)],
-                       capture_output=True, text=True)
+    r = subprocess.run(["ssdfeed", "cache", "import", tar, "--cache", str(other),
+                        "--trust-items"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     imported = entry(other, None)
     assert imported.present() == 20
