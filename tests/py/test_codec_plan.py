@@ -4,7 +4,9 @@ own numbers. No rate is asserted: the machine may be slow or shared."""
 
 import json
 import os
+import signal
 import subprocess
+import time
 
 import pytest
 
@@ -55,6 +57,40 @@ def test_plan_json_carries_each_codec_and_a_consistent_recommendation(photos, tm
     assert plan["recommended"] == expected_pick(rows, plan["tie_fraction"])
     assert plan["device_dir"].startswith(str(tmp_path)), "measured where the cache will be"
     assert not [f for f in os.listdir(tmp_path) if "scratch" in f], "scratch file left behind"
+
+
+def open_files_under(pid, directory):
+    """The files (deleted or not) process pid holds open under directory."""
+    out = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:  # closed since the listing
+            continue
+        if target.startswith(str(directory) + "/"):
+            out.append(target)
+    return out
+
+
+def test_a_plan_killed_while_measuring_the_device_leaves_no_scratch_file(photos, tmp_path):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    p = subprocess.Popen(["ssdfeed", "plan", "--source", photos["uri"], "--samples", "4",
+                          "--probes", "2", "--codecs", "raw", "--cache", str(cache),
+                          "--device-seconds", "600", "--scratch-size", "8M", "--workers", "1"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        # Killed once it holds the scratch file open: writing or reading it.
+        deadline = time.monotonic() + 300
+        while not open_files_under(p.pid, cache):
+            assert p.poll() is None, p.stderr.read()
+            assert time.monotonic() < deadline, "plan never opened its scratch file"
+            time.sleep(0.01)
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        p.stderr.close()
+    assert os.listdir(cache) == [], "a killed plan left its scratch file"
 
 
 def test_plan_text_lists_the_codecs_and_the_recommendation(photos, tmp_path):
