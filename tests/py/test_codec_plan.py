@@ -152,3 +152,17 @@ def test_bench_loader_codec_text_has_a_row_per_codec(photos, tmp_path):
     assert any(l.startswith("raw ") for l in lines) and any(l.startswith("jpeg q90") for l in lines)
     assert "throttled: skipped: not asked for" in r.stdout
     assert "medians of 1 round(s)" in r.stdout
+
+
+@pytest.mark.serial
+def test_bench_loader_codecs_makes_its_root_as_the_cache_does(photos, tmp_path):
+    """The codec bench makes the cache root before its first fill (plan's
+    scratch file goes there): private, 0700, as the cache makes roots, not
+    the umask's 0755 that lets every user read the records."""
+    root = tmp_path / "new" / "root"
+    r = run("bench", "loader", "--source", photos["uri"], "--resize-short", "96", "--crop", "64",
+            "--batch", "8", "--workers", "1", "--cache", str(root), "--codec", "raw,zstd",
+            "--rounds", "1", "--plan-seconds", "0.05")
+    assert r.returncode == 0, r.stderr
+    assert oct(os.stat(root).st_mode & 0o7777) == oct(0o700)
+    assert oct(os.stat(root.parent).st_mode & 0o077) == oct(0), "a parent it made is private too"
