@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "cli/entry_contents.h"
 #include "cli/options.h"
 #include "cli/printable.h"
 #include "pipeline/entry_key.h"
@@ -62,22 +63,28 @@ int RunLs(const CacheArgs& ca, bool json) {
   if (Status s = ca.ToExistingRoot(&o); !s.ok()) return Fail(s.message(), kExitUsage);
   auto list = ListEntries(o);
   if (!list.ok()) return Fail(list.status().message());
+  std::vector<EntryContents> what = DescribeEntries(o, *list);
   if (json) {
     nlohmann::json j = nlohmann::json::array();
-    for (const auto& e : *list)
+    for (size_t i = 0; i < list->size(); ++i) {
+      const EntryInfo& e = (*list)[i];
+      const EntryContents& c = what[i];
       j.push_back({{"entry", e.name},
                    {"source", e.source_uri},
                    {"spec", e.spec},
-                   {"spec_summary", DescribeSpec(e.spec)},
+                   {"spec_summary", c.what},
                    {"codec", CodecOf(e.spec)},
                    {"skipped", e.skipped},
                    {"samples_total", e.samples_total},
                    {"samples_present", e.samples_present},
+                   {"items_total", c.total ? nlohmann::json(*c.total) : nlohmann::json(nullptr)},
+                   {"items_present", c.present},
                    {"bytes", e.bytes},
                    {"last_used", e.last_used},
-                   {"state", e.state},
+                   {"state", c.state},
                    {"in_use", e.in_use},
                    {"foreign", e.foreign}});
+    }
     std::cout << JsonText(j) << "\n";
     return 0;
   }
@@ -85,12 +92,15 @@ int RunLs(const CacheArgs& ca, bool json) {
               "BYTES", "USED", "CODEC", "SPEC", "SOURCE");
   // Every string here comes from a manifest (or an entry's directory name):
   // printed through Printable, so a crafted one cannot drive the terminal.
-  for (const auto& e : *list) {
-    std::string pt = std::to_string(e.samples_present) + "/" + std::to_string(e.samples_total);
+  for (size_t i = 0; i < list->size(); ++i) {
+    const EntryInfo& e = (*list)[i];
+    const EntryContents& c = what[i];
+    std::string pt =
+        std::to_string(c.present) + "/" + (c.total ? std::to_string(*c.total) : std::string("?"));
     std::printf("%-14s %-22s %-19s %-11s %-9s %-9s %-24s %s%s\n",
-                Printable(e.name.substr(0, 12)).c_str(), Printable(e.state).c_str(), pt.c_str(),
+                Printable(e.name.substr(0, 12)).c_str(), Printable(c.state).c_str(), pt.c_str(),
                 FormatBytes(e.bytes).c_str(), Ago(e.last_used).c_str(),
-                Printable(CodecSummary(e.spec)).c_str(), Printable(DescribeSpec(e.spec)).c_str(),
+                Printable(CodecSummary(e.spec)).c_str(), Printable(c.what).c_str(),
                 Printable(e.source_uri).c_str(), e.in_use ? "  (in use)" : "");
   }
   if (list->empty())
