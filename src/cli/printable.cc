@@ -1,7 +1,6 @@
 #include "cli/printable.h"
 
 #include <cstdint>
-#include <cstdio>
 
 namespace ssdfeed::cli {
 
@@ -42,10 +41,11 @@ std::string Printable(std::string_view text) {
       i += n;
       continue;
     }
-    char hex[5];
-    std::snprintf(hex, sizeof hex, "\\x%02x", static_cast<unsigned>(static_cast<uint8_t>(text[i])));
-    out += hex;
-    ++i;
+    constexpr char kHex[] = "0123456789abcdef";
+    auto b = static_cast<uint8_t>(text[i++]);
+    out += "\\x";
+    out += kHex[b >> 4];
+    out += kHex[b & 0xF];
   }
   return out;
 }
