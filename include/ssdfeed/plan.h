@@ -32,13 +32,15 @@ struct DeviceReadRate {
 
 struct DeviceReadOptions {
   double seconds = 1.0;                // per block size
-  uint64_t file_bytes = 256ull << 20;  // scratch file, written once, removed after
+  uint64_t file_bytes = 256ull << 20;  // scratch file, written once. Default 256 MiB
   int qd = kPlanQueueDepth;
 };
 
 // A scratch file in dir (the cache root, or the directory it will be made
-// in) that random reads of several block sizes are timed on; removed when
-// destroyed. The file is written (not just allocated) so that reads reach
+// in) that random reads of several block sizes are timed on. It has no name
+// from the moment it is open (O_TMPFILE, else unlinked at once), so a plan
+// killed mid-measurement leaves nothing in dir; destroying the probe frees
+// its blocks. The file is written (not just allocated) so that reads reach
 // the device.
 class DeviceReadProbe {
  public:

@@ -67,18 +67,69 @@ def _size(text: str) -> int:
     return int(value)
 
 
+def _untrusted_reason(directory: str):
+    """Why another user could plant a module in directory, or None.
+
+    Trusted: owned by you or by root, and writable by neither its group nor
+    others. The sticky bit (as on /tmp) does not help: it stops others from
+    replacing your files, not from adding their own ``ssdfeed/`` or
+    ``numpy/`` beside them."""
+    import stat
+
+    st = os.stat(directory)
+    if st.st_uid not in (os.geteuid(), 0):
+        try:
+            import pwd
+            owner = pwd.getpwuid(st.st_uid).pw_name
+        except (ImportError, KeyError):
+            owner = f"uid {st.st_uid}"
+        return f"it belongs to {owner}"
+    if st.st_mode & stat.S_IWOTH:
+        sticky = " (the sticky bit does not stop others adding files)" \
+            if st.st_mode & stat.S_ISVTX else ""
+        return f"it is world-writable, mode {stat.S_IMODE(st.st_mode):o}{sticky}"
+    if st.st_mode & stat.S_IWGRP:
+        return f"it is group-writable, mode {stat.S_IMODE(st.st_mode):o}"
+    return None
+
+
+def _add_module_dir(module: str) -> None:
+    """Puts the current directory on sys.path when it holds MODULE's
+    top-level module or package (``python -m`` would find it there first),
+    and only then; refuses a directory other users can write to, whose
+    planted modules would run as the user who started ``warm``.
+
+    The bootstrap that ``ssdfeed warm`` runs (``python3 -c``) has already
+    taken the current directory off sys.path, before importing ssdfeed: this
+    is the one place it comes back."""
+    import importlib.machinery
+    import sys
+
+    cwd = os.getcwd()
+    top = module.split(".")[0]
+    if importlib.machinery.PathFinder.find_spec(top, [cwd]) is None:
+        return  # an installed module (or none at all: the import says so)
+    why = _untrusted_reason(cwd)
+    if why is not None:
+        raise ValueError(
+            f"--python {module}: refusing to import {top} from {cwd}: {why}, so another user "
+            f"could plant modules there (ssdfeed/__init__.py, numpy/...) that would run as "
+            f"you. Run from a directory only you (or root) can write to, or install the "
+            f"module as a package")
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+
+
 def _load_factory(spec: str):
     """MODULE:FACTORY -> the object FACTORY() returns (MODULE imported as
-    ``python -m`` would, with the current directory on sys.path)."""
+    ``python -m`` would from the current directory, see _add_module_dir)."""
     import importlib
-    import sys
 
     module, sep, attr = spec.partition(":")
     if not sep or not module or not attr:
         raise ValueError(f"--python: expected MODULE:FACTORY (e.g. mydata:make_dataset), "
                          f"got {spec!r}")
-    if "" not in sys.path and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    _add_module_dir(module)
     mod = importlib.import_module(module)
     obj = mod
     for part in attr.split("."):

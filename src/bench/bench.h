@@ -3,6 +3,8 @@
 // loader bench (cold, warm and bounds, with model presets for the GPU side).
 #pragma once
 
+#include <sys/types.h>
+
 #include <memory>
 #include <string>
 #include <utility>
@@ -151,6 +153,21 @@ Result<BlockDevice> BlockDeviceOf(const std::string& path);
 // blkio controller at /sys/fs/cgroup/blkio, a block device under path. The
 // error says which is missing.
 Status CanThrottleReads(const std::string& path);
+
+// The cgroups ReadThrottle makes, under its own blkio cgroup `home`, are
+// named ssdfeed-throttle-PID (PID: the bench's process), or
+// ssdfeed-throttle-PID-N where that name was taken.
+//
+// The PID of a name exactly of that form, else 0 (a name that only starts
+// like one: "ssdfeed-throttle-12x", "ssdfeed-throttle-", "...-007").
+pid_t ThrottleCgroupPid(const std::string& name);
+// Removes the cgroups in home that a killed bench left (PID no longer
+// running), so they do not pile up; nothing whose name is not exactly one
+// of ReadThrottle's is touched.
+void RemoveStaleThrottles(const std::string& home);
+// A new cgroup directory in home, made by this call (mkdir succeeded): one
+// that already exists is never used, whoever made it.
+Result<std::string> MakeThrottleCgroup(const std::string& home);
 
 // While it lives, this process's reads from path's disk are limited to
 // bytes_per_s (cgroup-v1 blkio.throttle.read_bps_device, in a child cgroup

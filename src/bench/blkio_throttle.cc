@@ -60,20 +60,50 @@ Result<std::string> OwnBlkioDir() {
       "only?)");
 }
 
-// Cgroups a killed bench left behind (its pid gone; an empty cgroup):
-// removed, so they do not pile up under the process's own.
-void RemoveStaleThrottles(const std::string& home) {
-  constexpr char kPrefix[] = "ssdfeed-throttle-";
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(home, ec)) {
-    std::string name = e.path().filename().string();
-    if (name.rfind(kPrefix, 0) != 0) continue;
-    pid_t pid = static_cast<pid_t>(std::atoi(name.c_str() + sizeof kPrefix - 1));
-    if (pid <= 0 || (::kill(pid, 0) != 0 && errno == ESRCH)) ::rmdir(e.path().c_str());
+constexpr char kThrottlePrefix[] = "ssdfeed-throttle-";
+
+// digits as a number: 1 to 9 digits, no sign, no leading zero; else -1.
+long ParseDecimal(const std::string& digits) {
+  if (digits.empty() || digits.size() > 9 || digits[0] == '0') return -1;
+  long v = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return -1;
+    v = v * 10 + (c - '0');
   }
+  return v;
 }
 
 }  // namespace
+
+pid_t ThrottleCgroupPid(const std::string& name) {
+  if (name.rfind(kThrottlePrefix, 0) != 0) return 0;
+  std::string rest = name.substr(sizeof kThrottlePrefix - 1);
+  size_t dash = rest.find('-');
+  if (dash != std::string::npos && ParseDecimal(rest.substr(dash + 1)) < 0) return 0;
+  long pid = ParseDecimal(rest.substr(0, dash));
+  return pid > 0 ? static_cast<pid_t>(pid) : 0;
+}
+
+void RemoveStaleThrottles(const std::string& home) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(home, ec)) {
+    pid_t pid = ThrottleCgroupPid(e.path().filename().string());
+    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) ::rmdir(e.path().c_str());
+  }
+}
+
+Result<std::string> MakeThrottleCgroup(const std::string& home) {
+  std::string base = home + "/" + kThrottlePrefix + std::to_string(::getpid());
+  constexpr int kTries = 16;
+  for (int n = 0; n < kTries; ++n) {
+    std::string dir = n == 0 ? base : base + "-" + std::to_string(n);
+    if (::mkdir(dir.c_str(), 0755) == 0) return dir;
+    if (errno != EEXIST) return Status::IOError(dir + ": " + std::strerror(errno));
+  }
+  return Status::IOError(base + " and " + std::to_string(kTries - 1) +
+                         " numbered names after it exist, made by someone else while this "
+                         "process lives: not joining a cgroup it did not make");
+}
 
 Result<BlockDevice> BlockDeviceOf(const std::string& path) {
   struct stat st;
@@ -118,9 +148,7 @@ Result<std::unique_ptr<ReadThrottle>> ReadThrottle::Start(const std::string& pat
   SSDFEED_ASSIGN_OR_RETURN(BlockDevice d, BlockDeviceOf(path));
   SSDFEED_ASSIGN_OR_RETURN(std::string home, OwnBlkioDir());
   RemoveStaleThrottles(home);
-  std::string dir = home + "/ssdfeed-throttle-" + std::to_string(::getpid());
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
-    return Status::IOError(dir + ": " + std::strerror(errno));
+  SSDFEED_ASSIGN_OR_RETURN(std::string dir, MakeThrottleCgroup(home));
   std::unique_ptr<ReadThrottle> t(new ReadThrottle(home, dir, d, bytes_per_s));
   SSDFEED_RETURN_IF_ERROR(WriteFile(dir + "/blkio.throttle.read_bps_device",
                                     d.dev + " " + std::to_string(bytes_per_s)));

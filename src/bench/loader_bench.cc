@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "bench/bench.h"
+#include "cache/capacity.h"
 #include "image/augment.h"
 #include "image/cv_call.h"
 #include "pipeline/entry_key.h"
@@ -469,10 +470,13 @@ Result<CodecBenchResult> BenchCodecs(const CodecBenchOptions& o) {
   int workers = base.workers > 0 ? base.workers : DefaultWorkers();
   r.cores = std::max(1, hw > 0 ? std::min(workers, hw) : workers);
   // The root is made now rather than by the first fill: the throttle's
-  // device and plan's scratch file are found through it.
-  std::error_code ec;
-  std::filesystem::create_directories(root, ec);
-  if (ec) return Status::IOError(root + ": cannot create the cache root: " + ec.message());
+  // device and plan's scratch file are found through it. Made as the cache
+  // makes it (0700, 02770 group-shared) and checked as it checks it, not
+  // with the umask's 0755 that let every user read the records.
+  CacheOptions root_opts = base.cache;
+  if (root_opts.env == nullptr) root_opts.env = Env::Default();
+  SSDFEED_RETURN_IF_ERROR(
+      PrepareRoot(root_opts.env, root_opts).WithContext("cannot create the cache root"));
   if (o.dropped) {
     if (Status s = CanDropPageCache(); !s.ok()) r.dropped_skipped = s.message();
   } else {

@@ -11,7 +11,9 @@
 #include <set>
 #include <thread>
 
+#include "cli/entry_contents.h"
 #include "cli/options.h"
+#include "cli/printable.h"
 #include "pipeline/entry_key.h"
 #include "pipeline/fetcher.h"
 #include "pipeline/origin_check.h"
@@ -29,6 +31,13 @@ std::string Ago(int64_t t) {
   if (d < 7200) return std::to_string(d / 60) + "m ago";
   if (d < 172800) return std::to_string(d / 3600) + "h ago";
   return std::to_string(d / 86400) + "d ago";
+}
+
+// JSON of what manifests hold, safe on a terminal and never throwing:
+// everything beyond ASCII as \u escapes (C1 controls among it), bytes that
+// are not UTF-8 as U+FFFD.
+std::string JsonText(const nlohmann::json& j) {
+  return j.dump(2, ' ', true, nlohmann::json::error_handler_t::replace);
 }
 
 // The codec an entry's records use, from its spec's canonical text
@@ -54,35 +63,48 @@ int RunLs(const CacheArgs& ca, bool json) {
   if (Status s = ca.ToExistingRoot(&o); !s.ok()) return Fail(s.message(), kExitUsage);
   auto list = ListEntries(o);
   if (!list.ok()) return Fail(list.status().message());
+  std::vector<EntryContents> what = DescribeEntries(o, *list);
   if (json) {
     nlohmann::json j = nlohmann::json::array();
-    for (const auto& e : *list)
+    for (size_t i = 0; i < list->size(); ++i) {
+      const EntryInfo& e = (*list)[i];
+      const EntryContents& c = what[i];
       j.push_back({{"entry", e.name},
                    {"source", e.source_uri},
                    {"spec", e.spec},
-                   {"spec_summary", DescribeSpec(e.spec)},
+                   {"spec_summary", c.what},
                    {"codec", CodecOf(e.spec)},
                    {"skipped", e.skipped},
                    {"samples_total", e.samples_total},
                    {"samples_present", e.samples_present},
+                   {"items_total", c.total ? nlohmann::json(*c.total) : nlohmann::json(nullptr)},
+                   {"items_present", c.present},
                    {"bytes", e.bytes},
                    {"last_used", e.last_used},
-                   {"state", e.state},
+                   {"state", c.state},
                    {"in_use", e.in_use},
                    {"foreign", e.foreign}});
-    std::cout << j.dump(2) << "\n";
+    }
+    std::cout << JsonText(j) << "\n";
     return 0;
   }
   std::printf("%-14s %-22s %-19s %-11s %-9s %-9s %-24s %s\n", "ENTRY", "STATE", "PRESENT/TOTAL",
               "BYTES", "USED", "CODEC", "SPEC", "SOURCE");
-  for (const auto& e : *list) {
-    std::string pt = std::to_string(e.samples_present) + "/" + std::to_string(e.samples_total);
-    std::printf("%-14s %-22s %-19s %-11s %-9s %-9s %-24s %s%s\n", e.name.substr(0, 12).c_str(),
-                e.state.c_str(), pt.c_str(), FormatBytes(e.bytes).c_str(), Ago(e.last_used).c_str(),
-                CodecSummary(e.spec).c_str(), DescribeSpec(e.spec).c_str(), e.source_uri.c_str(),
-                e.in_use ? "  (in use)" : "");
+  // Every string here comes from a manifest (or an entry's directory name):
+  // printed through Printable, so a crafted one cannot drive the terminal.
+  for (size_t i = 0; i < list->size(); ++i) {
+    const EntryInfo& e = (*list)[i];
+    const EntryContents& c = what[i];
+    std::string pt =
+        std::to_string(c.present) + "/" + (c.total ? std::to_string(*c.total) : std::string("?"));
+    std::printf("%-14s %-22s %-19s %-11s %-9s %-9s %-24s %s%s\n",
+                Printable(e.name.substr(0, 12)).c_str(), Printable(c.state).c_str(), pt.c_str(),
+                FormatBytes(e.bytes).c_str(), Ago(e.last_used).c_str(),
+                Printable(CodecSummary(e.spec)).c_str(), Printable(c.what).c_str(),
+                Printable(e.source_uri).c_str(), e.in_use ? "  (in use)" : "");
   }
-  if (list->empty()) std::fprintf(stderr, "ssdfeed: no entries under %s\n", o.root.c_str());
+  if (list->empty())
+    std::fprintf(stderr, "ssdfeed: no entries under %s\n", Printable(o.root).c_str());
   return 0;
 }
 
@@ -164,8 +186,9 @@ bool SourceBad(const nlohmann::json& r) {
 }
 
 void PrintVerify(const std::string& name, const nlohmann::json& r) {
-  std::cout << name.substr(0, 12) << ": " << r["good"] << " good, " << r["corrupt"] << " corrupt, "
-            << r["missing"] << " missing; source " << r["source"].get<std::string>()
+  std::cout << Printable(name.substr(0, 12)) << ": " << r["good"] << " good, " << r["corrupt"]
+            << " corrupt, " << r["missing"] << " missing; source "
+            << Printable(r["source"].get<std::string>())
             << (r.contains("repaired") ? "; repaired " + r["repaired"].dump() : "")
             << (r.contains("dropped") ? "; dropped " + r["dropped"].dump() +
                                             " (the job that uses the entry computes them again)"
@@ -174,8 +197,8 @@ void PrintVerify(const std::string& name, const nlohmann::json& r) {
     const auto& c = r["source_content"];
     std::cout << "; origin content: " << c["compared"] << " compared, " << c["mismatched"]
               << " differ, " << c["unreadable"] << " unreadable";
-    if (c.contains("error")) std::cout << " (" << c["error"].get<std::string>() << ")";
-    for (const auto& p : c["problems"]) std::cout << "\n  " << p.get<std::string>();
+    if (c.contains("error")) std::cout << " (" << Printable(c["error"].get<std::string>()) << ")";
+    for (const auto& p : c["problems"]) std::cout << "\n  " << Printable(p.get<std::string>());
   }
   std::cout << "\n";
 }
@@ -204,7 +227,7 @@ int RunVerify(const CacheArgs& ca, const std::string& name, bool repair,
     all.push_back(r);
   }
   if (!name.empty() && matched == 0) return Fail("no cache entry '" + name + "' under " + o.root);
-  if (json) std::cout << all.dump(2) << "\n";
+  if (json) std::cout << JsonText(all) << "\n";
   if (corrupt && !json) std::cerr << "ssdfeed: corrupt records found (run with --repair)\n";
   if (stale && !json)
     std::cerr << "ssdfeed: an entry no longer matches its source (it is not served again; "
@@ -267,7 +290,7 @@ Status ParseGcTargets(const GcArgs& g, uint64_t* mb, int64_t* age) {
 
 std::string Names(const std::vector<EntryInfo>& v) {
   std::string s;
-  for (const auto& e : v) s += (s.empty() ? "" : ", ") + e.name.substr(0, 12);
+  for (const auto& e : v) s += (s.empty() ? "" : ", ") + Printable(e.name.substr(0, 12));
   return s;
 }
 
@@ -284,8 +307,8 @@ int RunGc(const CacheArgs& ca, const GcArgs& g) {
   if (g.dry_run) {
     uint64_t bytes = 0;
     for (const auto& e : plan) {
-      std::cout << "would remove " << e.name << " (" << FormatBytes(e.bytes) << ", " << e.source_uri
-                << ")\n";
+      std::cout << "would remove " << Printable(e.name) << " (" << FormatBytes(e.bytes) << ", "
+                << Printable(e.source_uri) << ")\n";
       bytes += e.bytes;
     }
     std::cout << Plural(plan.size(), "entry", "entries") << " would be removed, freeing "
@@ -293,7 +316,7 @@ int RunGc(const CacheArgs& ca, const GcArgs& g) {
   } else {
     auto removed = CollectGarbage(o, mb, age);
     if (!removed.ok()) return Fail(removed.status().message());
-    for (const auto& n : *removed) std::cout << "removed " << n << "\n";
+    for (const auto& n : *removed) std::cout << "removed " << Printable(n) << "\n";
     // Planned but still there: it came into use since the listing.
     for (const auto& e : plan)
       if (std::find(removed->begin(), removed->end(), e.name) == removed->end())
@@ -332,7 +355,7 @@ int RunRm(const CacheArgs& ca, const std::string& name) {
     return Fail(full.status().message(), full.status().IsNotFound() ? kExitFailure : kExitUsage);
   Status s = RemoveEntry(o, *full);
   if (!s.ok()) return Fail(s.message());
-  std::cout << "removed " << *full << "\n";
+  std::cout << "removed " << Printable(*full) << "\n";
   return 0;
 }
 
@@ -355,9 +378,9 @@ int RunCompact(const CacheArgs& ca, const std::string& name) {
     CompactReport r;
     Status s = CompactEntry(o, n, &r);
     if (!s.ok()) return Fail(s.message());
-    std::cout << n.substr(0, 12) << ": " << r.files_before << " files -> " << r.files_after << ", "
-              << r.records << " records, " << FormatBytes(r.bytes_before) << " -> "
-              << FormatBytes(r.bytes_after) << "\n";
+    std::cout << Printable(n.substr(0, 12)) << ": " << r.files_before << " files -> "
+              << r.files_after << ", " << r.records << " records, " << FormatBytes(r.bytes_before)
+              << " -> " << FormatBytes(r.bytes_after) << "\n";
   }
   return 0;
 }
@@ -500,7 +523,7 @@ int RunExport(const CacheArgs& ca, const std::string& name, const std::string& t
   }
   if (!s.ok()) return Fail(s.message());
   std::fprintf(stderr, "ssdfeed: exported %s: %llu of %llu samples, %s of records, to %s\n",
-               r.entry.c_str(), static_cast<unsigned long long>(r.records),
+               Printable(r.entry).c_str(), static_cast<unsigned long long>(r.records),
                static_cast<unsigned long long>(r.samples_total),
                FormatBytes(r.record_bytes).c_str(), to == "-" ? "stdout" : to.c_str());
   return 0;
@@ -538,21 +561,21 @@ int RunImport(const CacheArgs& ca, const ImportArgs& ia) {
   std::string from = ia.file == "-" ? "stdin" : ia.file;
   if (!s.ok()) return Fail(from + ": " + s.message(), s.IsNoSpace() ? kExitPartial : kExitFailure);
   if (ia.json) {
-    std::cout << nlohmann::json{{"entry", r.entry},
-                                {"source", r.source_uri},
-                                {"samples_total", r.samples_total},
-                                {"records", r.records},
-                                {"record_bytes", r.record_bytes},
-                                {"added", r.added},
-                                {"already_present", r.already_present},
-                                {"merged", r.merged}}
-                     .dump(2)
+    std::cout << JsonText(nlohmann::json{{"entry", r.entry},
+                                         {"source", r.source_uri},
+                                         {"samples_total", r.samples_total},
+                                         {"records", r.records},
+                                         {"record_bytes", r.record_bytes},
+                                         {"added", r.added},
+                                         {"already_present", r.already_present},
+                                         {"merged", r.merged}})
               << "\n";
   } else {
-    std::cout << "imported " << r.entry << " from " << from << ": " << r.records << " records ("
-              << FormatBytes(r.record_bytes) << "), " << r.added << " added"
+    std::cout << "imported " << Printable(r.entry) << " from " << Printable(from) << ": "
+              << r.records << " records (" << FormatBytes(r.record_bytes) << "), " << r.added
+              << " added"
               << (r.merged ? ", " + std::to_string(r.already_present) + " already present" : "")
-              << "; source " << r.source_uri << "\n";
+              << "; source " << Printable(r.source_uri) << "\n";
   }
   return 0;
 }

@@ -3,12 +3,15 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/printable.h"
 #include "ssdfeed/cache.h"
 
 namespace ssdfeed::cli {
 
+// Messages name files and what manifests and sources hold: printed through
+// Printable, so none of it reaches the terminal as a control sequence.
 int Fail(const std::string& msg, int code) {
-  std::cerr << "ssdfeed: " << msg << "\n";
+  std::cerr << "ssdfeed: " << Printable(msg) << "\n";
   return code;
 }
 

@@ -195,7 +195,14 @@ int RunWarm(const WarmArgs& a) {
 }
 
 // Imports ssdfeed's warm module, or says plainly which interpreter lacks it.
+// `python -c` puts the current directory first on sys.path, where anyone who
+// can write to it could plant an ssdfeed/ package that would run as this
+// user: it goes before any import searches the path (what -P does, which
+// needs Python 3.11; this works on every version). ssdfeed.warm puts it back
+// for the user's module only, after checking who can write to it.
 constexpr const char* kPythonBootstrap = R"(import sys
+if sys.path and sys.path[0] == "":
+    del sys.path[0]
 try:
     import ssdfeed.warm
 except ImportError as e:

@@ -79,6 +79,32 @@ Status FillScratch(int fd, uint64_t n, const std::string& path) {
   return Status::OK();
 }
 
+// The scratch file, open and already nameless: nothing is left in dir when
+// the process is killed mid-measurement. An O_TMPFILE file never has a
+// name; where the filesystem has no O_TMPFILE, a named one (exclusive, so
+// nothing placed there is written through) is unlinked at once. O_DIRECT
+// where the filesystem takes it (tmpfs and some network filesystems refuse
+// it with EINVAL): *direct says which.
+Result<int> OpenNamelessScratch(const std::string& dir, const std::string& named, bool* direct) {
+  int err = 0;
+  for (bool d : {true, false}) {
+    int flags = O_RDWR | O_CLOEXEC | (d ? O_DIRECT : 0);
+    *direct = d;
+    int fd = ::open(dir.c_str(), flags | O_TMPFILE, 0600);
+    if (fd >= 0) return fd;
+    fd = ::open(named.c_str(), flags | O_CREAT | O_EXCL, 0600);
+    if (fd >= 0) {
+      if (::unlink(named.c_str()) == 0) return fd;
+      err = errno;
+      ::close(fd);
+      return Status::IOError(Errno(named + ": cannot unlink the scratch file", err));
+    }
+    err = errno;
+    if (err != EINVAL) break;
+  }
+  return Status::IOError(Errno(named + ": cannot create the scratch file", err));
+}
+
 }  // namespace
 
 Result<std::unique_ptr<DeviceReadProbe>> DeviceReadProbe::Create(const std::string& dir,
@@ -92,22 +118,15 @@ Result<std::unique_ptr<DeviceReadProbe>> DeviceReadProbe::Create(const std::stri
     return Status::IOError(dir + ": less than " + std::to_string(2 * bytes >> 20) +
                            " MiB free for the device measurement's scratch file");
   bool direct = true;
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_DIRECT | O_CLOEXEC, 0600);
-  if (fd < 0 && errno == EINVAL) {  // tmpfs and some network filesystems refuse O_DIRECT
-    direct = false;
-    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  }
-  if (fd < 0) return Status::IOError(Errno(path + ": cannot create the scratch file", errno));
+  SSDFEED_ASSIGN_OR_RETURN(int fd, OpenNamelessScratch(dir, path, &direct));
   std::unique_ptr<DeviceReadProbe> p(new DeviceReadProbe(path, fd, direct, o));
   p->o_.file_bytes = bytes;
   SSDFEED_RETURN_IF_ERROR(FillScratch(fd, bytes, path));
   return p;
 }
 
-DeviceReadProbe::~DeviceReadProbe() {
-  ::close(fd_);
-  ::unlink(path_.c_str());
-}
+// The file has no name (OpenNamelessScratch): closing it frees its blocks.
+DeviceReadProbe::~DeviceReadProbe() { ::close(fd_); }
 
 DeviceReadRate DeviceReadProbe::Measure(uint32_t block) const {
   DeviceReadRate r;

@@ -12,6 +12,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "bench/bench.h"
 #include "ssdfeed/source.h"
@@ -188,6 +189,67 @@ TEST(ReadThrottleTest, NoBlockDeviceUnderTmpfsSaysSo) {
   EXPECT_NE(s.message().find(::geteuid() == 0 ? "not a block device" : "needs root"),
             std::string::npos)
       << s.message();
+}
+
+TEST(ReadThrottleTest, NamesAreParsedExactly) {
+  EXPECT_EQ(ThrottleCgroupPid("ssdfeed-throttle-4242"), 4242);
+  EXPECT_EQ(ThrottleCgroupPid("ssdfeed-throttle-4242-3"), 4242);
+  for (const char* bad : {"ssdfeed-throttle-", "ssdfeed-throttle-abc", "ssdfeed-throttle-12x",
+                          "ssdfeed-throttle-0", "ssdfeed-throttle-007", "ssdfeed-throttle--5",
+                          "ssdfeed-throttle-12-", "ssdfeed-throttle-12-x", "ssdfeed-throttle-1-2-3",
+                          "ssdfeed-throttle-99999999999", "xssdfeed-throttle-12"})
+    EXPECT_EQ(ThrottleCgroupPid(bad), 0) << bad;
+}
+
+// A process id no process has: a child that has exited and been reaped.
+pid_t GonePid() {
+  pid_t gone = ::fork();
+  if (gone == 0) ::_exit(0);
+  ::waitpid(gone, nullptr, 0);
+  return gone;
+}
+
+// Over a plain directory standing in for the process's blkio cgroup: only
+// an exactly named dead bench's directory goes; one whose name merely
+// starts like it (whatever its digits say) and a live process's stay.
+TEST(ReadThrottleTest, StaleSweepRemovesOnlyWhatItParsedExactly) {
+  test::TempDir home;
+  std::string dead = "ssdfeed-throttle-" + std::to_string(GonePid());
+  std::vector<std::string> kept = {"ssdfeed-throttle-abc",
+                                   "ssdfeed-throttle-",
+                                   "ssdfeed-throttle-0",
+                                   dead + "x",
+                                   dead + "-",
+                                   dead + "-y",
+                                   "ssdfeed-throttle-" + std::to_string(::getpid())};
+  for (const auto& n : kept) ASSERT_EQ(::mkdir(home.Sub(n).c_str(), 0755), 0) << n;
+  ASSERT_EQ(::mkdir(home.Sub(dead).c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(home.Sub(dead + "-2").c_str(), 0755), 0);
+  RemoveStaleThrottles(home.path());
+  struct stat st;
+  for (const auto& n : kept) EXPECT_EQ(::stat(home.Sub(n).c_str(), &st), 0) << n << " removed";
+  EXPECT_NE(::stat(home.Sub(dead).c_str(), &st), 0) << dead << " kept";
+  EXPECT_NE(::stat(home.Sub(dead + "-2").c_str(), &st), 0) << dead << "-2 kept";
+}
+
+// A cgroup already at the process's name (made by someone else) is never
+// joined: a fresh one is made beside it, and the other is left as it was.
+TEST(ReadThrottleTest, NeverUsesACgroupItDidNotMake) {
+  test::TempDir home;
+  std::string taken = home.Sub("ssdfeed-throttle-" + std::to_string(::getpid()));
+  ASSERT_EQ(::mkdir(taken.c_str(), 0755), 0);
+  std::ofstream(taken + "/planted") << "x";
+  auto dir = MakeThrottleCgroup(home.path());
+  ASSERT_TRUE(dir.ok()) << dir.status().message();
+  EXPECT_EQ(*dir, taken + "-1");
+  struct stat st;
+  EXPECT_EQ(::stat((taken + "/planted").c_str(), &st), 0);
+  for (int n = 2; n < 16; ++n)
+    ASSERT_EQ(::mkdir((taken + "-" + std::to_string(n)).c_str(), 0755), 0);
+  auto none = MakeThrottleCgroup(home.path());
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("did not make"), std::string::npos)
+      << none.status().message();
 }
 
 std::string BlkioLine() {

@@ -391,6 +391,74 @@ def test_cli_warm_python_errors_are_clear(tmp_path):
     assert r.returncode != 0 and "SSDFEED_PYTHON" in r.stderr
 
 
+# A training script's own directory, with an ssdfeed/ package another user
+# planted beside it: importing it leaves a file named PLANTED.
+TRAIN_PY = """
+import numpy as np
+
+class Squares:
+    def __len__(self):
+        return 6
+
+    def __getitem__(self, i):
+        return np.full(3, i * i)
+
+def make():
+    return Squares()
+"""
+
+
+def script_dir(tmp_path, mode):
+    d = tmp_path / "job"
+    (d / "ssdfeed").mkdir(parents=True)
+    (d / "train.py").write_text(TRAIN_PY)
+    (d / "ssdfeed" / "__init__.py").write_text(
+        f"open({str(tmp_path / 'PLANTED')!r}, 'w').close()\n")
+    d.chmod(mode)
+    return d
+
+
+def plain_env():
+    """No PYTHONPATH entry names the script's directory."""
+    env = dict(os.environ)
+    env.pop("CACHE_OWN_COUNTER", None)
+    return env
+
+
+def test_cli_warm_python_never_imports_a_planted_ssdfeed(tmp_path):
+    d = script_dir(tmp_path, 0o700)
+    r = cli("warm", "--python", "train:make", "--cache", tmp_path / "c", "--workers", 1,
+            "--json", cwd=d, env=plain_env())
+    assert not (tmp_path / "PLANTED").exists(), "the planted ssdfeed/__init__.py ran"
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["present"] == 6 and report["uri"] == "python:train.Squares"
+
+
+@pytest.mark.parametrize("mode, why", [(0o2770, "group-writable, mode 2770"),
+                                       (0o1777, "world-writable, mode 1777 (the sticky bit")])
+def test_cli_warm_python_refuses_a_directory_others_can_write(tmp_path, mode, why):
+    d = script_dir(tmp_path, mode)
+    r = cli("warm", "--python", "train:make", "--cache", tmp_path / "c", cwd=d, env=plain_env())
+    assert not (tmp_path / "PLANTED").exists(), "the planted ssdfeed/__init__.py ran"
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert f"refusing to import train from {d}: it is {why}" in r.stderr
+    assert "only you (or root) can write" in r.stderr
+    assert not (tmp_path / "c").exists(), "filled an entry from a module it refused"
+
+
+@pytest.mark.root
+def test_cli_warm_python_refuses_a_directory_of_another_user(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("giving a directory to another user needs root")
+    d = script_dir(tmp_path, 0o755)
+    os.chown(d, 65534, 65534)
+    r = cli("warm", "--python", "train:make", "--cache", tmp_path / "c", cwd=d, env=plain_env())
+    assert not (tmp_path / "PLANTED").exists()
+    assert r.returncode == 2 and "refusing to import train" in r.stderr
+    assert "it belongs to" in r.stderr
+
+
 def test_warm_under_skip_counts_bad_items_and_raise_names_them(tmp_path, counter, capfd):
     ds = data.FailingDataset(n=8, bad=(2, 5))
     r = ssdfeed.cache(ds, cache=tmp_path / "c", on_error="skip").warm(workers=2, progress=False)

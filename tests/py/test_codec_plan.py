@@ -4,7 +4,9 @@ own numbers. No rate is asserted: the machine may be slow or shared."""
 
 import json
 import os
+import signal
 import subprocess
+import time
 
 import pytest
 
@@ -55,6 +57,40 @@ def test_plan_json_carries_each_codec_and_a_consistent_recommendation(photos, tm
     assert plan["recommended"] == expected_pick(rows, plan["tie_fraction"])
     assert plan["device_dir"].startswith(str(tmp_path)), "measured where the cache will be"
     assert not [f for f in os.listdir(tmp_path) if "scratch" in f], "scratch file left behind"
+
+
+def open_files_under(pid, directory):
+    """The files (deleted or not) process pid holds open under directory."""
+    out = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:  # closed since the listing
+            continue
+        if target.startswith(str(directory) + "/"):
+            out.append(target)
+    return out
+
+
+def test_a_plan_killed_while_measuring_the_device_leaves_no_scratch_file(photos, tmp_path):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    p = subprocess.Popen(["ssdfeed", "plan", "--source", photos["uri"], "--samples", "4",
+                          "--probes", "2", "--codecs", "raw", "--cache", str(cache),
+                          "--device-seconds", "600", "--scratch-size", "8M", "--workers", "1"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        # Killed once it holds the scratch file open: writing or reading it.
+        deadline = time.monotonic() + 300
+        while not open_files_under(p.pid, cache):
+            assert p.poll() is None, p.stderr.read()
+            assert time.monotonic() < deadline, "plan never opened its scratch file"
+            time.sleep(0.01)
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        p.stderr.close()
+    assert os.listdir(cache) == [], "a killed plan left its scratch file"
 
 
 def test_plan_text_lists_the_codecs_and_the_recommendation(photos, tmp_path):
@@ -116,3 +152,17 @@ def test_bench_loader_codec_text_has_a_row_per_codec(photos, tmp_path):
     assert any(l.startswith("raw ") for l in lines) and any(l.startswith("jpeg q90") for l in lines)
     assert "throttled: skipped: not asked for" in r.stdout
     assert "medians of 1 round(s)" in r.stdout
+
+
+@pytest.mark.serial
+def test_bench_loader_codecs_makes_its_root_as_the_cache_does(photos, tmp_path):
+    """The codec bench makes the cache root before its first fill (plan's
+    scratch file goes there): private, 0700, as the cache makes roots, not
+    the umask's 0755 that lets every user read the records."""
+    root = tmp_path / "new" / "root"
+    r = run("bench", "loader", "--source", photos["uri"], "--resize-short", "96", "--crop", "64",
+            "--batch", "8", "--workers", "1", "--cache", str(root), "--codec", "raw,zstd",
+            "--rounds", "1", "--plan-seconds", "0.05")
+    assert r.returncode == 0, r.stderr
+    assert oct(os.stat(root).st_mode & 0o7777) == oct(0o700)
+    assert oct(os.stat(root.parent).st_mode & 0o077) == oct(0), "a parent it made is private too"

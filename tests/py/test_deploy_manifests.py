@@ -225,8 +225,8 @@ def test_admission_policy_binds_the_labellers_account():
     assert "nodes" in rule["resources"] and "UPDATE" in rule["operations"]
 
 
-def node(name, labels, spec=None, annotations=None):
-    meta = {"name": name, "labels": labels}
+def node(name, labels, spec=None, annotations=None, **metadata):
+    meta = {"name": name, "labels": labels, **metadata}
     if annotations is not None:
         meta["annotations"] = annotations
     return {"apiVersion": "v1", "kind": "Node", "metadata": meta, "spec": spec or {"podCIDR": "10.0.1.0/24"}}
@@ -310,6 +310,27 @@ def test_admission_policy_refuses_spec_annotation_and_delete(policy):
     assert policy.decide(admission(old, annotated)) == "deny"
     assert policy.decide(admission(old, None, operation="DELETE")) == "deny"
     assert policy.decide(admission(old, node("node-a", dict(BASE_LABELS), annotations={"a": "1"}))) == "allow"
+
+
+OWNER = {"apiVersion": "v1", "kind": "Pod", "name": "x", "uid": "1234", "controller": True,
+         "blockOwnerDeletion": True}
+
+
+@pytest.mark.parametrize("old_meta,new_meta", [
+    ({}, {"finalizers": ["example.com/hold"]}),
+    ({"finalizers": ["example.com/hold"]}, {}),
+    ({"finalizers": ["example.com/hold"]}, {"finalizers": ["example.com/other"]}),
+    ({}, {"ownerReferences": [OWNER]}),
+    ({"ownerReferences": [OWNER]}, {}),
+    ({"ownerReferences": [OWNER]}, {"ownerReferences": [dict(OWNER, uid="5678")]}),
+])
+def test_admission_policy_pins_owner_references_and_finalizers(policy, old_meta, new_meta):
+    old = node("node-a", dict(BASE_LABELS), **old_meta)
+    new = node("node-a", dict(BASE_LABELS, **{"ssdfeed.io/e-new": "complete"}), **new_meta)
+    assert policy.decide(admission(old, new)) == "deny"
+    # The same label change with that metadata left as it was is allowed.
+    same = node("node-a", dict(BASE_LABELS, **{"ssdfeed.io/e-new": "complete"}), **old_meta)
+    assert policy.decide(admission(old, same)) == "allow"
 
 
 # --- systemd units (deploy/systemd) for nodes without Kubernetes ----------------

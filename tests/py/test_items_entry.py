@@ -503,3 +503,39 @@ def test_torch_fast_path_batches_equal_dataloaders_default_collate(tmp_path):
     for a, b in zip(ours, theirs):
         assert isinstance(a, tuple), "the item's own container type"
         same(a, b)
+
+
+def test_manifest_strings_reach_the_terminal_escaped(tmp_path):
+    """An export stream comes from elsewhere: an escape sequence in its
+    manifest (here the source URI: set the window title, clear the screen,
+    an 8-bit CSI) is printed escaped by cache import and cache ls, never
+    raw, and the entry still imports."""
+    uri = "python:\x1b]0;owned\x07\x1b[2J\x9b31m\u00e9t\u00e9"
+    shown = b"python:\\x1b]0;owned\\x07\\x1b[2J\\xc2\\x9b31m" + "\u00e9t\u00e9".encode()
+    e = _ssdfeed.ItemEntry(str(tmp_path / "a"), uri, "id-1", 4, fields)
+    for i in range(4):
+        e.get(i)
+    name = e.fingerprint
+    e.close()
+    tar = str(tmp_path / "e.tar")
+    r = subprocess.run(["ssdfeed", "cache", "export", name, "--to", tar, "--cache",
+                        str(tmp_path / "a")], capture_output=True)
+    assert r.returncode == 0, r.stderr
+
+    def check(*args):
+        r = subprocess.run(["ssdfeed", "cache", *args, "--cache", str(tmp_path / "b")],
+                           capture_output=True)
+        assert r.returncode == 0, r.stderr
+        for raw in (b"\x1b", b"\x07", b"\xc2\x9b"):
+            assert raw not in r.stdout + r.stderr, (args, r.stdout, r.stderr)
+        assert shown in r.stdout, r.stdout  # escaped, and the accented letters kept
+
+    check("import", tar)
+    check("ls")
+    r = subprocess.run(["ssdfeed", "cache", "ls", "--json", "--cache", str(tmp_path / "b")],
+                       capture_output=True)
+    assert r.returncode == 0, r.stderr
+    for raw in (b"\x1b", b"\x07", b"\xc2\x9b"):
+        assert raw not in r.stdout, r.stdout
+    [listed] = json.loads(r.stdout)
+    assert listed["source"] == uri, "JSON escapes: the URI reads back as it was"

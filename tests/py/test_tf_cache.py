@@ -265,3 +265,57 @@ def test_elements_across_several_part_entries(tmp_path, records):
     assert len(counts(cnt)) == computed, "a complete cache runs no parse"
     store = _tf_cache.Store(root, "parts", ds.element_spec, None, 7)
     assert [store.entry(p).present() for p in range(3)] == [7, 7, 6]
+
+
+class Squares:
+    """A map-style dataset for ssdfeed.cache (its items, beside tf.data's)."""
+
+    def __len__(self):
+        return 3
+
+    def __getitem__(self, i):
+        return np.full(2, i * i)
+
+
+def cache_ls(root):
+    r = subprocess.run(["ssdfeed", "cache", "ls", "--cache", root, "--json"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    text = subprocess.run(["ssdfeed", "cache", "ls", "--cache", root],
+                          capture_output=True, text=True)
+    assert text.returncode == 0, text.stderr
+    return ({e["spec_summary"]: e for e in json.loads(r.stdout)},
+            {line.split()[0]: line for line in text.stdout.splitlines()[1:]})
+
+
+def test_cache_ls_shows_tf_data_elements_counted_against_the_pipeline(tmp_path, records):
+    """A part entry is made 65536 items long before the pipeline's length is
+    known; ls counts its elements against the count the meta entry records
+    (unknown, "?", until a pass has reached the end), not against 65536."""
+    root = str(tmp_path / "c")
+    cached = ssdfeed.tf.cache(w.tfrecord_pipeline(records, str(tmp_path / "n")), key="ls-v1",
+                              cache=root)
+    for _ in cached.take(5):  # a pass left early: the count is still unknown
+        pass
+    js, text = cache_ls(root)
+    part, meta = js["tf.data elements"], js["tf.data element count"]
+    assert part["source"] == meta["source"] == "tf:ls-v1"
+    assert part["state"] == "partial" and part["items_total"] is None
+    assert part["items_present"] == part["samples_present"] >= 5
+    assert f"{part['items_present']}/?" in text[part["entry"][:12]]
+    assert meta["state"] == "partial" and meta["items_total"] == 1
+
+    assert served(cached) == expected()  # a whole pass: the count is recorded
+    cached_items = ssdfeed.cache(Squares(), key="squares", cache=root)
+    for i in range(len(cached_items)):
+        cached_items[i]
+    cached_items.close()
+    js, text = cache_ls(root)
+    part, meta, items = js["tf.data elements"], js["tf.data element count"], js["python items"]
+    assert (part["state"], part["items_present"], part["items_total"]) == ("complete", N, N)
+    assert (meta["state"], meta["items_present"], meta["items_total"]) == ("complete", 1, 1)
+    assert (items["state"], items["items_present"], items["items_total"]) == ("complete", 3, 3)
+    line = text[part["entry"][:12]]
+    assert "complete" in line and f"{N}/{N}" in line and "tf.data elements" in line
+    assert "65536" not in line
+    assert "3/3" in text[items["entry"][:12]] and "python items" in text[items["entry"][:12]]
