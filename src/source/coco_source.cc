@@ -7,7 +7,10 @@
 // with zero boxes; iscrowd boxes are left out unless crowd=1 (or
 // SourceOptions::coco_crowd). Boxes of an image keep the json's order.
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -128,14 +131,72 @@ bool SafeRelative(const std::string& name) {
   }
 }
 
+// json numbers as the C++ types they become. A cast of NaN, infinity or a
+// value beyond the type's range (1e30 to int64, 1e300 to float) is
+// undefined behaviour, so such values are refused instead of converted.
+// An id may be a float with a whole value (1.0), as Python writes them.
+bool ToInt64(const json& v, int64_t* out) {
+  if (v.is_number_unsigned()) {
+    if (v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) return false;
+    *out = static_cast<int64_t>(v.get<uint64_t>());
+    return true;
+  }
+  if (v.is_number_integer()) {
+    *out = v.get<int64_t>();
+    return true;
+  }
+  if (!v.is_number_float()) return false;
+  double d = v.get<double>();
+  // 2^63 is exact as a double; NaN fails both comparisons.
+  if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0) || d != std::trunc(d))
+    return false;
+  *out = static_cast<int64_t>(d);
+  return true;
+}
+
+bool ToFloat(double d, float* out) {
+  if (!std::isfinite(d) || std::fabs(d) > std::numeric_limits<float>::max()) return false;
+  *out = static_cast<float>(d);
+  return true;
+}
+
+// member `key` of object `o` as an int64, or Corruption naming `what`.
+Status IdOf(const json& o, const char* key, const std::string& where, const std::string& what,
+            int64_t* out) {
+  const json& v = o.at(key);
+  if (ToInt64(v, out)) return Status::OK();
+  return Status::Corruption(where + ": " + what + " " + v.dump() +
+                            " is not an integer that int64 holds");
+}
+
+// The annotation's bbox [x, y, w, h] as float32 xyxy.
+Status BoxOf(const json& a, const std::string& where, const std::string& ann, float xyxy[4]) {
+  const json& b = a.at("bbox");
+  if (!b.is_array() || b.size() != 4 || !b[0].is_number() || !b[1].is_number() ||
+      !b[2].is_number() || !b[3].is_number())
+    return Status::Corruption(where + ": " + ann + " bbox is not [x, y, width, height]");
+  double x = b[0].get<double>(), y = b[1].get<double>(), w = b[2].get<double>(),
+         h = b[3].get<double>();
+  const double v[4] = {x, y, x + w, y + h};
+  for (int k = 0; k < 4; ++k)
+    if (!ToFloat(v[k], &xyxy[k]))
+      return Status::Corruption(where + ": " + ann + " bbox " + b.dump() +
+                                " is not finite in float32 (each of x, y, x+width, y+height "
+                                "within +-3.4e38)");
+  return Status::OK();
+}
+
 // Parses the json's three lists into images (with their boxes) and the
 // category map; what does not fit COCO's schema is Corruption naming it.
 Status ParseCoco(const json& doc, const std::string& where, bool crowd,
                  std::vector<CocoImage>* images, std::vector<Source::Category>* categories) {
   if (!doc.is_object() || !doc.contains("images") || !doc["images"].is_array())
     return Status::Corruption(where + ": no \"images\" list (not COCO annotations)");
-  for (const auto& c : doc.value("categories", json::array()))
-    categories->push_back({c.at("id").get<int64_t>(), c.value("name", std::string())});
+  for (const auto& c : doc.value("categories", json::array())) {
+    Source::Category cat{0, c.value("name", std::string())};
+    SSDFEED_RETURN_IF_ERROR(IdOf(c, "id", where, "category id", &cat.id));
+    categories->push_back(std::move(cat));
+  }
   std::sort(categories->begin(), categories->end(),
             [](const auto& a, const auto& b) { return a.id < b.id; });
   std::map<int64_t, int64_t> cat_index;
@@ -145,7 +206,9 @@ Status ParseCoco(const json& doc, const std::string& where, bool crowd,
                                 " is listed twice");
   std::map<int64_t, size_t> by_id;
   for (const auto& im : doc["images"]) {
-    CocoImage c{im.at("id").get<int64_t>(), im.at("file_name").get<std::string>(), {}, {}};
+    CocoImage c;
+    SSDFEED_RETURN_IF_ERROR(IdOf(im, "id", where, "image id", &c.id));
+    c.file_name = im.at("file_name").get<std::string>();
     if (!SafeRelative(c.file_name))
       return Status::Corruption(where + ": image id " + std::to_string(c.id) + " file_name '" +
                                 c.file_name + "' is not a relative path inside IMAGES_DIR");
@@ -155,22 +218,24 @@ Status ParseCoco(const json& doc, const std::string& where, bool crowd,
   }
   for (const auto& a : doc.value("annotations", json::array())) {
     std::string ann = "annotation id " + (a.contains("id") ? a["id"].dump() : std::string("?"));
-    if (a.value("iscrowd", 0) != 0 && !crowd) continue;
-    auto im = by_id.find(a.at("image_id").get<int64_t>());
+    int64_t iscrowd = 0, image_id = 0, category_id = 0;
+    if (a.contains("iscrowd"))
+      SSDFEED_RETURN_IF_ERROR(IdOf(a, "iscrowd", where, ann + " iscrowd", &iscrowd));
+    if (iscrowd != 0 && !crowd) continue;
+    SSDFEED_RETURN_IF_ERROR(IdOf(a, "image_id", where, ann + " image_id", &image_id));
+    auto im = by_id.find(image_id);
     if (im == by_id.end())
       return Status::Corruption(where + ": " + ann + " names image id " + a["image_id"].dump() +
                                 ", which is not in \"images\"");
-    auto cat = cat_index.find(a.at("category_id").get<int64_t>());
+    SSDFEED_RETURN_IF_ERROR(IdOf(a, "category_id", where, ann + " category_id", &category_id));
+    auto cat = cat_index.find(category_id);
     if (cat == cat_index.end())
       return Status::Corruption(where + ": " + ann + " names category id " +
                                 a["category_id"].dump() + ", which is not in \"categories\"");
-    const json& b = a.at("bbox");
-    if (!b.is_array() || b.size() != 4)
-      return Status::Corruption(where + ": " + ann + " bbox is not [x, y, width, height]");
-    auto x = b[0].get<double>(), y = b[1].get<double>(), w = b[2].get<double>(),
-         h = b[3].get<double>();
+    float xyxy[4];
+    SSDFEED_RETURN_IF_ERROR(BoxOf(a, where, ann, xyxy));
     CocoImage& dst = (*images)[im->second];
-    for (double v : {x, y, x + w, y + h}) dst.boxes.push_back(static_cast<float>(v));
+    dst.boxes.insert(dst.boxes.end(), xyxy, xyxy + 4);
     dst.classes.push_back(cat->second);
   }
   std::sort(images->begin(), images->end(), [](const CocoImage& a, const CocoImage& b) {

@@ -552,5 +552,51 @@ TEST(CocoSource, MissingImageAndBadJsonAreNamed) {
       << unknown.status().message();
 }
 
+// Ids and boxes beyond what int64 / float32 hold (1e30, 9.3e18, 1e300)
+// would be undefined conversions: each is an error naming the json file and
+// the image, category or annotation. (1e999 does not even parse: the json
+// reader's overflow error names the file.)
+TEST(CocoSource, OutOfRangeNumbersAreNamedErrors) {
+  test::TempDir dir;
+  std::string uri = MakeCoco(dir);
+  struct Case {
+    std::string image, category, ann, says;
+  };
+  const std::string img = R"({"id": 1, "file_name": "a.jpg"})";
+  const std::string cat = R"({"id": 4, "name": "x"})";
+  const std::string ann = R"({"id": 9, "image_id": 1, "category_id": 4, "bbox": [0,0,1,1]})";
+  auto open = [&](const Case& c) {
+    WriteFile(dir.Sub("ann.json"), "{\"images\": [" + c.image + "], \"categories\": [" +
+                                       c.category + "], \"annotations\": [" + c.ann + "]}");
+    return OpenSource(uri);
+  };
+  for (const Case& c : std::vector<Case>{
+           {R"({"id": 1e30, "file_name": "a.jpg"})", cat, "", "image id 1e+30"},
+           {R"({"id": -9.3e18, "file_name": "a.jpg"})", cat, "", "image id -9.3e+18"},
+           {R"({"id": 9223372036854775808, "file_name": "a.jpg"})", cat, "", "image id"},
+           {R"({"id": -1e999, "file_name": "a.jpg"})", cat, "", "number overflow"},
+           {R"({"id": 1.5, "file_name": "a.jpg"})", cat, "", "image id 1.5"},
+           {img, R"({"id": 1e30, "name": "x"})", "", "category id 1e+30"},
+           {img, cat, R"({"id": 9, "image_id": 1e30, "category_id": 4, "bbox": [0,0,1,1]})",
+            "annotation id 9 image_id"},
+           {img, cat, R"({"id": 9, "image_id": 1, "category_id": 1e19, "bbox": [0,0,1,1]})",
+            "annotation id 9 category_id"},
+           {img, cat, R"({"id": 9, "image_id": 1, "category_id": 4, "bbox": [1e300,0,1,1]})",
+            "annotation id 9 bbox"},
+           {img, cat, R"({"id": 9, "image_id": 1, "category_id": 4, "bbox": [0,-1e39,1,1]})",
+            "annotation id 9 bbox"},
+           {img, cat, R"({"id": 9, "image_id": 1, "category_id": 4, "bbox": [3e38,0,3e38,1]})",
+            "annotation id 9 bbox"}}) {
+    auto src = open(c);
+    ASSERT_FALSE(src.ok()) << c.image << " " << c.category << " " << c.ann;
+    EXPECT_TRUE(src.status().IsCorruption()) << src.status().ToString();
+    EXPECT_NE(src.status().message().find(dir.Sub("ann.json")), std::string::npos)
+        << src.status().message();
+    EXPECT_NE(src.status().message().find(c.says), std::string::npos) << src.status().message();
+  }
+  auto integral = open({R"({"id": 1.0, "file_name": "a.jpg"})", cat, ann, ""});
+  ASSERT_TRUE(integral.ok()) << integral.status().ToString();
+}
+
 }  // namespace
 }  // namespace ssdfeed
