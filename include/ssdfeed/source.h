@@ -43,6 +43,15 @@ struct SourceOptions {
   std::vector<FieldSpec> fields;
   // coco: also keep boxes marked iscrowd. Default false (left out).
   bool coco_crowd = false;
+  // folder:, files: and coco: read only files that lie inside the source's
+  // root folder (DIR, ROOT, IMAGES_DIR) once every symlink is resolved;
+  // links that stay inside it are followed. A link leaving it is an error
+  // naming the file and its target: whoever can write a shared dataset
+  // folder could otherwise link a file there to the reader's own files
+  // (~/.ssh/...) and read them back from a group-shared cache entry. True
+  // follows links anywhere (datasets assembled from links to other
+  // disks); the URI can set it too: "?follow_links=1". Default false.
+  bool follow_links = false;
 };
 
 struct EncodedSample {
@@ -104,7 +113,8 @@ bool IsImageLess(const Source& source);
 // URI may end in "?allow_empty=1" (or 0/true/false): see allow_empty_classes.
 // A tar URI may end in "?FIELD=EXT&..." ("?image=jpg&mask=seg.png"): fields
 // as SourceOptions::fields gives them (the URI's win). Origin files and
-// folders are read through symlinks. docs/layouts.md.
+// folders are read through symlinks; those of folder:, files: and coco:
+// only while they stay inside the root (follow_links). docs/layouts.md.
 Result<std::unique_ptr<Source>> OpenSource(const std::string& uri, const SourceOptions& opts = {});
 
 // Expands brace ranges ({000..099}, {a,b}) and then shell globs (* ? [..]

@@ -27,6 +27,7 @@ EntryKey MakeEntryKey(const Source& source, const SourceOptions& so, const Prepa
     j["fields"] = fields;
   }
   if (so.coco_crowd) j["coco_crowd"] = true;
+  if (so.follow_links) j["follow_links"] = true;
   k.prepare_json = j.dump();
   return k;
 }
@@ -43,6 +44,7 @@ Status ParsePrepareJson(const std::string& text, PrepareSpec* spec, SourceOption
     so->label_key = j.value("label_key", "");
     so->allow_empty_classes = j.value("allow_empty_classes", false);
     so->coco_crowd = j.value("coco_crowd", false);
+    so->follow_links = j.value("follow_links", false);
     so->fields.clear();
     for (const auto& f : j.value("fields", nlohmann::json::array())) {
       int kind = f.at(1).get<int>();

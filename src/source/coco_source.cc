@@ -6,6 +6,8 @@
 // whatever order the json lists them in. An image without annotations stays
 // with zero boxes; iscrowd boxes are left out unless crowd=1 (or
 // SourceOptions::coco_crowd). Boxes of an image keep the json's order.
+// Images are read through links only while they stay inside IMAGES_DIR
+// (follow_links=1: anywhere); the annotations file is read as named.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -15,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "source/field_specs.h"
+#include "source/origin_root.h"
 #include "source/shard_files.h"
 #include "source/sources.h"
 
@@ -35,7 +38,8 @@ class CocoSource final : public Source {
  public:
   CocoSource(std::string uri, std::string annotations, std::vector<CocoImage> images,
              std::vector<InputFile> files, std::vector<Category> categories, bool crowd,
-             size_t skipped, std::vector<std::string> reasons, Env* env)
+             size_t skipped, std::vector<std::string> reasons, RandomAccessFileOptions read,
+             Env* env)
       : uri_(std::move(uri)),
         annotations_(std::move(annotations)),
         images_(std::move(images)),
@@ -43,6 +47,7 @@ class CocoSource final : public Source {
         categories_(std::move(categories)),
         skipped_(skipped),
         reasons_(std::move(reasons)),
+        read_(std::move(read)),
         env_(env) {
     std::string extra = FieldsIdentity(fields()) + (crowd ? "|crowd" : "|nocrowd") + "|categories";
     for (size_t k = 0; k < categories_.size(); ++k) {
@@ -65,7 +70,7 @@ class CocoSource final : public Source {
     for (int64_t c : im.classes) AppendInt64(c, &classes.bytes);
     out->fields.push_back(std::move(boxes));
     out->fields.push_back(std::move(classes));
-    return env_->ReadFileToString(files_[id + 1].path, &out->bytes, OriginReadOptions());
+    return env_->ReadFileToString(files_[id + 1].path, &out->bytes, read_);
   }
   std::string Describe(size_t id) const override {
     return files_[id + 1].path + " (" + annotations_ + " image id " +
@@ -90,6 +95,7 @@ class CocoSource final : public Source {
   std::vector<Category> categories_;
   size_t skipped_;
   std::vector<std::string> reasons_;
+  RandomAccessFileOptions read_;
   Env* env_;
   std::string identity_;
 };
@@ -97,6 +103,7 @@ class CocoSource final : public Source {
 struct CocoQuery {
   std::string annotations;
   bool crowd = false;
+  bool follow_links = false;
 };
 
 Status ParseCocoQuery(const std::string& uri, const std::string& query, CocoQuery* q) {
@@ -107,9 +114,11 @@ Status ParseCocoQuery(const std::string& uri, const std::string& query, CocoQuer
       q->annotations = v;
     } else if (k == "crowd" && (v == "0" || v == "1" || v == "true" || v == "false")) {
       q->crowd = v == "1" || v == "true";
+    } else if (k == "follow_links" && (v == "0" || v == "1" || v == "true" || v == "false")) {
+      q->follow_links = v == "1" || v == "true";
     } else {
       return Status::InvalidArgument(uri + ": unknown or bad option '" + k + "=" + v +
-                                     "' (annotations=FILE.json, crowd=0|1)");
+                                     "' (annotations=FILE.json, crowd=0|1, follow_links=0|1)");
     }
   }
   if (q->annotations.empty())
@@ -264,11 +273,13 @@ Result<std::unique_ptr<Source>> OpenCocoSource(const std::string& uri, const std
   std::string dir = spec.substr(0, q);
   CocoQuery query;
   query.crowd = opts.coco_crowd;
+  query.follow_links = opts.follow_links;
   SSDFEED_RETURN_IF_ERROR(
       ParseCocoQuery(uri, q == std::string::npos ? "" : spec.substr(q + 1), &query));
   Env* env = opts.env;
   SSDFEED_ASSIGN_OR_RETURN(FileInfo root, env->Stat(dir));
   if (!root.is_dir) return Status::InvalidArgument(dir + ": not a directory");
+  SSDFEED_ASSIGN_OR_RETURN(OriginRoot origin, OriginRoot::Open(env, dir, query.follow_links));
   std::vector<CocoImage> found;
   std::vector<Source::Category> categories;
   SSDFEED_RETURN_IF_ERROR(LoadCoco(env, query.annotations, query.crowd, &found, &categories));
@@ -277,7 +288,11 @@ Result<std::unique_ptr<Source>> OpenCocoSource(const std::string& uri, const std
   std::vector<CocoImage> images;
   std::vector<std::string> reasons;
   for (auto& im : found) {
-    auto f = StatInput(env, JoinPath(dir, im.file_name));
+    std::string path = JoinPath(dir, im.file_name);
+    Status inside = origin.Check(path);
+    if (!inside.ok())  // never skipped: the user must see it
+      return inside.WithContext(query.annotations + ": image id " + std::to_string(im.id));
+    auto f = StatInput(env, path);
     if (!f.ok()) {
       Status why = Status::NotFound(query.annotations + ": image id " + std::to_string(im.id) +
                                     ": " + f.status().message());
@@ -290,9 +305,9 @@ Result<std::unique_ptr<Source>> OpenCocoSource(const std::string& uri, const std
   }
   if (images.empty()) return Status::NotFound(uri + ": no images");
   size_t skipped = reasons.size();
-  return std::unique_ptr<Source>(new CocoSource(uri, query.annotations, std::move(images),
-                                                std::move(files), std::move(categories),
-                                                query.crowd, skipped, std::move(reasons), env));
+  return std::unique_ptr<Source>(new CocoSource(
+      uri, query.annotations, std::move(images), std::move(files), std::move(categories),
+      query.crowd, skipped, std::move(reasons), origin.ReadOptions(), env));
 }
 
 }  // namespace ssdfeed

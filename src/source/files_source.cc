@@ -7,9 +7,12 @@
 // mask=gtFine/train/{stem}_gtFine_labelIds.png (stem "aachen/aachen_..").
 // Ids follow the sorted stems. A stem without one of the other files is an
 // error naming both (left out, named and counted under on_error=skip).
+// Option beside the patterns: follow_links=1 (links are otherwise followed
+// only inside ROOT).
 #include <algorithm>
 
 #include "source/field_specs.h"
+#include "source/origin_root.h"
 #include "source/shard_files.h"
 #include "source/sources.h"
 
@@ -36,9 +39,10 @@ Result<Pattern> SplitPattern(const FieldSpec& f, const std::string& uri) {
   return Pattern{f.key.substr(0, at), f.key.substr(at + kStem.size())};
 }
 
-// Every regular file under dir (through links, dot-names left out), as
-// paths relative to dir; depth is capped so a link loop ends.
-Status Walk(Env* env, const std::string& dir, const std::string& rel, int depth,
+// Every regular file under dir (through links that stay inside the root,
+// dot-names left out), as paths relative to dir; depth is capped so a link
+// loop ends.
+Status Walk(Env* env, const std::string& dir, const std::string& rel, int depth, OriginRoot* root,
             std::vector<std::string>* out) {
   if (depth > 32) return Status::InvalidArgument(dir + ": folders nested over 32 deep (a loop?)");
   std::vector<std::string> names;
@@ -48,16 +52,19 @@ Status Walk(Env* env, const std::string& dir, const std::string& rel, int depth,
     std::string r = rel.empty() ? n : rel + "/" + n;
     auto info = env->Stat(JoinPath(dir, r));
     if (!info.ok()) continue;  // a broken link is no file
-    if (info->is_dir)
-      SSDFEED_RETURN_IF_ERROR(Walk(env, dir, r, depth + 1, out));
-    else if (info->is_regular)
+    if (info->is_dir) {
+      SSDFEED_RETURN_IF_ERROR(root->Check(JoinPath(dir, r)));
+      SSDFEED_RETURN_IF_ERROR(Walk(env, dir, r, depth + 1, root, out));
+    } else if (info->is_regular) {
       out->push_back(r);
+    }
   }
   return Status::OK();
 }
 
 // The stems the pattern matches under root, sorted.
-Result<std::vector<std::string>> FindStems(Env* env, const std::string& root, const Pattern& p) {
+Result<std::vector<std::string>> FindStems(Env* env, const std::string& root, const Pattern& p,
+                                           OriginRoot* origin) {
   size_t slash = p.prefix.find_last_of('/');
   std::string dir = slash == std::string::npos ? "" : p.prefix.substr(0, slash);
   std::string head = slash == std::string::npos ? p.prefix : p.prefix.substr(slash + 1);
@@ -65,7 +72,8 @@ Result<std::vector<std::string>> FindStems(Env* env, const std::string& root, co
   SSDFEED_ASSIGN_OR_RETURN(FileInfo info, env->Stat(base));
   if (!info.is_dir) return Status::InvalidArgument(base + ": not a directory");
   std::vector<std::string> rels, stems;
-  SSDFEED_RETURN_IF_ERROR(Walk(env, base, "", 0, &rels));
+  SSDFEED_RETURN_IF_ERROR(origin->Check(base));
+  SSDFEED_RETURN_IF_ERROR(Walk(env, base, "", 0, origin, &rels));
   for (const auto& r : rels) {
     if (r.size() <= head.size() + p.suffix.size() || r.compare(0, head.size(), head) != 0 ||
         r.compare(r.size() - p.suffix.size(), p.suffix.size(), p.suffix) != 0)
@@ -85,13 +93,14 @@ class FilesSource final : public Source {
  public:
   FilesSource(std::string uri, std::vector<FilesField> fields, std::vector<std::string> stems,
               std::vector<InputFile> files, size_t skipped, std::vector<std::string> reasons,
-              Env* env)
+              RandomAccessFileOptions read, Env* env)
       : uri_(std::move(uri)),
         fields_(std::move(fields)),
         stems_(std::move(stems)),
         files_(std::move(files)),
         skipped_(skipped),
         reasons_(std::move(reasons)),
+        read_(std::move(read)),
         env_(env) {
     identity_ = IdentityDigest("files", files_, FieldsIdentity(FilesSource::fields()));
   }
@@ -108,7 +117,7 @@ class FilesSource final : public Source {
         out->fields.push_back({f.name, f.kind, {}, false, path});
         dst = &out->fields.back().bytes;
       }
-      SSDFEED_RETURN_IF_ERROR(env_->ReadFileToString(path, dst, OriginReadOptions()));
+      SSDFEED_RETURN_IF_ERROR(env_->ReadFileToString(path, dst, read_));
       if (f.kind != FieldKind::kLabel) continue;
       int64_t label = 0;
       if (!ParseDecimalLabel(*dst, &label))
@@ -144,18 +153,42 @@ class FilesSource final : public Source {
   std::vector<InputFile> files_;  // stem-major: fields_.size() per stem
   size_t skipped_;
   std::vector<std::string> reasons_;
+  RandomAccessFileOptions read_;
   Env* env_;
   std::string identity_;
 };
 
+// The URI's query: FIELD=PATTERN pairs and the options beside them.
+struct FilesQuery {
+  std::vector<std::pair<std::string, std::string>> patterns;
+  bool follow_links = false;
+};
+
+Status ParseFilesQuery(const std::string& uri, const std::string& query, bool follow_links,
+                       FilesQuery* q) {
+  q->follow_links = follow_links;
+  if (query.empty()) return Status::OK();
+  std::vector<std::pair<std::string, std::string>> pairs;
+  SSDFEED_RETURN_IF_ERROR(ParseQuery(query, uri, &pairs));
+  for (auto& [key, value] : pairs) {
+    if (key == "follow_links") {
+      if (value != "0" && value != "1" && value != "true" && value != "false")
+        return Status::InvalidArgument(uri + ": follow_links must be 0 or 1, not '" + value + "'");
+      q->follow_links = value == "1" || value == "true";
+    } else {
+      q->patterns.emplace_back(key, value);
+    }
+  }
+  return Status::OK();
+}
+
 // The URI's FIELD=PATTERN pairs (else the options' fields), kinds resolved
 // (an option naming the same field may give its kind), the image first.
-Result<std::vector<FilesField>> ParseFields(const std::string& uri, const std::string& query,
-                                            const SourceOptions& opts) {
+Result<std::vector<FilesField>> ParseFields(
+    const std::string& uri, const std::vector<std::pair<std::string, std::string>>& pairs,
+    const SourceOptions& opts) {
   std::vector<FieldSpec> specs;
-  if (!query.empty()) {
-    std::vector<std::pair<std::string, std::string>> pairs;
-    SSDFEED_RETURN_IF_ERROR(ParseQuery(query, uri, &pairs));
+  if (!pairs.empty()) {
     for (auto& [name, pattern] : pairs) {
       FieldKind kind = FieldKind::kAuto;
       for (const auto& o : opts.fields)
@@ -185,11 +218,14 @@ Result<std::unique_ptr<Source>> OpenFilesSource(const std::string& uri, const st
                                                 const SourceOptions& opts) {
   size_t q = spec.find('?');
   std::string root = spec.substr(0, q);
-  std::string query = q == std::string::npos ? "" : spec.substr(q + 1);
+  FilesQuery query;
+  SSDFEED_RETURN_IF_ERROR(ParseFilesQuery(uri, q == std::string::npos ? "" : spec.substr(q + 1),
+                                          opts.follow_links, &query));
   if (root.empty()) return Status::InvalidArgument(uri + ": no ROOT folder before '?'");
-  SSDFEED_ASSIGN_OR_RETURN(auto fields, ParseFields(uri, query, opts));
+  SSDFEED_ASSIGN_OR_RETURN(auto fields, ParseFields(uri, query.patterns, opts));
   Env* env = opts.env;
-  SSDFEED_ASSIGN_OR_RETURN(auto found, FindStems(env, root, fields[0].pattern));
+  SSDFEED_ASSIGN_OR_RETURN(OriginRoot origin, OriginRoot::Open(env, root, query.follow_links));
+  SSDFEED_ASSIGN_OR_RETURN(auto found, FindStems(env, root, fields[0].pattern, &origin));
   std::vector<std::string> stems, reasons;
   std::vector<InputFile> files;
   for (const auto& stem : found) {
@@ -197,6 +233,7 @@ Result<std::unique_ptr<Source>> OpenFilesSource(const std::string& uri, const st
     Status missing;
     for (const auto& f : fields) {
       std::string path = f.pattern.Path(root, stem);
+      SSDFEED_RETURN_IF_ERROR(origin.Check(path));  // never skipped: the user must see it
       auto info = env->Stat(path);
       if (!info.ok() || info->is_dir) {
         missing = Status::NotFound(uri + ": stem '" + stem + "' has no '" + f.spec.name +
@@ -221,7 +258,7 @@ Result<std::unique_ptr<Source>> OpenFilesSource(const std::string& uri, const st
   size_t skipped = reasons.size();
   return std::unique_ptr<Source>(new FilesSource(uri, std::move(fields), std::move(stems),
                                                  std::move(files), skipped, std::move(reasons),
-                                                 env));
+                                                 origin.ReadOptions(), env));
 }
 
 }  // namespace ssdfeed
