@@ -52,6 +52,13 @@ struct SourceOptions {
   // follows links anywhere (datasets assembled from links to other
   // disks); the URI can set it too: "?follow_links=1". Default false.
   bool follow_links = false;
+  // files: serve only these stems (a split such as VOC's
+  // ImageSets/Segmentation/train.txt), still in sorted stem order; a stem
+  // without its files is an error naming it (skipped under on_error skip).
+  // The URI's "split=FILE" (relative to ROOT, one stem per line) reads
+  // them from a file instead; giving both is an error. Empty: every stem
+  // the image pattern finds. The files it selects make the identity.
+  std::vector<std::string> stems;
 };
 
 struct EncodedSample {

@@ -261,7 +261,8 @@ void BindOptions(nb::module_& m) {
           "[(name, kind, key), ...]: the fields each sample gives (empty: the layout's "
           "default).")
       .def_rw("coco_crowd", &SourceOptions::coco_crowd)
-      .def_rw("follow_links", &SourceOptions::follow_links);
+      .def_rw("follow_links", &SourceOptions::follow_links)
+      .def_rw("stems", &SourceOptions::stems);
 
   m.def(
       "field_kinds",

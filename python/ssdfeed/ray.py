@@ -71,7 +71,7 @@ def _pack_args(spec: dict, cache):
     o = _ssdfeed.LoaderOptions()
     _fill_source_side(o, kw["source"], kw["cache"], kw.get("prepare", Prepare()),
                       kw.get("on_error", "raise"), kw.get("image_key"), kw.get("label_key"),
-                      kw.get("fields"))
+                      kw.get("fields"), kw.get("stems"))
     return o
 
 

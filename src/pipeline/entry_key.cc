@@ -28,6 +28,7 @@ EntryKey MakeEntryKey(const Source& source, const SourceOptions& so, const Prepa
   }
   if (so.coco_crowd) j["coco_crowd"] = true;
   if (so.follow_links) j["follow_links"] = true;
+  if (!so.stems.empty()) j["stems"] = so.stems;
   k.prepare_json = j.dump();
   return k;
 }
@@ -45,6 +46,7 @@ Status ParsePrepareJson(const std::string& text, PrepareSpec* spec, SourceOption
     so->allow_empty_classes = j.value("allow_empty_classes", false);
     so->coco_crowd = j.value("coco_crowd", false);
     so->follow_links = j.value("follow_links", false);
+    so->stems = j.value("stems", std::vector<std::string>());
     so->fields.clear();
     for (const auto& f : j.value("fields", nlohmann::json::array())) {
       int kind = f.at(1).get<int>();

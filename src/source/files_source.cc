@@ -7,9 +7,11 @@
 // mask=gtFine/train/{stem}_gtFine_labelIds.png (stem "aachen/aachen_..").
 // Ids follow the sorted stems. A stem without one of the other files is an
 // error naming both (left out, named and counted under on_error=skip).
-// Option beside the patterns: follow_links=1 (links are otherwise followed
-// only inside ROOT).
+// Options beside the patterns: split=FILE (relative to ROOT, one stem per
+// line: only those stems, as VOC's ImageSets/Segmentation/train.txt) and
+// follow_links=1 (links are otherwise followed only inside ROOT).
 #include <algorithm>
+#include <set>
 
 #include "source/field_specs.h"
 #include "source/origin_root.h"
@@ -161,6 +163,7 @@ class FilesSource final : public Source {
 // The URI's query: FIELD=PATTERN pairs and the options beside them.
 struct FilesQuery {
   std::vector<std::pair<std::string, std::string>> patterns;
+  std::string split;  // split=FILE, relative to ROOT
   bool follow_links = false;
 };
 
@@ -171,7 +174,9 @@ Status ParseFilesQuery(const std::string& uri, const std::string& query, bool fo
   std::vector<std::pair<std::string, std::string>> pairs;
   SSDFEED_RETURN_IF_ERROR(ParseQuery(query, uri, &pairs));
   for (auto& [key, value] : pairs) {
-    if (key == "follow_links") {
+    if (key == "split") {
+      q->split = value;
+    } else if (key == "follow_links") {
       if (value != "0" && value != "1" && value != "true" && value != "false")
         return Status::InvalidArgument(uri + ": follow_links must be 0 or 1, not '" + value + "'");
       q->follow_links = value == "1" || value == "true";
@@ -180,6 +185,68 @@ Status ParseFilesQuery(const std::string& uri, const std::string& query, bool fo
     }
   }
   return Status::OK();
+}
+
+// A relative name that stays below where it is joined: no leading '/', no
+// ".." component.
+bool StaysBelow(const std::string& name) {
+  if (name.empty() || name[0] == '/') return false;
+  for (size_t at = 0; at <= name.size();) {
+    size_t slash = std::min(name.find('/', at), name.size());
+    if (name.compare(at, slash - at, "..") == 0) return false;
+    at = slash + 1;
+  }
+  return true;
+}
+
+// The stems a split file lists, one per line (blank lines and trailing
+// spaces or CR ignored), sorted. A line of two words (VOC's per-class
+// lists: "2008_000008 -1") or a stem listed twice is an error naming the
+// file and the line.
+Result<std::vector<std::string>> ReadSplit(Env* env, const std::string& path,
+                                           const RandomAccessFileOptions& read) {
+  std::string text;
+  SSDFEED_RETURN_IF_ERROR(env->ReadFileToString(path, &text, read));
+  std::vector<std::string> stems;
+  std::set<std::string> seen;
+  size_t line = 0;
+  for (size_t at = 0; at < text.size();) {
+    size_t end = std::min(text.find('\n', at), text.size());
+    std::string stem = text.substr(at, end - at);
+    at = end + 1;
+    ++line;
+    while (!stem.empty() && (stem.back() == '\r' || stem.back() == ' ' || stem.back() == '\t'))
+      stem.pop_back();
+    if (stem.empty()) continue;
+    std::string where = path + " line " + std::to_string(line) + ": ";
+    if (stem.find_first_of(" \t") != std::string::npos)
+      return Status::InvalidArgument(where + "'" + stem +
+                                     "' is not one stem (a split lists one stem per line)");
+    if (!StaysBelow(stem))
+      return Status::InvalidArgument(where + "stem '" + stem +
+                                     "' is not a relative name without '..'");
+    if (!seen.insert(stem).second)
+      return Status::InvalidArgument(where + "stem '" + stem + "' is listed twice");
+    stems.push_back(std::move(stem));
+  }
+  if (stems.empty()) return Status::InvalidArgument(path + ": the split lists no stem");
+  std::sort(stems.begin(), stems.end());
+  return stems;
+}
+
+// SourceOptions::stems, checked as a split file's lines are, sorted.
+Result<std::vector<std::string>> GivenStems(const std::string& uri,
+                                            std::vector<std::string> stems) {
+  std::set<std::string> seen;
+  for (const auto& s : stems) {
+    if (!StaysBelow(s))
+      return Status::InvalidArgument(uri + ": stem '" + s +
+                                     "' is not a relative name without '..'");
+    if (!seen.insert(s).second)
+      return Status::InvalidArgument(uri + ": stem '" + s + "' is given twice");
+  }
+  std::sort(stems.begin(), stems.end());
+  return stems;
 }
 
 // The URI's FIELD=PATTERN pairs (else the options' fields), kinds resolved
@@ -212,6 +279,24 @@ Result<std::vector<FilesField>> ParseFields(
   return out;
 }
 
+// The stems to serve: the split's or the options' when given, else every
+// stem the image pattern finds.
+Result<std::vector<std::string>> StemsToServe(Env* env, const std::string& uri,
+                                              const std::string& root, const FilesQuery& q,
+                                              const SourceOptions& opts, const Pattern& image,
+                                              OriginRoot* origin) {
+  if (!q.split.empty() && !opts.stems.empty())
+    return Status::InvalidArgument(uri + ": both a split file and a list of stems; give one");
+  if (!opts.stems.empty()) return GivenStems(uri, opts.stems);
+  if (q.split.empty()) return FindStems(env, root, image, origin);
+  if (!StaysBelow(q.split))
+    return Status::InvalidArgument(uri + ": split '" + q.split +
+                                   "' must be a path relative to ROOT without '..'");
+  std::string path = JoinPath(root, q.split);
+  SSDFEED_RETURN_IF_ERROR(origin->Check(path));
+  return ReadSplit(env, path, origin->ReadOptions());
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Source>> OpenFilesSource(const std::string& uri, const std::string& spec,
@@ -225,7 +310,8 @@ Result<std::unique_ptr<Source>> OpenFilesSource(const std::string& uri, const st
   SSDFEED_ASSIGN_OR_RETURN(auto fields, ParseFields(uri, query.patterns, opts));
   Env* env = opts.env;
   SSDFEED_ASSIGN_OR_RETURN(OriginRoot origin, OriginRoot::Open(env, root, query.follow_links));
-  SSDFEED_ASSIGN_OR_RETURN(auto found, FindStems(env, root, fields[0].pattern, &origin));
+  SSDFEED_ASSIGN_OR_RETURN(auto found,
+                           StemsToServe(env, uri, root, query, opts, fields[0].pattern, &origin));
   std::vector<std::string> stems, reasons;
   std::vector<InputFile> files;
   for (const auto& stem : found) {

@@ -448,6 +448,95 @@ TEST(FilesSource, BadPatternsAndS3AreClearErrors) {
   EXPECT_NE(s3.status().message().find("not supported"), std::string::npos);
 }
 
+// A VOC-like tree: four stems, ImageSets/Segmentation/{train,val}.txt.
+std::string MakeVocSplits(const test::TempDir& dir) {
+  for (std::string stem : {"2007_000032", "2007_000033", "2007_000039", "2007_000042"}) {
+    WriteFile(dir.Sub("JPEGImages/" + stem + ".jpg"), "JPG" + stem);
+    WriteFile(dir.Sub("SegmentationClass/" + stem + ".png"), "PNG" + stem);
+  }
+  WriteFile(dir.Sub("ImageSets/Segmentation/train.txt"), "2007_000039\r\n2007_000032\n\n");
+  WriteFile(dir.Sub("ImageSets/Segmentation/val.txt"), "2007_000033\n2007_000042  \n");
+  return "files:" + dir.path() + "?image=JPEGImages/{stem}.jpg&mask=SegmentationClass/{stem}.png";
+}
+
+std::vector<std::string> Images(const Source& src) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < src.size(); ++i) {
+    EncodedSample s;
+    EXPECT_TRUE(src.Read(i, &s).ok());
+    out.push_back(s.bytes);
+  }
+  return out;
+}
+
+TEST(FilesSource, SplitFileServesItsStemsInSortedOrder) {
+  test::TempDir dir;
+  std::string uri = MakeVocSplits(dir);
+  auto train = OpenSource(uri + "&split=ImageSets/Segmentation/train.txt");
+  auto val = OpenSource(uri + "&split=ImageSets/Segmentation/val.txt");
+  auto all = OpenSource(uri);
+  ASSERT_TRUE(train.ok()) << train.status().ToString();
+  ASSERT_TRUE(val.ok() && all.ok());
+  EXPECT_EQ(Images(**train), (std::vector<std::string>{"JPG2007_000032", "JPG2007_000039"}));
+  EXPECT_EQ(Images(**val), (std::vector<std::string>{"JPG2007_000033", "JPG2007_000042"}));
+  EXPECT_EQ((*all)->size(), 4u);
+  EXPECT_NE((*train)->identity(), (*val)->identity());
+  EXPECT_NE((*train)->identity(), (*all)->identity());
+  EncodedSample s;
+  ASSERT_TRUE((*train)->Read(1, &s).ok());
+  EXPECT_EQ(s.fields[0].bytes, "PNG2007_000039");
+  // The same stems as a list (the Python stems= argument): the same source.
+  SourceOptions o;
+  o.stems = {"2007_000039", "2007_000032"};
+  auto listed = OpenSource(uri, o);
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  EXPECT_EQ((*listed)->identity(), (*train)->identity());
+  auto both = OpenSource(uri + "&split=ImageSets/Segmentation/train.txt", o);
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.status().message().find("give one"), std::string::npos);
+}
+
+TEST(FilesSource, SplitStemWithoutFilesOrBadLinesAreNamed) {
+  test::TempDir dir;
+  std::string uri = MakeVocSplits(dir);
+  WriteFile(dir.Sub("ImageSets/Segmentation/train.txt"), "2007_000032\n2007_000099\n");
+  auto missing = OpenSource(uri + "&split=ImageSets/Segmentation/train.txt");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("stem '2007_000099' has no 'image' file (" +
+                                            dir.Sub("JPEGImages/2007_000099.jpg")),
+            std::string::npos)
+      << missing.status().message();
+  SourceOptions skip;
+  skip.on_error = OnError::kSkip;
+  auto skipped = OpenSource(uri + "&split=ImageSets/Segmentation/train.txt", skip);
+  ASSERT_TRUE(skipped.ok());
+  EXPECT_EQ((*skipped)->size(), 1u);
+  EXPECT_EQ((*skipped)->skipped(), 1u);
+  struct Bad {
+    std::string text, says;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {"2007_000032\n2008_000008 -1\n", "line 2: '2008_000008 -1' is not one stem"},
+           {"2007_000032\n2007_000032\n", "line 2: stem '2007_000032' is listed twice"},
+           {"../JPEGImages/2007_000032\n", "line 1: stem '../JPEGImages/2007_000032'"},
+           {"\n\n", "lists no stem"}}) {
+    WriteFile(dir.Sub("ImageSets/Segmentation/bad.txt"), b.text);
+    auto bad = OpenSource(uri + "&split=ImageSets/Segmentation/bad.txt");
+    ASSERT_FALSE(bad.ok()) << b.text;
+    EXPECT_NE(bad.status().message().find(dir.Sub("ImageSets/Segmentation/bad.txt")),
+              std::string::npos)
+        << bad.status().message();
+    EXPECT_NE(bad.status().message().find(b.says), std::string::npos) << bad.status().message();
+  }
+  auto absent = OpenSource(uri + "&split=ImageSets/Segmentation/nope.txt");
+  ASSERT_FALSE(absent.ok());
+  EXPECT_NE(absent.status().message().find("nope.txt"), std::string::npos);
+  EXPECT_FALSE(OpenSource(uri + "&split=../train.txt").ok());
+  SourceOptions twice;
+  twice.stems = {"2007_000032", "2007_000032"};
+  EXPECT_FALSE(OpenSource(uri, twice).ok());
+}
+
 // --- coco: ----------------------------------------------------------------
 
 const char* kCoco = R"({
