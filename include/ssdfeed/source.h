@@ -38,7 +38,9 @@ struct SourceOptions {
   // The fields each sample gives beyond the default (image and, where the
   // layout has one, the class label). tar: WebDataset member extensions
   // ({"image","jpg"}, {"mask","seg.png"}, {"depth","npy"}); tfrecord:
-  // feature keys; files: the URI's own FIELD=PATTERN pairs win; coco: fixed.
+  // feature keys; files: the URI's own FIELD=PATTERN pairs win; coco: the
+  // fields given on request beyond image, boxes and classes, by COCO key
+  // ("image_id", "iscrowd"; the URI's "fields=KEY,..." wins).
   // Empty: the layout's default fields. Part of the source identity.
   std::vector<FieldSpec> fields;
   // coco: also keep boxes marked iscrowd. Default false (left out).

@@ -1,7 +1,10 @@
-// coco:IMAGES_DIR?annotations=FILE.json[&crowd=1] — COCO object detection.
-// Fields: image (IMAGES_DIR/file_name), boxes (bbox [x,y,w,h] as float32
-// xyxy in the image's pixels) and classes (category ids mapped to 0..K-1 in
-// id order; the map is part of the identity and categories() gives it).
+// coco:IMAGES_DIR?annotations=FILE.json[&crowd=1][&fields=image_id,iscrowd]
+// — COCO object detection. Fields: image (IMAGES_DIR/file_name), boxes
+// (bbox [x,y,w,h] as float32 xyxy in the image's pixels) and classes
+// (category ids mapped to 0..K-1 in id order; the map is part of the
+// identity and categories() gives it); on request (fields=, or
+// SourceOptions::fields by COCO key) image_id (a label: the image's id) and
+// iscrowd (one int64 per box, dropped with its box, as classes).
 // Samples are the json's images sorted by file_name (then id): canonical
 // whatever order the json lists them in. An image without annotations stays
 // with zero boxes; iscrowd boxes are left out unless crowd=1 (or
@@ -20,6 +23,7 @@
 #include "source/origin_root.h"
 #include "source/shard_files.h"
 #include "source/sources.h"
+#include "ssdfeed/enum_names.h"
 
 namespace ssdfeed {
 
@@ -32,19 +36,35 @@ struct CocoImage {
   std::string file_name;
   std::vector<float> boxes;  // xyxy
   std::vector<int64_t> classes;
+  std::vector<int64_t> iscrowd;  // one per box
 };
+
+// The fields a coco: source gives on request, by COCO key, and their kind.
+struct CocoExtra {
+  const char* key;
+  FieldKind kind;
+};
+constexpr CocoExtra kCocoExtras[] = {{"image_id", FieldKind::kLabel},
+                                     {"iscrowd", FieldKind::kClasses}};
+
+std::string CocoExtraKeys() {
+  std::string s;
+  for (const auto& e : kCocoExtras) s.append(s.empty() ? "" : ", ").append(e.key);
+  return s;
+}
 
 class CocoSource final : public Source {
  public:
   CocoSource(std::string uri, std::string annotations, std::vector<CocoImage> images,
-             std::vector<InputFile> files, std::vector<Category> categories, bool crowd,
-             size_t skipped, std::vector<std::string> reasons, RandomAccessFileOptions read,
-             Env* env)
+             std::vector<InputFile> files, std::vector<Category> categories,
+             std::vector<FieldSpec> extras, bool crowd, size_t skipped,
+             std::vector<std::string> reasons, RandomAccessFileOptions read, Env* env)
       : uri_(std::move(uri)),
         annotations_(std::move(annotations)),
         images_(std::move(images)),
         files_(std::move(files)),
         categories_(std::move(categories)),
+        extras_(std::move(extras)),
         skipped_(skipped),
         reasons_(std::move(reasons)),
         read_(std::move(read)),
@@ -70,6 +90,15 @@ class CocoSource final : public Source {
     for (int64_t c : im.classes) AppendInt64(c, &classes.bytes);
     out->fields.push_back(std::move(boxes));
     out->fields.push_back(std::move(classes));
+    for (const FieldSpec& f : extras_) {
+      EncodedField e{f.name, f.kind, {}, false, origin};
+      if (f.key == "image_id") {
+        AppendInt64(im.id, &e.bytes);
+      } else {
+        for (int64_t c : im.iscrowd) AppendInt64(c, &e.bytes);
+      }
+      out->fields.push_back(std::move(e));
+    }
     return env_->ReadFileToString(files_[id + 1].path, &out->bytes, read_);
   }
   std::string Describe(size_t id) const override {
@@ -82,9 +111,11 @@ class CocoSource final : public Source {
   std::vector<std::string> skipped_reasons() const override { return reasons_; }
   std::vector<Category> categories() const override { return categories_; }
   std::vector<FieldSpec> fields() const override {
-    return {{"image", FieldKind::kImage, ""},
-            {"boxes", FieldKind::kBoxes, "bbox"},
-            {"classes", FieldKind::kClasses, "category_id"}};
+    std::vector<FieldSpec> out = {{"image", FieldKind::kImage, ""},
+                                  {"boxes", FieldKind::kBoxes, "bbox"},
+                                  {"classes", FieldKind::kClasses, "category_id"}};
+    out.insert(out.end(), extras_.begin(), extras_.end());
+    return out;
   }
 
  private:
@@ -93,6 +124,7 @@ class CocoSource final : public Source {
   std::vector<CocoImage> images_;
   std::vector<InputFile> files_;  // the annotations file, then one per image
   std::vector<Category> categories_;
+  std::vector<FieldSpec> extras_;  // asked for beyond image, boxes, classes
   size_t skipped_;
   std::vector<std::string> reasons_;
   RandomAccessFileOptions read_;
@@ -104,6 +136,7 @@ struct CocoQuery {
   std::string annotations;
   bool crowd = false;
   bool follow_links = false;
+  std::vector<std::string> fields;  // fields=KEY,KEY
 };
 
 Status ParseCocoQuery(const std::string& uri, const std::string& query, CocoQuery* q) {
@@ -116,9 +149,16 @@ Status ParseCocoQuery(const std::string& uri, const std::string& query, CocoQuer
       q->crowd = v == "1" || v == "true";
     } else if (k == "follow_links" && (v == "0" || v == "1" || v == "true" || v == "false")) {
       q->follow_links = v == "1" || v == "true";
+    } else if (k == "fields") {
+      for (size_t at = 0; at <= v.size();) {
+        size_t comma = std::min(v.find(',', at), v.size());
+        if (comma > at) q->fields.push_back(v.substr(at, comma - at));
+        at = comma + 1;
+      }
     } else {
-      return Status::InvalidArgument(uri + ": unknown or bad option '" + k + "=" + v +
-                                     "' (annotations=FILE.json, crowd=0|1, follow_links=0|1)");
+      return Status::InvalidArgument(
+          uri + ": unknown or bad option '" + k + "=" + v +
+          "' (annotations=FILE.json, crowd=0|1, follow_links=0|1, fields=KEY,...)");
     }
   }
   if (q->annotations.empty())
@@ -246,6 +286,7 @@ Status ParseCoco(const json& doc, const std::string& where, bool crowd,
     CocoImage& dst = (*images)[im->second];
     dst.boxes.insert(dst.boxes.end(), xyxy, xyxy + 4);
     dst.classes.push_back(cat->second);
+    dst.iscrowd.push_back(iscrowd);
   }
   std::sort(images->begin(), images->end(), [](const CocoImage& a, const CocoImage& b) {
     return a.file_name != b.file_name ? a.file_name < b.file_name : a.id < b.id;
@@ -265,6 +306,38 @@ Status LoadCoco(Env* env, const std::string& path, bool crowd, std::vector<CocoI
   }
 }
 
+// The fields asked for beyond image, boxes and classes: the URI's
+// fields=KEY,... (named by their key), else SourceOptions::fields, each
+// naming a COCO key (the name when the key is empty). An unknown key, a
+// kind other than the key's, or a name given twice is InvalidArgument.
+Result<std::vector<FieldSpec>> CocoExtras(const std::string& uri, const CocoQuery& q,
+                                          const std::vector<FieldSpec>& given) {
+  std::vector<FieldSpec> asked;
+  for (const auto& k : q.fields) asked.push_back({k, FieldKind::kAuto, k});
+  if (q.fields.empty()) asked = given;
+  std::vector<FieldSpec> out;
+  std::vector<std::string> names = {"image", "boxes", "classes"};
+  for (FieldSpec f : asked) {
+    if (f.key.empty()) f.key = f.name;
+    const CocoExtra* e = nullptr;
+    for (const auto& x : kCocoExtras)
+      if (f.key == x.key) e = &x;
+    if (e == nullptr)
+      return Status::InvalidArgument(uri + ": field '" + f.name + "' asks for COCO key '" + f.key +
+                                     "'; coco: gives image, boxes and classes, and on request " +
+                                     CocoExtraKeys());
+    if (f.kind != FieldKind::kAuto && f.kind != e->kind)
+      return Status::InvalidArgument(uri + ": field '" + f.name + "' (" + f.key + ") is a " +
+                                     std::string(EnumName(e->kind)) + " field, not " +
+                                     std::string(EnumName(f.kind)));
+    if (std::find(names.begin(), names.end(), f.name) != names.end())
+      return Status::InvalidArgument(uri + ": field '" + f.name + "' is given twice");
+    names.push_back(f.name);
+    out.push_back({f.name, e->kind, f.key});
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Source>> OpenCocoSource(const std::string& uri, const std::string& spec,
@@ -276,6 +349,7 @@ Result<std::unique_ptr<Source>> OpenCocoSource(const std::string& uri, const std
   query.follow_links = opts.follow_links;
   SSDFEED_RETURN_IF_ERROR(
       ParseCocoQuery(uri, q == std::string::npos ? "" : spec.substr(q + 1), &query));
+  SSDFEED_ASSIGN_OR_RETURN(std::vector<FieldSpec> extras, CocoExtras(uri, query, opts.fields));
   Env* env = opts.env;
   SSDFEED_ASSIGN_OR_RETURN(FileInfo root, env->Stat(dir));
   if (!root.is_dir) return Status::InvalidArgument(dir + ": not a directory");
@@ -307,7 +381,7 @@ Result<std::unique_ptr<Source>> OpenCocoSource(const std::string& uri, const std
   size_t skipped = reasons.size();
   return std::unique_ptr<Source>(new CocoSource(
       uri, query.annotations, std::move(images), std::move(files), std::move(categories),
-      query.crowd, skipped, std::move(reasons), origin.ReadOptions(), env));
+      std::move(extras), query.crowd, skipped, std::move(reasons), origin.ReadOptions(), env));
 }
 
 }  // namespace ssdfeed

@@ -641,6 +641,41 @@ TEST(CocoSource, MissingImageAndBadJsonAreNamed) {
       << unknown.status().message();
 }
 
+// image_id and iscrowd on request: by the URI's fields= or by
+// SourceOptions::fields naming the COCO key; iscrowd has one value per box.
+TEST(CocoSource, ImageIdAndIscrowdOnRequest) {
+  test::TempDir dir;
+  std::string uri = MakeCoco(dir);
+  auto plain = OpenSource(uri);
+  auto asked = OpenSource(uri + "&crowd=1&fields=image_id,iscrowd");
+  ASSERT_TRUE(plain.ok());
+  ASSERT_TRUE(asked.ok()) << asked.status().ToString();
+  EXPECT_EQ(Names((*asked)->fields()),
+            (std::vector<std::string>{"image", "boxes", "classes", "image_id", "iscrowd"}));
+  EXPECT_EQ((*asked)->fields()[3].kind, FieldKind::kLabel);
+  EXPECT_EQ((*asked)->fields()[4].kind, FieldKind::kClasses);
+  EXPECT_NE((*plain)->identity(), (*asked)->identity());
+  EncodedSample s;
+  ASSERT_TRUE((*asked)->Read(1, &s).ok());  // b.jpg: id 20, annotations 1, 3 (crowd), 4
+  EXPECT_EQ(Ints(FieldOf(s, "image_id")->bytes), (std::vector<int64_t>{20}));
+  EXPECT_EQ(Ints(FieldOf(s, "iscrowd")->bytes), (std::vector<int64_t>{0, 1, 0}));
+  ASSERT_TRUE((*asked)->Read(2, &s).ok());  // c.jpg: no annotations
+  EXPECT_EQ(Ints(FieldOf(s, "image_id")->bytes), (std::vector<int64_t>{30}));
+  EXPECT_TRUE(FieldOf(s, "iscrowd")->bytes.empty());
+  auto named = OpenSource(uri, WithFields({{"id", FieldKind::kAuto, "image_id"}}));
+  ASSERT_TRUE(named.ok()) << named.status().ToString();
+  ASSERT_TRUE((*named)->Read(0, &s).ok());
+  EXPECT_EQ(Ints(FieldOf(s, "id")->bytes), (std::vector<int64_t>{10}));
+  auto unknown = OpenSource(uri + "&fields=image_id,score");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("COCO key 'score'"), std::string::npos)
+      << unknown.status().message();
+  auto kind = OpenSource(uri, WithFields({{"iscrowd", FieldKind::kBytes, "iscrowd"}}));
+  ASSERT_FALSE(kind.ok());
+  EXPECT_NE(kind.status().message().find("is a classes field"), std::string::npos)
+      << kind.status().message();
+}
+
 // Ids and boxes beyond what int64 / float32 hold (1e30, 9.3e18, 1e300)
 // would be undefined conversions: each is an error naming the json file and
 // the image, category or annotation. (1e999 does not even parse: the json
