@@ -228,6 +228,24 @@ def test_torch_gives_tensors_and_torchvision_targets(coco):
         assert np.array_equal(t["labels"].numpy(), classes)
 
 
+def test_torch_targets_carry_image_id_and_iscrowd_when_asked_for(coco):
+    """torchvision's COCO evaluation reads image_id and iscrowd from each
+    target: the coco: fields on request end up there."""
+    torch = pytest.importorskip("torch")
+    import ssdfeed.torch
+
+    uri, expected = coco
+    loader = ssdfeed.torch.Loader(uri + "&fields=image_id,iscrowd", cache=False, batch_size=5,
+                                  seed=0, pin_memory=False)
+    b = next(iter(loader))
+    for i, (t, (boxes, classes)) in enumerate(zip(b["targets"], expected)):
+        assert set(t) == {"boxes", "labels", "image_id", "iscrowd"}
+        assert int(t["image_id"]) == i + 1  # images 0000.jpg... have ids 1...
+        assert t["iscrowd"].dtype == torch.int64
+        assert t["iscrowd"].tolist() == [0] * len(classes)
+        assert np.array_equal(t["labels"].numpy(), classes)
+
+
 def test_torch_segmentation_dict(seg):
     torch = pytest.importorskip("torch")
     import ssdfeed.torch
