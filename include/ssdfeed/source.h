@@ -40,7 +40,7 @@ struct SourceOptions {
   // ({"image","jpg"}, {"mask","seg.png"}, {"depth","npy"}); tfrecord:
   // feature keys; files: the URI's own FIELD=PATTERN pairs win; coco: the
   // fields given on request beyond image, boxes and classes, by COCO key
-  // ("image_id", "iscrowd"; the URI's "fields=KEY,..." wins).
+  // ("image_id", "iscrowd", "area"; the URI's "fields=KEY,..." wins).
   // Empty: the layout's default fields. Part of the source identity.
   std::vector<FieldSpec> fields;
   // coco: also keep boxes marked iscrowd. Default false (left out).

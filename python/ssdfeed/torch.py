@@ -46,8 +46,9 @@ class Loader(_Loader):
     ``"targets"``: torchvision's detection targets, a list with one
     ``{"boxes": (K,4) float32, "labels": (K,) int64}`` per image (views of
     the padded ``boxes`` and ``classes`` cut to ``num_boxes``; with a
-    ``coco:`` source's ``fields=image_id,iscrowd`` also ``"image_id"`` and
-    ``"iscrowd"`` (K,), as torchvision's COCO evaluation reads them), so a
+    ``coco:`` source's ``fields=image_id,iscrowd,area`` also ``"image_id"``,
+    ``"iscrowd"`` and ``"area"`` (K,), as torchvision's COCO evaluation
+    reads them), so a
     torchvision detection model trains on it as it is::
 
         for batch in loader:   # dtype="float32", layout="NCHW"
@@ -263,9 +264,10 @@ def _tensors(batch: dict, kinds: dict) -> dict:
         classes = next((n for n, k in kinds.items() if k == "classes" and n in out), None)
         counts = out["num_boxes" if boxes == "boxes" else "num_" + boxes].tolist()
         # What torchvision's COCO evaluation also reads, when the source
-        # gives it (coco: fields=image_id,iscrowd).
+        # gives it (coco: fields=image_id,iscrowd,area).
         image_id = "image_id" if kinds.get("image_id") == "label" and "image_id" in out else None
         iscrowd = "iscrowd" if kinds.get("iscrowd") == "classes" and "iscrowd" in out else None
+        area = "area" if kinds.get("area") == "box_floats" and "area" in out else None
         targets = []
         for i, k in enumerate(counts):
             t = {"boxes": out[boxes][i, :k]}
@@ -275,6 +277,8 @@ def _tensors(batch: dict, kinds: dict) -> dict:
                 t["image_id"] = out[image_id][i]
             if iscrowd is not None:
                 t["iscrowd"] = out[iscrowd][i, :k]
+            if area is not None:
+                t["area"] = out[area][i, :k]
             targets.append(t)
         out["targets"] = targets
     return out

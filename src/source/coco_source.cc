@@ -1,10 +1,11 @@
-// coco:IMAGES_DIR?annotations=FILE.json[&crowd=1][&fields=image_id,iscrowd]
+// coco:IMAGES_DIR?annotations=FILE.json[&crowd=1][&fields=image_id,iscrowd,area]
 // — COCO object detection. Fields: image (IMAGES_DIR/file_name), boxes
 // (bbox [x,y,w,h] as float32 xyxy in the image's pixels) and classes
 // (category ids mapped to 0..K-1 in id order; the map is part of the
 // identity and categories() gives it); on request (fields=, or
-// SourceOptions::fields by COCO key) image_id (a label: the image's id) and
-// iscrowd (one int64 per box, dropped with its box, as classes).
+// SourceOptions::fields by COCO key) image_id (a label: the image's id),
+// iscrowd (one int64 per box, dropped with its box, as classes) and area
+// (one float32 per box, as the json gives it: box_floats).
 // Samples are the json's images sorted by file_name (then id): canonical
 // whatever order the json lists them in. An image without annotations stays
 // with zero boxes; iscrowd boxes are left out unless crowd=1 (or
@@ -37,6 +38,7 @@ struct CocoImage {
   std::vector<float> boxes;  // xyxy
   std::vector<int64_t> classes;
   std::vector<int64_t> iscrowd;  // one per box
+  std::vector<float> area;       // one per box, when asked for
 };
 
 // The fields a coco: source gives on request, by COCO key, and their kind.
@@ -45,7 +47,8 @@ struct CocoExtra {
   FieldKind kind;
 };
 constexpr CocoExtra kCocoExtras[] = {{"image_id", FieldKind::kLabel},
-                                     {"iscrowd", FieldKind::kClasses}};
+                                     {"iscrowd", FieldKind::kClasses},
+                                     {"area", FieldKind::kBoxFloats}};
 
 std::string CocoExtraKeys() {
   std::string s;
@@ -94,8 +97,11 @@ class CocoSource final : public Source {
       EncodedField e{f.name, f.kind, {}, false, origin};
       if (f.key == "image_id") {
         AppendInt64(im.id, &e.bytes);
-      } else {
+      } else if (f.key == "iscrowd") {
         for (int64_t c : im.iscrowd) AppendInt64(c, &e.bytes);
+      } else if (!im.area.empty()) {
+        e.bytes.assign(reinterpret_cast<const char*>(im.area.data()),
+                       im.area.size() * sizeof(float));
       }
       out->fields.push_back(std::move(e));
     }
@@ -235,9 +241,20 @@ Status BoxOf(const json& a, const std::string& where, const std::string& ann, fl
   return Status::OK();
 }
 
+// The annotation's area as float32 (asked for: it must be there).
+Status AreaOf(const json& a, const std::string& where, const std::string& ann, float* out) {
+  if (!a.contains("area") || !a["area"].is_number())
+    return Status::Corruption(where + ": " + ann + " has no area (a number)");
+  if (!ToFloat(a["area"].get<double>(), out))
+    return Status::Corruption(where + ": " + ann + " area " + a["area"].dump() +
+                              " is not finite in float32");
+  return Status::OK();
+}
+
 // Parses the json's three lists into images (with their boxes) and the
 // category map; what does not fit COCO's schema is Corruption naming it.
-Status ParseCoco(const json& doc, const std::string& where, bool crowd,
+// want_area: each kept annotation's area is read too.
+Status ParseCoco(const json& doc, const std::string& where, bool crowd, bool want_area,
                  std::vector<CocoImage>* images, std::vector<Source::Category>* categories) {
   if (!doc.is_object() || !doc.contains("images") || !doc["images"].is_array())
     return Status::Corruption(where + ": no \"images\" list (not COCO annotations)");
@@ -287,6 +304,11 @@ Status ParseCoco(const json& doc, const std::string& where, bool crowd,
     dst.boxes.insert(dst.boxes.end(), xyxy, xyxy + 4);
     dst.classes.push_back(cat->second);
     dst.iscrowd.push_back(iscrowd);
+    if (want_area) {
+      float area = 0;
+      SSDFEED_RETURN_IF_ERROR(AreaOf(a, where, ann, &area));
+      dst.area.push_back(area);
+    }
   }
   std::sort(images->begin(), images->end(), [](const CocoImage& a, const CocoImage& b) {
     return a.file_name != b.file_name ? a.file_name < b.file_name : a.id < b.id;
@@ -294,13 +316,13 @@ Status ParseCoco(const json& doc, const std::string& where, bool crowd,
   return Status::OK();
 }
 
-Status LoadCoco(Env* env, const std::string& path, bool crowd, std::vector<CocoImage>* images,
-                std::vector<Source::Category>* categories) {
+Status LoadCoco(Env* env, const std::string& path, bool crowd, bool want_area,
+                std::vector<CocoImage>* images, std::vector<Source::Category>* categories) {
   std::string text;
   SSDFEED_RETURN_IF_ERROR(env->ReadFileToString(path, &text, OriginReadOptions()));
   try {
     json doc = json::parse(text);
-    return ParseCoco(doc, path, crowd, images, categories);
+    return ParseCoco(doc, path, crowd, want_area, images, categories);
   } catch (const json::exception& e) {
     return Status::Corruption(path + ": not COCO annotations (" + e.what() + ")");
   }
@@ -356,7 +378,10 @@ Result<std::unique_ptr<Source>> OpenCocoSource(const std::string& uri, const std
   SSDFEED_ASSIGN_OR_RETURN(OriginRoot origin, OriginRoot::Open(env, dir, query.follow_links));
   std::vector<CocoImage> found;
   std::vector<Source::Category> categories;
-  SSDFEED_RETURN_IF_ERROR(LoadCoco(env, query.annotations, query.crowd, &found, &categories));
+  bool want_area =
+      std::any_of(extras.begin(), extras.end(), [](const FieldSpec& f) { return f.key == "area"; });
+  SSDFEED_RETURN_IF_ERROR(
+      LoadCoco(env, query.annotations, query.crowd, want_area, &found, &categories));
   SSDFEED_ASSIGN_OR_RETURN(InputFile ann, StatInput(env, query.annotations));
   std::vector<InputFile> files{ann};
   std::vector<CocoImage> images;

@@ -320,6 +320,23 @@ TEST(TFRecordFields, RequestedKeysAndAMissingFeatureNamesKeyAndRecord) {
   EXPECT_NE((*classic)->identity(), (*src)->identity());
 }
 
+// A box_floats field reads a float_list, one value per box; absent: no
+// objects.
+TEST(TFRecordFields, BoxFloatsAreAFloatList) {
+  test::TempDir dir;
+  WriteRecords(dir.Sub("od.tfrecord"), {OdExample("I0", {0.1f, 0.5f}, {1, 7}, false),
+                                        SerializeFeatures({Bytes("image/encoded", "I1")})});
+  auto src = OpenSource("tfrecord:" + dir.Sub("od.tfrecord"),
+                        WithFields({{"boxes", FieldKind::kAuto, "image/object/bbox/"},
+                                    {"xmin", FieldKind::kBoxFloats, "image/object/bbox/xmin"}}));
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  EncodedSample s;
+  ASSERT_TRUE((*src)->Read(0, &s).ok());
+  EXPECT_EQ(Floats(FieldOf(s, "xmin")->bytes), (std::vector<float>{0.1f, 0.5f}));
+  ASSERT_TRUE((*src)->Read(1, &s).ok());
+  EXPECT_TRUE(FieldOf(s, "xmin")->bytes.empty());
+}
+
 TEST(TFRecordFields, UnequalBoxListsAreCorruption) {
   test::TempDir dir;
   WriteRecords(
@@ -674,6 +691,40 @@ TEST(CocoSource, ImageIdAndIscrowdOnRequest) {
   ASSERT_FALSE(kind.ok());
   EXPECT_NE(kind.status().message().find("is a classes field"), std::string::npos)
       << kind.status().message();
+}
+
+// area on request: one float32 per box, as the json gives it (a
+// box_floats field); asked for, an annotation without one is an error.
+TEST(CocoSource, AreaOnRequest) {
+  test::TempDir dir;
+  std::string uri = MakeCoco(dir);
+  auto missing = OpenSource(uri + "&fields=area");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("annotation id 1 has no area"), std::string::npos)
+      << missing.status().message();
+  WriteFile(dir.Sub("ann.json"),
+            R"({"images": [{"id": 1, "file_name": "a.jpg"}, {"id": 2, "file_name": "b.jpg"}],
+                "categories": [{"id": 4, "name": "x"}],
+                "annotations": [
+                  {"id": 9, "image_id": 2, "category_id": 4, "bbox": [0,0,2,3], "area": 5.25},
+                  {"id": 8, "image_id": 2, "category_id": 4, "bbox": [1,1,2,2], "area": 4}]})");
+  auto src = OpenSource(uri + "&fields=area,iscrowd");
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  EXPECT_EQ((*src)->fields()[3].kind, FieldKind::kBoxFloats);
+  EncodedSample s;
+  ASSERT_TRUE((*src)->Read(1, &s).ok());
+  EXPECT_EQ(Floats(FieldOf(s, "area")->bytes), (std::vector<float>{5.25f, 4}));
+  ASSERT_TRUE((*src)->Read(0, &s).ok());
+  EXPECT_TRUE(FieldOf(s, "area")->bytes.empty());
+  WriteFile(dir.Sub("ann.json"),
+            R"({"images": [{"id": 1, "file_name": "a.jpg"}], "categories": [{"id": 4}],
+                "annotations": [{"id": 7, "image_id": 1, "category_id": 4, "bbox": [0,0,1,1],
+                                 "area": 1e300}]})");
+  auto huge = OpenSource(uri + "&fields=area");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("annotation id 7 area"), std::string::npos)
+      << huge.status().message();
+  EXPECT_TRUE(OpenSource(uri).ok());  // not asked for: not read
 }
 
 // Ids and boxes beyond what int64 / float32 hold (1e30, 9.3e18, 1e300)
