@@ -1,6 +1,7 @@
 // COCO annotations over arbitrary bytes: the json parse, the category map,
-// crowd filtering and boxes of every sample (via a temp file, as the source
-// reads the annotations by name). Images are absent: reads fail cleanly.
+// crowd filtering, boxes and the fields on request of every sample (via a
+// temp file, as the source reads the annotations by name). Images are
+// absent: reads fail cleanly.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,7 +27,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ssdfeed::SourceOptions o;
     o.on_error = policy;
     o.coco_crowd = policy == ssdfeed::OnError::kSkip;
-    auto src = ssdfeed::OpenSource("coco:" + dir + "?annotations=" + path, o);
+    // The skip pass also asks for the fields given on request.
+    std::string extra = policy == ssdfeed::OnError::kSkip ? "&fields=image_id,iscrowd,area" : "";
+    auto src = ssdfeed::OpenSource("coco:" + dir + "?annotations=" + path + extra, o);
     if (!src.ok()) continue;
     for (size_t i = 0; i < (*src)->size() && i < 64; ++i) {
       ssdfeed::EncodedSample s;

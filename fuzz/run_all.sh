@@ -26,6 +26,12 @@ cp "$corpus_root"/tar/*.tar "$corpus_root/tarc/"
   --min-side 32 --max-side 48 >/dev/null
 mkdir -p "$corpus_root/coco"
 cp "$corpus_root"/coco_src/annotations.json "$corpus_root/coco/"
+# Numbers no int64 or float32 holds (a cast of them would be undefined), so
+# mutations start next to those checks.
+printf '%s' '{"images": [{"id": 1e30, "file_name": "a.jpg"}, {"id": 2.0, "file_name": "b.jpg"}],
+ "categories": [{"id": -9.3e18, "name": "x"}, {"id": 4, "name": "y"}],
+ "annotations": [{"id": 9, "image_id": 2, "category_id": 4, "bbox": [1e300, 0, 3e38, -1e39],
+  "iscrowd": 1e19, "area": 1.5}]}' >"$corpus_root/coco/out_of_range.json"
 cp "$corpus_root"/wds/*.tar "$corpus_root/tarc/"
 # An export stream of a small entry, for the import parser.
 mkdir -p "$corpus_root/import"

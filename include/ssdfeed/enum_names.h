@@ -77,9 +77,11 @@ template <>
 struct EnumTable<FieldKind> {
   static constexpr const char* option = "field kind";
   static constexpr Spelling<FieldKind> names[] = {
-      {FieldKind::kImage, "image"},     {FieldKind::kMask, "mask"},   {FieldKind::kBoxes, "boxes"},
-      {FieldKind::kClasses, "classes"}, {FieldKind::kLabel, "label"}, {FieldKind::kArray, "array"},
-      {FieldKind::kBytes, "bytes"},     {FieldKind::kAuto, "auto"}};
+      {FieldKind::kImage, "image"}, {FieldKind::kMask, "mask"},
+      {FieldKind::kBoxes, "boxes"}, {FieldKind::kClasses, "classes"},
+      {FieldKind::kLabel, "label"}, {FieldKind::kArray, "array"},
+      {FieldKind::kBytes, "bytes"}, {FieldKind::kBoxFloats, "box_floats"},
+      {FieldKind::kAuto, "auto"}};
 };
 
 template <typename E>

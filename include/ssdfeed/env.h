@@ -172,6 +172,14 @@ struct RandomAccessFileOptions {
   // file. Null: the opening Env's GetLogger(). EnvWrapper fills in its own, so
   // the innermost Env's file still warns through the outermost's logger.
   Logger* logger = nullptr;
+  // Non-empty: the file opened must lie inside this directory (a canonical
+  // path, as RealPath gives it) with every symlink resolved, else
+  // InvalidArgument naming the path and where it leads. Checked on the
+  // file actually opened, so a link swapped in after a source listed its
+  // files is refused too. A source's ROOT: a writer of a shared dataset
+  // folder must not make a reader copy its own files into the cache.
+  // Default empty: no check.
+  std::string beneath;
 };
 
 // What offsets, lengths and buffers of direct reads are aligned to: the
@@ -210,6 +218,9 @@ class Env {
   virtual Status GetChildren(const std::string& dir, std::vector<std::string>* names) = 0;
   virtual Result<FileInfo> Stat(const std::string& path) = 0;   // follows links
   virtual Result<FileInfo> Lstat(const std::string& path) = 0;  // does not
+  // The canonical absolute path of path: every symlink, "." and ".."
+  // resolved (realpath(3)); an error if a component is missing.
+  virtual Result<std::string> RealPath(const std::string& path) = 0;
   virtual bool FileExists(const std::string& path) = 0;
   // Creates one directory level; OK if it already exists as a directory. A new
   // directory gets exactly `mode` (setgid included), whatever the umask.
@@ -329,6 +340,7 @@ class EnvWrapper : public Env {
   }
   Result<FileInfo> Stat(const std::string& path) override { return target_->Stat(path); }
   Result<FileInfo> Lstat(const std::string& path) override { return target_->Lstat(path); }
+  Result<std::string> RealPath(const std::string& path) override { return target_->RealPath(path); }
   bool FileExists(const std::string& path) override { return target_->FileExists(path); }
   Status CreateDir(const std::string& path, uint32_t mode = 0700) override {
     return target_->CreateDir(path, mode);

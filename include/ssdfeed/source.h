@@ -38,11 +38,29 @@ struct SourceOptions {
   // The fields each sample gives beyond the default (image and, where the
   // layout has one, the class label). tar: WebDataset member extensions
   // ({"image","jpg"}, {"mask","seg.png"}, {"depth","npy"}); tfrecord:
-  // feature keys; files: the URI's own FIELD=PATTERN pairs win; coco: fixed.
+  // feature keys; files: the URI's own FIELD=PATTERN pairs win; coco: the
+  // fields given on request beyond image, boxes and classes, by COCO key
+  // ("image_id", "iscrowd", "area"; the URI's "fields=KEY,..." wins).
   // Empty: the layout's default fields. Part of the source identity.
   std::vector<FieldSpec> fields;
   // coco: also keep boxes marked iscrowd. Default false (left out).
   bool coco_crowd = false;
+  // folder:, files: and coco: read only files that lie inside the source's
+  // root folder (DIR, ROOT, IMAGES_DIR) once every symlink is resolved;
+  // links that stay inside it are followed. A link leaving it is an error
+  // naming the file and its target: whoever can write a shared dataset
+  // folder could otherwise link a file there to the reader's own files
+  // (~/.ssh/...) and read them back from a group-shared cache entry. True
+  // follows links anywhere (datasets assembled from links to other
+  // disks); the URI can set it too: "?follow_links=1". Default false.
+  bool follow_links = false;
+  // files: serve only these stems (a split such as VOC's
+  // ImageSets/Segmentation/train.txt), still in sorted stem order; a stem
+  // without its files is an error naming it (skipped under on_error skip).
+  // The URI's "split=FILE" (relative to ROOT, one stem per line) reads
+  // them from a file instead; giving both is an error. Empty: every stem
+  // the image pattern finds. The files it selects make the identity.
+  std::vector<std::string> stems;
 };
 
 struct EncodedSample {
@@ -104,7 +122,8 @@ bool IsImageLess(const Source& source);
 // URI may end in "?allow_empty=1" (or 0/true/false): see allow_empty_classes.
 // A tar URI may end in "?FIELD=EXT&..." ("?image=jpg&mask=seg.png"): fields
 // as SourceOptions::fields gives them (the URI's win). Origin files and
-// folders are read through symlinks. docs/layouts.md.
+// folders are read through symlinks; those of folder:, files: and coco:
+// only while they stay inside the root (follow_links). docs/layouts.md.
 Result<std::unique_ptr<Source>> OpenSource(const std::string& uri, const SourceOptions& opts = {});
 
 // Expands brace ranges ({000..099}, {a,b}) and then shell globs (* ? [..]

@@ -260,7 +260,9 @@ void BindOptions(nb::module_& m) {
           [](SourceOptions& o, const nb::list& l) { o.fields = ListToFieldSpecs(l); },
           "[(name, kind, key), ...]: the fields each sample gives (empty: the layout's "
           "default).")
-      .def_rw("coco_crowd", &SourceOptions::coco_crowd);
+      .def_rw("coco_crowd", &SourceOptions::coco_crowd)
+      .def_rw("follow_links", &SourceOptions::follow_links)
+      .def_rw("stems", &SourceOptions::stems);
 
   m.def(
       "field_kinds",

@@ -144,7 +144,7 @@ def _field_specs(fields) -> list:
 
 
 def _fill_source_side(o, source, cache, prepare, on_error, image_key, label_key,
-                      fields=None) -> None:
+                      fields=None, stems=None) -> None:
     """The options of o that pick the cache entry (source, cache root,
     preparation, source keys and fields): shared with ssdfeed.ray's cache
     reports."""
@@ -157,6 +157,20 @@ def _fill_source_side(o, source, cache, prepare, on_error, image_key, label_key,
     o.source_options.image_key = image_key or ""
     o.source_options.label_key = label_key or ""
     o.source_options.fields = _field_specs(fields)
+    o.source_options.stems = _stems(stems)
+
+
+def _stems(stems) -> list:
+    """A files: source's split as a list of stems (None: every stem)."""
+    if stems is None:
+        return []
+    if isinstance(stems, (str, bytes)) or not all(isinstance(s, str) for s in stems):
+        raise ValueError(f"stems must be a list of str (the stems of a split, e.g. the lines "
+                         f"of VOC's ImageSets/Segmentation/train.txt) or None, not {stems!r}")
+    stems = list(stems)
+    if not stems:
+        raise ValueError("stems is empty: pass None to serve every stem")
+    return stems
 
 
 class Loader:
@@ -180,6 +194,11 @@ class Loader:
             class label, "npy" an array, anything else bytes); ``{name:
             (kind, key)}`` says it. None (default): the layout's own fields.
             ``loader.fields`` gives the kinds the source resolved.
+        stems: a ``files:`` source's split: serve only these stems (e.g.
+            ``open("VOC2012/ImageSets/Segmentation/train.txt").read().split()``),
+            still in sorted stem order; a stem without its files is an
+            error naming it. The URI's ``split=FILE`` (relative to ROOT)
+            does the same from the file. None (default): every stem found.
         cache: where prepared samples are kept. ``True`` (default): the
             default root, ``$SSDFEED_CACHE`` then ``~/.cache/ssdfeed``, as the
             CLI; a path: that root; ``False`` (or ``None``): no cache, every
@@ -300,7 +319,8 @@ class Loader:
                  warm_read: str = "auto",
                  fill_write: str = "auto", metrics: bool = True,
                  metrics_port: Optional[int] = None, metrics_host: str = "127.0.0.1",
-                 fields: Optional[Mapping[str, Union[str, Tuple[str, str]]]] = None):
+                 fields: Optional[Mapping[str, Union[str, Tuple[str, str]]]] = None,
+                 stems: Optional[Sequence[str]] = None):
         o = _ssdfeed.LoaderOptions()
         self._items = None
         if _item_loader.is_cached_dataset(source):
@@ -310,7 +330,8 @@ class Loader:
                 "dtype": None if dtype == "uint8" else dtype,
                 "layout": None if layout == "NHWC" else layout,
                 "scale": None if scale == 1.0 else scale, "mean": mean, "std": std,
-                "image_key": image_key, "label_key": label_key, "fields": fields})
+                "image_key": image_key, "label_key": label_key, "fields": fields,
+                "stems": stems})
             if cache_capacity is not None:
                 _int("cache_capacity", cache_capacity, 1)
             if group_shared and not getattr(source, "_group_shared", False):
@@ -319,7 +340,8 @@ class Loader:
             _item_loader.fill_options(o, source, cache, cache_capacity, _spelling(on_error))
             self._items = _item_loader.ItemBatches(source, skip=_spelling(on_error) == "skip")
         else:
-            _fill_source_side(o, source, cache, prepare, on_error, image_key, label_key, fields)
+            _fill_source_side(o, source, cache, prepare, on_error, image_key, label_key, fields,
+                              stems)
             o.cache.capacity_bytes = 0 if cache_capacity is None else _int("cache_capacity",
                                                                             cache_capacity, 1)
             o.cache.group_shared = _bool("group_shared", group_shared)
@@ -465,8 +487,8 @@ class Loader:
     @property
     def fields(self) -> Dict[str, str]:
         """The source's fields, ``{name: kind}`` in order (kinds: "image",
-        "mask", "boxes", "classes", "label", "array", "bytes"). Batches
-        carry ``num_boxes`` beside boxes too."""
+        "mask", "boxes", "classes", "box_floats", "label", "array",
+        "bytes"). Batches carry ``num_boxes`` beside boxes too."""
         return dict(self._fields)
 
     @property

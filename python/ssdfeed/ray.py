@@ -71,7 +71,7 @@ def _pack_args(spec: dict, cache):
     o = _ssdfeed.LoaderOptions()
     _fill_source_side(o, kw["source"], kw["cache"], kw.get("prepare", Prepare()),
                       kw.get("on_error", "raise"), kw.get("image_key"), kw.get("label_key"),
-                      kw.get("fields"))
+                      kw.get("fields"), kw.get("stems"))
     return o
 
 
@@ -84,7 +84,7 @@ def _rows(batch, kinds: dict) -> dict:
         return {"image": images, "label": labels}
     out = dict(batch)
     for name, kind in kinds.items():
-        if kind in ("boxes", "classes") and name in out:
+        if kind in ("boxes", "classes", "box_floats") and name in out:
             count = "num_" + name if "num_" + name in out else "num_boxes"
             out[name] = [row[:k] for row, k in zip(out[name], out[count].tolist())]
     return out

@@ -129,6 +129,8 @@ def _dict_signature(loader: Loader, images: tf.TensorSpec, probe: dict) -> dict:
             spec[name] = tf.TensorSpec(shape=(None, None, 4), dtype=tf.float32)
         elif kind == "classes":
             spec[name] = tf.TensorSpec(shape=(None, None), dtype=tf.int64)
+        elif kind == "box_floats":
+            spec[name] = tf.TensorSpec(shape=(None, None), dtype=tf.float32)
         elif kind == "bytes":
             spec[name] = tf.TensorSpec(shape=(None,), dtype=tf.string)
         elif kind == "mask":
@@ -164,7 +166,7 @@ def _dict_batches(generate, spec: dict):
 def _ragged_boxes(kinds: dict):
     """Boxes and classes cut to each image's num_boxes."""
     boxes = [n for n, k in kinds.items() if k == "boxes"]
-    classes = [n for n, k in kinds.items() if k == "classes"]
+    classes = [n for n, k in kinds.items() if k in ("classes", "box_floats")]
 
     def ragged(batch):
         batch = dict(batch)

@@ -48,8 +48,11 @@ class Loader(_Loader):
     ``{"boxes": (K,4) float32 xyxy, "labels": (K,) int64, "area": (K,)
     float32, "iscrowd": (K,) int64}`` per image, whose labels are the
     source's 0-based classes plus ``label_offset`` (default 1: torchvision's
-    detection models reserve label 0 for the background), so a torchvision
-    detection model of ``num_classes = classes + 1`` trains on it as it is::
+    detection models reserve label 0 for the background). ``area`` is the
+    box's unless a ``coco:`` source's ``fields=image_id,iscrowd,area`` gives
+    COCO's own ``area`` and ``iscrowd`` (and then also ``"image_id"``), as
+    torchvision's COCO evaluation reads them. A torchvision detection model
+    of ``num_classes = classes + 1`` trains on it as it is::
 
         for batch in loader:   # dtype="float32", layout="NCHW"
             losses = model(list(batch["image"]), batch["targets"])
@@ -308,10 +311,22 @@ def _tensors(batch: dict, kinds: dict, label_offset: int) -> dict:
     if boxes is not None and "targets" not in out:
         classes = next((n for n, k in kinds.items() if k == "classes" and n in out), None)
         counts = out["num_boxes" if boxes == "boxes" else "num_" + boxes].tolist()
-        out["targets"] = [_target(out[boxes][i, :k],
-                                  None if classes is None else out[classes][i, :k],
-                                  label_offset)
-                          for i, k in enumerate(counts)]
+        # What torchvision's COCO evaluation also reads, when the source
+        # gives it (coco: fields=image_id,iscrowd,area).
+        extra = {n: n for n, k in (("image_id", "label"), ("iscrowd", "classes"),
+                                   ("area", "box_floats"))
+                 if kinds.get(n) == k and n in out}
+        targets = []
+        for i, k in enumerate(counts):
+            t = _target(out[boxes][i, :k], None if classes is None else out[classes][i, :k],
+                        label_offset)
+            if "image_id" in extra:
+                t["image_id"] = out["image_id"][i]
+            for n in ("iscrowd", "area"):
+                if n in extra:
+                    t[n] = out[n][i, :k]
+            targets.append(t)
+        out["targets"] = targets
     return out
 
 

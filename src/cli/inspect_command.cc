@@ -34,6 +34,7 @@ nlohmann::json FieldJson(const EncodedField& f) {
     j["boxes"] = Values<float>(f.bytes);
     j["normalized"] = f.normalized;
   }
+  if (f.kind == FieldKind::kBoxFloats) j["values"] = Values<float>(f.bytes);
   if (f.kind == FieldKind::kClasses || f.kind == FieldKind::kLabel)
     j["values"] = Values<int64_t>(f.bytes);
   return j;

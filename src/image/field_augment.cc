@@ -94,16 +94,22 @@ Status RenderFields(const std::vector<FieldView>& in, const CropBox& box, int in
     Field& f = (*out)[i];
     if (v.kind == FieldKind::kMask) {
       SSDFEED_RETURN_IF_ERROR(RenderMask(v, box, in_h, in_w, out_h, out_w, &f));
-    } else if (v.kind == FieldKind::kClasses && boxes != nullptr) {
-      if (v.dtype != "<i8" || v.shape.size() != 1 || v.shape[0] != boxes->shape[0])
-        return Status::InvalidArgument("classes '" + std::string(v.name) + "' are " +
-                                       std::string(v.dtype) + " " + Dims(v.shape) + " for " +
-                                       std::to_string(boxes->shape[0]) + " boxes");
-      f.dtype = "<i8";
+    } else if ((v.kind == FieldKind::kClasses || v.kind == FieldKind::kBoxFloats) &&
+               boxes != nullptr) {
+      // One value per box (classes int64, box_floats float32): kept with it.
+      const bool floats = v.kind == FieldKind::kBoxFloats;
+      const size_t row = floats ? 4 : 8;
+      const char* dtype = floats ? "<f4" : "<i8";
+      if (v.dtype != dtype || v.shape.size() != 1 || v.shape[0] != boxes->shape[0])
+        return Status::InvalidArgument(std::string(floats ? "box_floats '" : "classes '") +
+                                       std::string(v.name) + "' are " + std::string(v.dtype) + " " +
+                                       Dims(v.shape) + " for " + std::to_string(boxes->shape[0]) +
+                                       " boxes");
+      f.dtype = dtype;
       f.shape = {kept.size()};
-      f.data.resize(kept.size() * 8);
+      f.data.resize(kept.size() * row);
       for (size_t k = 0; k < kept.size(); ++k)
-        std::memcpy(f.data.data() + k * 8, v.data + kept[k] * 8, 8);
+        std::memcpy(f.data.data() + k * row, v.data + kept[k] * row, row);
     } else if (v.kind != FieldKind::kBoxes) {
       Copy(v, &f);
     }

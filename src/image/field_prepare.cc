@@ -264,25 +264,30 @@ Status PrepareBoxes(const EncodedField& in, const PrepareGeometry& g, double min
   return Status::OK();
 }
 
-// The classes of the kept boxes, in order.
+// The values of the kept boxes, in order: classes (int64) or box_floats
+// (float32), one per box.
 Status KeepClasses(const EncodedField& in, const std::vector<size_t>* kept, size_t boxes,
                    Field* out) {
-  if (in.bytes.size() % 8 != 0)
+  const bool floats = in.kind == FieldKind::kBoxFloats;
+  const size_t row = floats ? 4 : 8;
+  const char* what = floats ? " float32 values" : " int64 classes";
+  if (in.bytes.size() % row != 0)
     return Status::InvalidArgument("holds " + std::to_string(in.bytes.size()) +
-                                   " bytes, not a whole number of int64 classes");
-  out->dtype = "<i8";
+                                   " bytes, not a whole number of" + what);
+  out->dtype = floats ? "<f4" : "<i8";
   if (kept == nullptr) {  // no boxes field: passed through
-    out->shape = {in.bytes.size() / 8};
+    out->shape = {in.bytes.size() / row};
     out->data = in.bytes;
     return Status::OK();
   }
-  if (in.bytes.size() / 8 != boxes)
-    return Status::InvalidArgument("has " + std::to_string(in.bytes.size() / 8) + " classes for " +
+  if (in.bytes.size() / row != boxes)
+    return Status::InvalidArgument("has " + std::to_string(in.bytes.size() / row) +
+                                   (floats ? " values" : " classes") + " for " +
                                    std::to_string(boxes) + " boxes");
   out->shape = {kept->size()};
-  out->data.resize(kept->size() * 8);
+  out->data.resize(kept->size() * row);
   for (size_t i = 0; i < kept->size(); ++i)
-    std::memcpy(out->data.data() + i * 8, in.bytes.data() + (*kept)[i] * 8, 8);
+    std::memcpy(out->data.data() + i * row, in.bytes.data() + (*kept)[i] * row, row);
   return Status::OK();
 }
 
@@ -348,7 +353,7 @@ Status PrepareFields(const std::vector<EncodedField>& in, const PrepareGeometry&
     Field& f = (*out)[i];
     f.name = in[i].name;
     f.kind = in[i].kind;
-    Status s = in[i].kind == FieldKind::kClasses
+    Status s = in[i].kind == FieldKind::kClasses || in[i].kind == FieldKind::kBoxFloats
                    ? KeepClasses(in[i], box_field != nullptr ? &kept : nullptr, boxes, &f)
                    : PrepareOne(in[i], g, limits, min_visible, &f, nullptr);
     SSDFEED_RETURN_IF_ERROR(Named(s, in[i]));

@@ -419,6 +419,41 @@ Result<int> OpenRegular(const AtPath& at, const std::string& path, int flags, ui
   return fd;
 }
 
+// realpath(3) as a Result.
+Result<std::string> CanonicalPath(const std::string& path) {
+  char* real = ::realpath(path.c_str(), nullptr);
+  if (real == nullptr) return Status::FromErrno(errno, "realpath " + path);
+  std::string out(real);
+  std::free(real);
+  return out;
+}
+
+bool IsInside(const std::string& path, const std::string& dir) {
+  if (dir == "/") return true;
+  return path.size() >= dir.size() && path.compare(0, dir.size(), dir) == 0 &&
+         (path.size() == dir.size() || path[dir.size()] == '/');
+}
+
+// RandomAccessFileOptions::beneath for the file opened from path (its
+// fstat: opened). The file must
+// have a name inside dir with every link resolved: path's canonical form,
+// taken after the open, must lie inside dir and still be the file opened
+// (same device and inode), so a link swapped in or out around the open is
+// caught either way.
+Status CheckBeneath(const struct stat& opened, const std::string& path, const std::string& dir) {
+  auto real = CanonicalPath(path);
+  if (!real.ok()) return real.status();
+  if (!IsInside(*real, dir))
+    return Status::InvalidArgument(path + ": leads through a symlink to " + *real + ", outside " +
+                                   dir + "; not followed out of the source's root");
+  struct stat st;
+  if (::stat(real->c_str(), &st) != 0 || st.st_dev != opened.st_dev || st.st_ino != opened.st_ino)
+    return Status::InvalidArgument(path +
+                                   ": changed while it was opened (a symlink swapped in?); "
+                                   "not read");
+  return Status::OK();
+}
+
 // Opens path read-write, creating it if missing, for a file other users
 // open at the same moment (a group-shared cache's claims and ledger): a new
 // file is made at a temporary name, given its mode, and only then linked
@@ -479,6 +514,13 @@ class PosixEnv final : public Env {
       return Status::NotSupported(path + ": the filesystem refuses O_DIRECT");
     }
     SSDFEED_RETURN_IF_ERROR(fd.status());
+    if (!o.beneath.empty()) {
+      Status inside = CheckBeneath(st, path, o.beneath);
+      if (!inside.ok()) {
+        ::close(*fd);
+        return inside;
+      }
+    }
     // O_NONBLOCK only kept a FIFO from blocking the open; io_uring would
     // return EAGAIN for a non-blocking file instead of waiting for the disk.
     if (o.direct) ::fcntl(*fd, F_SETFL, ::fcntl(*fd, F_GETFL) & ~O_NONBLOCK);
@@ -550,6 +592,7 @@ class PosixEnv final : public Env {
       return Status::FromErrno(errno, "stat " + path);
     return ToInfo(st);
   }
+  Result<std::string> RealPath(const std::string& path) override { return CanonicalPath(path); }
   Result<FileInfo> Lstat(const std::string& path) override {
     SSDFEED_ASSIGN_OR_RETURN(AtPath at, roots_.Resolve(path));
     struct stat st;

@@ -90,13 +90,15 @@ void Items(const Rows& r, BatchField* out) {
   }
 }
 
-// Boxes "<f4" (K,4) or classes "<i8" (K,): each sample's K rows, then
-// padding up to the batch's most rows.
+// Boxes "<f4" (K,4), classes "<i8" (K,) or box_floats "<f4" (K,): each
+// sample's K rows, then padding up to the batch's most rows (classes -1,
+// the others 0).
 Status Pad(const Rows& r, const DescribeSample& describe, const std::vector<uint64_t>& ids,
            BatchField* out) {
   const bool boxes = r[0]->kind == FieldKind::kBoxes;
-  const char* dtype = boxes ? "<f4" : "<i8";
-  const size_t row = boxes ? 16 : 8;
+  const bool floats = r[0]->kind == FieldKind::kBoxFloats;
+  const char* dtype = boxes || floats ? "<f4" : "<i8";
+  const size_t row = boxes ? 16 : floats ? 4 : 8;
   uint64_t most = 0;
   for (size_t j = 0; j < r.size(); ++j) {
     const Field& f = *r[j];
@@ -104,7 +106,9 @@ Status Pad(const Rows& r, const DescribeSample& describe, const std::vector<uint
               (!boxes || f.shape[1] == 4) && f.data.size() == f.shape[0] * row;
     if (!ok)
       return Status::Corruption(Named(describe, ids[j]) + ": field '" + f.name + "' is not " +
-                                (boxes ? "\"<f4\" (K,4) boxes" : "\"<i8\" (K,) classes"));
+                                (boxes    ? "\"<f4\" (K,4) boxes"
+                                 : floats ? "\"<f4\" (K,) box_floats"
+                                          : "\"<i8\" (K,) classes"));
     most = std::max(most, f.shape[0]);
   }
   out->stacked = true;
@@ -117,7 +121,7 @@ Status Pad(const Rows& r, const DescribeSample& describe, const std::vector<uint
     uint8_t* dst = out->data.data() + j * most * row;
     size_t have = r[j]->data.size();
     if (have > 0) std::memcpy(dst, r[j]->data.data(), have);
-    if (boxes) {
+    if (boxes || floats) {
       std::memset(dst + have, 0, most * row - have);
     } else {
       std::fill(reinterpret_cast<int64_t*>(dst + have),
@@ -174,7 +178,8 @@ Status CollateFields(const std::vector<const StagedFields*>& samples, BatchBuffe
     BatchField& out = buf->fields[o++];
     out.name = r[0]->name;
     out.kind = r[0]->kind;
-    if (out.kind == FieldKind::kBoxes || out.kind == FieldKind::kClasses) {
+    if (out.kind == FieldKind::kBoxes || out.kind == FieldKind::kClasses ||
+        out.kind == FieldKind::kBoxFloats) {
       SSDFEED_RETURN_IF_ERROR(Pad(r, describe, ids, &out));
       if (out.kind == FieldKind::kBoxes) Counts(r, &buf->fields[o++]);
     } else if (out.kind != FieldKind::kBytes && SameLayout(r)) {

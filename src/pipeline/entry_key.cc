@@ -27,6 +27,8 @@ EntryKey MakeEntryKey(const Source& source, const SourceOptions& so, const Prepa
     j["fields"] = fields;
   }
   if (so.coco_crowd) j["coco_crowd"] = true;
+  if (so.follow_links) j["follow_links"] = true;
+  if (!so.stems.empty()) j["stems"] = so.stems;
   k.prepare_json = j.dump();
   return k;
 }
@@ -43,10 +45,12 @@ Status ParsePrepareJson(const std::string& text, PrepareSpec* spec, SourceOption
     so->label_key = j.value("label_key", "");
     so->allow_empty_classes = j.value("allow_empty_classes", false);
     so->coco_crowd = j.value("coco_crowd", false);
+    so->follow_links = j.value("follow_links", false);
+    so->stems = j.value("stems", std::vector<std::string>());
     so->fields.clear();
     for (const auto& f : j.value("fields", nlohmann::json::array())) {
       int kind = f.at(1).get<int>();
-      if (kind < 0 || kind > static_cast<int>(FieldKind::kBytes))
+      if (kind < 0 || kind > static_cast<int>(FieldKind::kBoxFloats))
         return Status::Corruption("manifest 'prepare' object: field kind " + std::to_string(kind));
       so->fields.push_back(
           {f.at(0).get<std::string>(), static_cast<FieldKind>(kind), f.at(2).get<std::string>()});

@@ -337,6 +337,13 @@ Status ReadBoxes(const FieldSpec& f, const std::vector<std::string>& keys, const
 Status ReadField(const FieldSpec& f, const std::vector<std::string>& keys, const Found* found,
                  EncodedField* out) {
   if (f.kind == FieldKind::kBoxes) return ReadBoxes(f, keys, found, out);
+  if (f.kind == FieldKind::kBoxFloats) {         // one float per box: a float_list
+    if (!found[0].present) return Status::OK();  // no objects
+    std::vector<float> values;
+    if (!AllFloats(found[0].feature, &values)) return WrongType(f, keys[0], "float list");
+    out->bytes.assign(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+    return Status::OK();
+  }
   std::vector<int64_t> ints;
   if (f.kind == FieldKind::kClasses || f.kind == FieldKind::kLabel) {
     if (!found[0].present) {

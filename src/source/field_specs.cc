@@ -23,7 +23,7 @@ Result<std::vector<FieldSpec>> ResolveFields(const std::vector<FieldSpec>& in,
       return Status::InvalidArgument(layout + ": field '" + f.name + "' is given twice");
     FieldSpec r = f;
     r.kind = ResolveFieldKind(f);
-    if (static_cast<uint8_t>(r.kind) > static_cast<uint8_t>(FieldKind::kBytes))
+    if (static_cast<uint8_t>(r.kind) > static_cast<uint8_t>(FieldKind::kBoxFloats))
       return Status::InvalidArgument(layout + ": field '" + f.name + "' has an unknown kind");
     if (r.kind == FieldKind::kImage && ++images > 1)
       return Status::InvalidArgument(layout + ": field '" + f.name +

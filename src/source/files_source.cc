@@ -7,9 +7,14 @@
 // mask=gtFine/train/{stem}_gtFine_labelIds.png (stem "aachen/aachen_..").
 // Ids follow the sorted stems. A stem without one of the other files is an
 // error naming both (left out, named and counted under on_error=skip).
+// Options beside the patterns: split=FILE (relative to ROOT, one stem per
+// line: only those stems, as VOC's ImageSets/Segmentation/train.txt) and
+// follow_links=1 (links are otherwise followed only inside ROOT).
 #include <algorithm>
+#include <set>
 
 #include "source/field_specs.h"
+#include "source/origin_root.h"
 #include "source/shard_files.h"
 #include "source/sources.h"
 
@@ -36,9 +41,10 @@ Result<Pattern> SplitPattern(const FieldSpec& f, const std::string& uri) {
   return Pattern{f.key.substr(0, at), f.key.substr(at + kStem.size())};
 }
 
-// Every regular file under dir (through links, dot-names left out), as
-// paths relative to dir; depth is capped so a link loop ends.
-Status Walk(Env* env, const std::string& dir, const std::string& rel, int depth,
+// Every regular file under dir (through links that stay inside the root,
+// dot-names left out), as paths relative to dir; depth is capped so a link
+// loop ends.
+Status Walk(Env* env, const std::string& dir, const std::string& rel, int depth, OriginRoot* root,
             std::vector<std::string>* out) {
   if (depth > 32) return Status::InvalidArgument(dir + ": folders nested over 32 deep (a loop?)");
   std::vector<std::string> names;
@@ -48,16 +54,19 @@ Status Walk(Env* env, const std::string& dir, const std::string& rel, int depth,
     std::string r = rel.empty() ? n : rel + "/" + n;
     auto info = env->Stat(JoinPath(dir, r));
     if (!info.ok()) continue;  // a broken link is no file
-    if (info->is_dir)
-      SSDFEED_RETURN_IF_ERROR(Walk(env, dir, r, depth + 1, out));
-    else if (info->is_regular)
+    if (info->is_dir) {
+      SSDFEED_RETURN_IF_ERROR(root->Check(JoinPath(dir, r)));
+      SSDFEED_RETURN_IF_ERROR(Walk(env, dir, r, depth + 1, root, out));
+    } else if (info->is_regular) {
       out->push_back(r);
+    }
   }
   return Status::OK();
 }
 
 // The stems the pattern matches under root, sorted.
-Result<std::vector<std::string>> FindStems(Env* env, const std::string& root, const Pattern& p) {
+Result<std::vector<std::string>> FindStems(Env* env, const std::string& root, const Pattern& p,
+                                           OriginRoot* origin) {
   size_t slash = p.prefix.find_last_of('/');
   std::string dir = slash == std::string::npos ? "" : p.prefix.substr(0, slash);
   std::string head = slash == std::string::npos ? p.prefix : p.prefix.substr(slash + 1);
@@ -65,7 +74,8 @@ Result<std::vector<std::string>> FindStems(Env* env, const std::string& root, co
   SSDFEED_ASSIGN_OR_RETURN(FileInfo info, env->Stat(base));
   if (!info.is_dir) return Status::InvalidArgument(base + ": not a directory");
   std::vector<std::string> rels, stems;
-  SSDFEED_RETURN_IF_ERROR(Walk(env, base, "", 0, &rels));
+  SSDFEED_RETURN_IF_ERROR(origin->Check(base));
+  SSDFEED_RETURN_IF_ERROR(Walk(env, base, "", 0, origin, &rels));
   for (const auto& r : rels) {
     if (r.size() <= head.size() + p.suffix.size() || r.compare(0, head.size(), head) != 0 ||
         r.compare(r.size() - p.suffix.size(), p.suffix.size(), p.suffix) != 0)
@@ -85,13 +95,14 @@ class FilesSource final : public Source {
  public:
   FilesSource(std::string uri, std::vector<FilesField> fields, std::vector<std::string> stems,
               std::vector<InputFile> files, size_t skipped, std::vector<std::string> reasons,
-              Env* env)
+              RandomAccessFileOptions read, Env* env)
       : uri_(std::move(uri)),
         fields_(std::move(fields)),
         stems_(std::move(stems)),
         files_(std::move(files)),
         skipped_(skipped),
         reasons_(std::move(reasons)),
+        read_(std::move(read)),
         env_(env) {
     identity_ = IdentityDigest("files", files_, FieldsIdentity(FilesSource::fields()));
   }
@@ -108,7 +119,7 @@ class FilesSource final : public Source {
         out->fields.push_back({f.name, f.kind, {}, false, path});
         dst = &out->fields.back().bytes;
       }
-      SSDFEED_RETURN_IF_ERROR(env_->ReadFileToString(path, dst, OriginReadOptions()));
+      SSDFEED_RETURN_IF_ERROR(env_->ReadFileToString(path, dst, read_));
       if (f.kind != FieldKind::kLabel) continue;
       int64_t label = 0;
       if (!ParseDecimalLabel(*dst, &label))
@@ -144,18 +155,107 @@ class FilesSource final : public Source {
   std::vector<InputFile> files_;  // stem-major: fields_.size() per stem
   size_t skipped_;
   std::vector<std::string> reasons_;
+  RandomAccessFileOptions read_;
   Env* env_;
   std::string identity_;
 };
 
+// The URI's query: FIELD=PATTERN pairs and the options beside them.
+struct FilesQuery {
+  std::vector<std::pair<std::string, std::string>> patterns;
+  std::string split;  // split=FILE, relative to ROOT
+  bool follow_links = false;
+};
+
+Status ParseFilesQuery(const std::string& uri, const std::string& query, bool follow_links,
+                       FilesQuery* q) {
+  q->follow_links = follow_links;
+  if (query.empty()) return Status::OK();
+  std::vector<std::pair<std::string, std::string>> pairs;
+  SSDFEED_RETURN_IF_ERROR(ParseQuery(query, uri, &pairs));
+  for (auto& [key, value] : pairs) {
+    if (key == "split") {
+      q->split = value;
+    } else if (key == "follow_links") {
+      if (value != "0" && value != "1" && value != "true" && value != "false")
+        return Status::InvalidArgument(uri + ": follow_links must be 0 or 1, not '" + value + "'");
+      q->follow_links = value == "1" || value == "true";
+    } else {
+      q->patterns.emplace_back(key, value);
+    }
+  }
+  return Status::OK();
+}
+
+// A relative name that stays below where it is joined: no leading '/', no
+// ".." component.
+bool StaysBelow(const std::string& name) {
+  if (name.empty() || name[0] == '/') return false;
+  for (size_t at = 0; at <= name.size();) {
+    size_t slash = std::min(name.find('/', at), name.size());
+    if (name.compare(at, slash - at, "..") == 0) return false;
+    at = slash + 1;
+  }
+  return true;
+}
+
+// The stems a split file lists, one per line (blank lines and trailing
+// spaces or CR ignored), sorted. A line of two words (VOC's per-class
+// lists: "2008_000008 -1") or a stem listed twice is an error naming the
+// file and the line.
+Result<std::vector<std::string>> ReadSplit(Env* env, const std::string& path,
+                                           const RandomAccessFileOptions& read) {
+  std::string text;
+  SSDFEED_RETURN_IF_ERROR(env->ReadFileToString(path, &text, read));
+  std::vector<std::string> stems;
+  std::set<std::string> seen;
+  size_t line = 0;
+  for (size_t at = 0; at < text.size();) {
+    size_t end = std::min(text.find('\n', at), text.size());
+    std::string stem = text.substr(at, end - at);
+    at = end + 1;
+    ++line;
+    while (!stem.empty() && (stem.back() == '\r' || stem.back() == ' ' || stem.back() == '\t'))
+      stem.pop_back();
+    if (stem.empty()) continue;
+    std::string where = path + " line " + std::to_string(line) + ": ";
+    if (stem.find_first_of(" \t") != std::string::npos)
+      return Status::InvalidArgument(where + "'" + stem +
+                                     "' is not one stem (a split lists one stem per line)");
+    if (!StaysBelow(stem))
+      return Status::InvalidArgument(where + "stem '" + stem +
+                                     "' is not a relative name without '..'");
+    if (!seen.insert(stem).second)
+      return Status::InvalidArgument(where + "stem '" + stem + "' is listed twice");
+    stems.push_back(std::move(stem));
+  }
+  if (stems.empty()) return Status::InvalidArgument(path + ": the split lists no stem");
+  std::sort(stems.begin(), stems.end());
+  return stems;
+}
+
+// SourceOptions::stems, checked as a split file's lines are, sorted.
+Result<std::vector<std::string>> GivenStems(const std::string& uri,
+                                            std::vector<std::string> stems) {
+  std::set<std::string> seen;
+  for (const auto& s : stems) {
+    if (!StaysBelow(s))
+      return Status::InvalidArgument(uri + ": stem '" + s +
+                                     "' is not a relative name without '..'");
+    if (!seen.insert(s).second)
+      return Status::InvalidArgument(uri + ": stem '" + s + "' is given twice");
+  }
+  std::sort(stems.begin(), stems.end());
+  return stems;
+}
+
 // The URI's FIELD=PATTERN pairs (else the options' fields), kinds resolved
 // (an option naming the same field may give its kind), the image first.
-Result<std::vector<FilesField>> ParseFields(const std::string& uri, const std::string& query,
-                                            const SourceOptions& opts) {
+Result<std::vector<FilesField>> ParseFields(
+    const std::string& uri, const std::vector<std::pair<std::string, std::string>>& pairs,
+    const SourceOptions& opts) {
   std::vector<FieldSpec> specs;
-  if (!query.empty()) {
-    std::vector<std::pair<std::string, std::string>> pairs;
-    SSDFEED_RETURN_IF_ERROR(ParseQuery(query, uri, &pairs));
+  if (!pairs.empty()) {
     for (auto& [name, pattern] : pairs) {
       FieldKind kind = FieldKind::kAuto;
       for (const auto& o : opts.fields)
@@ -179,17 +279,39 @@ Result<std::vector<FilesField>> ParseFields(const std::string& uri, const std::s
   return out;
 }
 
+// The stems to serve: the split's or the options' when given, else every
+// stem the image pattern finds.
+Result<std::vector<std::string>> StemsToServe(Env* env, const std::string& uri,
+                                              const std::string& root, const FilesQuery& q,
+                                              const SourceOptions& opts, const Pattern& image,
+                                              OriginRoot* origin) {
+  if (!q.split.empty() && !opts.stems.empty())
+    return Status::InvalidArgument(uri + ": both a split file and a list of stems; give one");
+  if (!opts.stems.empty()) return GivenStems(uri, opts.stems);
+  if (q.split.empty()) return FindStems(env, root, image, origin);
+  if (!StaysBelow(q.split))
+    return Status::InvalidArgument(uri + ": split '" + q.split +
+                                   "' must be a path relative to ROOT without '..'");
+  std::string path = JoinPath(root, q.split);
+  SSDFEED_RETURN_IF_ERROR(origin->Check(path));
+  return ReadSplit(env, path, origin->ReadOptions());
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Source>> OpenFilesSource(const std::string& uri, const std::string& spec,
                                                 const SourceOptions& opts) {
   size_t q = spec.find('?');
   std::string root = spec.substr(0, q);
-  std::string query = q == std::string::npos ? "" : spec.substr(q + 1);
+  FilesQuery query;
+  SSDFEED_RETURN_IF_ERROR(ParseFilesQuery(uri, q == std::string::npos ? "" : spec.substr(q + 1),
+                                          opts.follow_links, &query));
   if (root.empty()) return Status::InvalidArgument(uri + ": no ROOT folder before '?'");
-  SSDFEED_ASSIGN_OR_RETURN(auto fields, ParseFields(uri, query, opts));
+  SSDFEED_ASSIGN_OR_RETURN(auto fields, ParseFields(uri, query.patterns, opts));
   Env* env = opts.env;
-  SSDFEED_ASSIGN_OR_RETURN(auto found, FindStems(env, root, fields[0].pattern));
+  SSDFEED_ASSIGN_OR_RETURN(OriginRoot origin, OriginRoot::Open(env, root, query.follow_links));
+  SSDFEED_ASSIGN_OR_RETURN(auto found,
+                           StemsToServe(env, uri, root, query, opts, fields[0].pattern, &origin));
   std::vector<std::string> stems, reasons;
   std::vector<InputFile> files;
   for (const auto& stem : found) {
@@ -197,6 +319,7 @@ Result<std::unique_ptr<Source>> OpenFilesSource(const std::string& uri, const st
     Status missing;
     for (const auto& f : fields) {
       std::string path = f.pattern.Path(root, stem);
+      SSDFEED_RETURN_IF_ERROR(origin.Check(path));  // never skipped: the user must see it
       auto info = env->Stat(path);
       if (!info.ok() || info->is_dir) {
         missing = Status::NotFound(uri + ": stem '" + stem + "' has no '" + f.spec.name +
@@ -221,7 +344,7 @@ Result<std::unique_ptr<Source>> OpenFilesSource(const std::string& uri, const st
   size_t skipped = reasons.size();
   return std::unique_ptr<Source>(new FilesSource(uri, std::move(fields), std::move(stems),
                                                  std::move(files), skipped, std::move(reasons),
-                                                 env));
+                                                 origin.ReadOptions(), env));
 }
 
 }  // namespace ssdfeed

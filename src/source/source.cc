@@ -1,4 +1,6 @@
 // OpenSource: parses the URI and hands over to the concrete reader.
+#include <algorithm>
+
 #include "source/field_specs.h"
 #include "source/sources.h"
 
@@ -6,26 +8,43 @@ namespace ssdfeed {
 
 namespace {
 
-// Splits "DIR?allow_empty=1" into DIR and the option. A '?' not followed by
-// a key=value (without '/') is part of the directory's name.
+// A folder option's 0|1 (or false|true) value.
+Status FolderFlag(const std::string& key, const std::string& value, const std::string& spec,
+                  bool* out) {
+  if (value == "1" || value == "true")
+    *out = true;
+  else if (value == "0" || value == "false")
+    *out = false;
+  else
+    return Status::InvalidArgument(key + " must be 0 or 1, not '" + value + "' in '" + spec + "'");
+  return Status::OK();
+}
+
+// Splits "DIR?allow_empty=1&follow_links=1" into DIR and the options. A '?'
+// not followed by key=value pairs (without '/') is part of the directory's
+// name.
 Status ParseFolderOptions(const std::string& spec, std::string* dir, SourceOptions* opts) {
   *dir = spec;
   size_t q = spec.rfind('?');
   if (q == std::string::npos || spec.find('=', q) == std::string::npos ||
       spec.find('/', q) != std::string::npos)
     return Status::OK();
-  std::string key = spec.substr(q + 1, spec.find('=', q) - q - 1);
-  std::string value = spec.substr(spec.find('=', q) + 1);
-  if (key != "allow_empty")
-    return Status::InvalidArgument("unknown folder option '" + key + "' in '" + spec +
-                                   "' (known: allow_empty=0|1)");
-  if (value == "1" || value == "true")
-    opts->allow_empty_classes = true;
-  else if (value == "0" || value == "false")
-    opts->allow_empty_classes = false;
-  else
-    return Status::InvalidArgument("allow_empty must be 0 or 1, not '" + value + "' in '" + spec +
-                                   "'");
+  std::string query = spec.substr(q + 1);
+  for (size_t at = 0; at <= query.size();) {
+    size_t amp = std::min(query.find('&', at), query.size());
+    std::string pair = query.substr(at, amp - at);
+    at = amp + 1;
+    size_t eq = pair.find('=');
+    std::string key = pair.substr(0, eq);
+    std::string value = eq == std::string::npos ? "" : pair.substr(eq + 1);
+    if (key == "allow_empty")
+      SSDFEED_RETURN_IF_ERROR(FolderFlag(key, value, spec, &opts->allow_empty_classes));
+    else if (key == "follow_links")
+      SSDFEED_RETURN_IF_ERROR(FolderFlag(key, value, spec, &opts->follow_links));
+    else
+      return Status::InvalidArgument("unknown folder option '" + key + "' in '" + spec +
+                                     "' (known: allow_empty=0|1, follow_links=0|1)");
+  }
   *dir = spec.substr(0, q);
   return Status::OK();
 }

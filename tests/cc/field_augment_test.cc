@@ -99,11 +99,13 @@ TEST(FieldAugment, BoxesAreShiftedScaledClippedDroppedAndFlippedWithTheirClasses
                               0,   60,  22,  80,    // x 0..22 -> 1/11 seen: dropped
                               500, 500, 600, 600};  // outside: dropped
   std::vector<int64_t> classes = {1, 2, 3, 4, 5};
+  std::vector<float> areas = {1.5f, 2.5f, 3.5f, 4.5f, 5.5f};  // box_floats: kept as given
   std::string blob = "raw";
   std::vector<FieldView> in = {
       View("boxes", FieldKind::kBoxes, "<f4", {5, 4}, boxes.data(), boxes.size() * 4),
       View("classes", FieldKind::kClasses, "<i8", {5}, classes.data(), classes.size() * 8),
-      View("meta", FieldKind::kBytes, "|u1", {3}, blob.data(), blob.size())};
+      View("meta", FieldKind::kBytes, "|u1", {3}, blob.data(), blob.size()),
+      View("area", FieldKind::kBoxFloats, "<f4", {5}, areas.data(), areas.size() * 4)};
   std::vector<Field> out;
   ASSERT_TRUE(RenderFields(in, {50, 20, 100, 100, false}, 300, 300, 200, 200, 0.25, &out).ok());
   EXPECT_EQ(As<float>(out[0].data),
@@ -113,12 +115,16 @@ TEST(FieldAugment, BoxesAreShiftedScaledClippedDroppedAndFlippedWithTheirClasses
   EXPECT_EQ(out[1].shape, (std::vector<uint64_t>{3}));
   EXPECT_EQ(out[2].data, "raw");
   EXPECT_EQ(out[2].name, "meta");
+  EXPECT_EQ(As<float>(out[3].data), (std::vector<float>{1.5f, 2.5f, 3.5f}));
+  EXPECT_EQ(out[3].dtype, "<f4");
+  EXPECT_EQ(out[3].shape, (std::vector<uint64_t>{3}));
   ASSERT_TRUE(RenderFields(in, {50, 20, 100, 100, true}, 300, 300, 200, 200, 0.25, &out).ok());
   EXPECT_EQ(As<float>(out[0].data),
             (std::vector<float>{140, 20, 180, 60, 160, 20, 200, 60, 190, 20, 200, 60}));
   // A stricter threshold drops the third box too.
   ASSERT_TRUE(RenderFields(in, {50, 20, 100, 100, false}, 300, 300, 200, 200, 0.4, &out).ok());
   EXPECT_EQ(As<int64_t>(out[1].data), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(As<float>(out[3].data), (std::vector<float>{1.5f, 2.5f}));
 }
 
 TEST(FieldAugment, MaskOfAnotherShapeIsAnError) {

@@ -221,6 +221,7 @@ TEST(FieldPrepare, BoxesAreScaledCroppedClippedAndDroppedWithTheirClasses) {
   ASSERT_EQ(g.crop_top, 5);
   std::vector<EncodedField> in = {
       {"classes", FieldKind::kClasses, Int64s({7, 8, 9, 10}), false, ""},
+      {"area", FieldKind::kBoxFloats, Floats({0.5f, 1.5f, 2.5f, 3.5f}), false, ""},
       {"boxes", FieldKind::kBoxes,
        Floats({80, 20, 120, 60,       // inside: (10,5)-(30,25)
                50, 20, 70, 40,        // x 25..35 -> 0..5 of 10 wide: half seen, kept clipped
@@ -229,8 +230,10 @@ TEST(FieldPrepare, BoxesAreScaledCroppedClippedAndDroppedWithTheirClasses) {
        false, "/d/a.json"}};
   std::vector<Field> out;
   ASSERT_TRUE(PrepareFields(in, g, {}, &out).ok());
-  ASSERT_EQ(out[1].shape, (std::vector<uint64_t>{2, 4}));
-  EXPECT_EQ(As<float>(out[1].data), (std::vector<float>{10, 5, 30, 25, 0, 5, 5, 15}));
+  ASSERT_EQ(out[2].shape, (std::vector<uint64_t>{2, 4}));
+  EXPECT_EQ(As<float>(out[2].data), (std::vector<float>{10, 5, 30, 25, 0, 5, 5, 15}));
+  EXPECT_EQ(out[1].dtype, "<f4");
+  EXPECT_EQ(As<float>(out[1].data), (std::vector<float>{0.5f, 1.5f}));  // with their boxes
   EXPECT_EQ(out[0].name, "classes");
   EXPECT_EQ(out[0].shape, (std::vector<uint64_t>{2}));
   EXPECT_EQ(As<int64_t>(out[0].data), (std::vector<int64_t>{7, 8}));

@@ -320,6 +320,23 @@ TEST(TFRecordFields, RequestedKeysAndAMissingFeatureNamesKeyAndRecord) {
   EXPECT_NE((*classic)->identity(), (*src)->identity());
 }
 
+// A box_floats field reads a float_list, one value per box; absent: no
+// objects.
+TEST(TFRecordFields, BoxFloatsAreAFloatList) {
+  test::TempDir dir;
+  WriteRecords(dir.Sub("od.tfrecord"), {OdExample("I0", {0.1f, 0.5f}, {1, 7}, false),
+                                        SerializeFeatures({Bytes("image/encoded", "I1")})});
+  auto src = OpenSource("tfrecord:" + dir.Sub("od.tfrecord"),
+                        WithFields({{"boxes", FieldKind::kAuto, "image/object/bbox/"},
+                                    {"xmin", FieldKind::kBoxFloats, "image/object/bbox/xmin"}}));
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  EncodedSample s;
+  ASSERT_TRUE((*src)->Read(0, &s).ok());
+  EXPECT_EQ(Floats(FieldOf(s, "xmin")->bytes), (std::vector<float>{0.1f, 0.5f}));
+  ASSERT_TRUE((*src)->Read(1, &s).ok());
+  EXPECT_TRUE(FieldOf(s, "xmin")->bytes.empty());
+}
+
 TEST(TFRecordFields, UnequalBoxListsAreCorruption) {
   test::TempDir dir;
   WriteRecords(
@@ -448,6 +465,95 @@ TEST(FilesSource, BadPatternsAndS3AreClearErrors) {
   EXPECT_NE(s3.status().message().find("not supported"), std::string::npos);
 }
 
+// A VOC-like tree: four stems, ImageSets/Segmentation/{train,val}.txt.
+std::string MakeVocSplits(const test::TempDir& dir) {
+  for (std::string stem : {"2007_000032", "2007_000033", "2007_000039", "2007_000042"}) {
+    WriteFile(dir.Sub("JPEGImages/" + stem + ".jpg"), "JPG" + stem);
+    WriteFile(dir.Sub("SegmentationClass/" + stem + ".png"), "PNG" + stem);
+  }
+  WriteFile(dir.Sub("ImageSets/Segmentation/train.txt"), "2007_000039\r\n2007_000032\n\n");
+  WriteFile(dir.Sub("ImageSets/Segmentation/val.txt"), "2007_000033\n2007_000042  \n");
+  return "files:" + dir.path() + "?image=JPEGImages/{stem}.jpg&mask=SegmentationClass/{stem}.png";
+}
+
+std::vector<std::string> Images(const Source& src) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < src.size(); ++i) {
+    EncodedSample s;
+    EXPECT_TRUE(src.Read(i, &s).ok());
+    out.push_back(s.bytes);
+  }
+  return out;
+}
+
+TEST(FilesSource, SplitFileServesItsStemsInSortedOrder) {
+  test::TempDir dir;
+  std::string uri = MakeVocSplits(dir);
+  auto train = OpenSource(uri + "&split=ImageSets/Segmentation/train.txt");
+  auto val = OpenSource(uri + "&split=ImageSets/Segmentation/val.txt");
+  auto all = OpenSource(uri);
+  ASSERT_TRUE(train.ok()) << train.status().ToString();
+  ASSERT_TRUE(val.ok() && all.ok());
+  EXPECT_EQ(Images(**train), (std::vector<std::string>{"JPG2007_000032", "JPG2007_000039"}));
+  EXPECT_EQ(Images(**val), (std::vector<std::string>{"JPG2007_000033", "JPG2007_000042"}));
+  EXPECT_EQ((*all)->size(), 4u);
+  EXPECT_NE((*train)->identity(), (*val)->identity());
+  EXPECT_NE((*train)->identity(), (*all)->identity());
+  EncodedSample s;
+  ASSERT_TRUE((*train)->Read(1, &s).ok());
+  EXPECT_EQ(s.fields[0].bytes, "PNG2007_000039");
+  // The same stems as a list (the Python stems= argument): the same source.
+  SourceOptions o;
+  o.stems = {"2007_000039", "2007_000032"};
+  auto listed = OpenSource(uri, o);
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  EXPECT_EQ((*listed)->identity(), (*train)->identity());
+  auto both = OpenSource(uri + "&split=ImageSets/Segmentation/train.txt", o);
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.status().message().find("give one"), std::string::npos);
+}
+
+TEST(FilesSource, SplitStemWithoutFilesOrBadLinesAreNamed) {
+  test::TempDir dir;
+  std::string uri = MakeVocSplits(dir);
+  WriteFile(dir.Sub("ImageSets/Segmentation/train.txt"), "2007_000032\n2007_000099\n");
+  auto missing = OpenSource(uri + "&split=ImageSets/Segmentation/train.txt");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("stem '2007_000099' has no 'image' file (" +
+                                            dir.Sub("JPEGImages/2007_000099.jpg")),
+            std::string::npos)
+      << missing.status().message();
+  SourceOptions skip;
+  skip.on_error = OnError::kSkip;
+  auto skipped = OpenSource(uri + "&split=ImageSets/Segmentation/train.txt", skip);
+  ASSERT_TRUE(skipped.ok());
+  EXPECT_EQ((*skipped)->size(), 1u);
+  EXPECT_EQ((*skipped)->skipped(), 1u);
+  struct Bad {
+    std::string text, says;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {"2007_000032\n2008_000008 -1\n", "line 2: '2008_000008 -1' is not one stem"},
+           {"2007_000032\n2007_000032\n", "line 2: stem '2007_000032' is listed twice"},
+           {"../JPEGImages/2007_000032\n", "line 1: stem '../JPEGImages/2007_000032'"},
+           {"\n\n", "lists no stem"}}) {
+    WriteFile(dir.Sub("ImageSets/Segmentation/bad.txt"), b.text);
+    auto bad = OpenSource(uri + "&split=ImageSets/Segmentation/bad.txt");
+    ASSERT_FALSE(bad.ok()) << b.text;
+    EXPECT_NE(bad.status().message().find(dir.Sub("ImageSets/Segmentation/bad.txt")),
+              std::string::npos)
+        << bad.status().message();
+    EXPECT_NE(bad.status().message().find(b.says), std::string::npos) << bad.status().message();
+  }
+  auto absent = OpenSource(uri + "&split=ImageSets/Segmentation/nope.txt");
+  ASSERT_FALSE(absent.ok());
+  EXPECT_NE(absent.status().message().find("nope.txt"), std::string::npos);
+  EXPECT_FALSE(OpenSource(uri + "&split=../train.txt").ok());
+  SourceOptions twice;
+  twice.stems = {"2007_000032", "2007_000032"};
+  EXPECT_FALSE(OpenSource(uri, twice).ok());
+}
+
 // --- coco: ----------------------------------------------------------------
 
 const char* kCoco = R"({
@@ -550,6 +656,121 @@ TEST(CocoSource, MissingImageAndBadJsonAreNamed) {
   EXPECT_NE(unknown.status().message().find("annotation id 9 names category id 4"),
             std::string::npos)
       << unknown.status().message();
+}
+
+// image_id and iscrowd on request: by the URI's fields= or by
+// SourceOptions::fields naming the COCO key; iscrowd has one value per box.
+TEST(CocoSource, ImageIdAndIscrowdOnRequest) {
+  test::TempDir dir;
+  std::string uri = MakeCoco(dir);
+  auto plain = OpenSource(uri);
+  auto asked = OpenSource(uri + "&crowd=1&fields=image_id,iscrowd");
+  ASSERT_TRUE(plain.ok());
+  ASSERT_TRUE(asked.ok()) << asked.status().ToString();
+  EXPECT_EQ(Names((*asked)->fields()),
+            (std::vector<std::string>{"image", "boxes", "classes", "image_id", "iscrowd"}));
+  EXPECT_EQ((*asked)->fields()[3].kind, FieldKind::kLabel);
+  EXPECT_EQ((*asked)->fields()[4].kind, FieldKind::kClasses);
+  EXPECT_NE((*plain)->identity(), (*asked)->identity());
+  EncodedSample s;
+  ASSERT_TRUE((*asked)->Read(1, &s).ok());  // b.jpg: id 20, annotations 1, 3 (crowd), 4
+  EXPECT_EQ(Ints(FieldOf(s, "image_id")->bytes), (std::vector<int64_t>{20}));
+  EXPECT_EQ(Ints(FieldOf(s, "iscrowd")->bytes), (std::vector<int64_t>{0, 1, 0}));
+  ASSERT_TRUE((*asked)->Read(2, &s).ok());  // c.jpg: no annotations
+  EXPECT_EQ(Ints(FieldOf(s, "image_id")->bytes), (std::vector<int64_t>{30}));
+  EXPECT_TRUE(FieldOf(s, "iscrowd")->bytes.empty());
+  auto named = OpenSource(uri, WithFields({{"id", FieldKind::kAuto, "image_id"}}));
+  ASSERT_TRUE(named.ok()) << named.status().ToString();
+  ASSERT_TRUE((*named)->Read(0, &s).ok());
+  EXPECT_EQ(Ints(FieldOf(s, "id")->bytes), (std::vector<int64_t>{10}));
+  auto unknown = OpenSource(uri + "&fields=image_id,score");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("COCO key 'score'"), std::string::npos)
+      << unknown.status().message();
+  auto kind = OpenSource(uri, WithFields({{"iscrowd", FieldKind::kBytes, "iscrowd"}}));
+  ASSERT_FALSE(kind.ok());
+  EXPECT_NE(kind.status().message().find("is a classes field"), std::string::npos)
+      << kind.status().message();
+}
+
+// area on request: one float32 per box, as the json gives it (a
+// box_floats field); asked for, an annotation without one is an error.
+TEST(CocoSource, AreaOnRequest) {
+  test::TempDir dir;
+  std::string uri = MakeCoco(dir);
+  auto missing = OpenSource(uri + "&fields=area");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("annotation id 1 has no area"), std::string::npos)
+      << missing.status().message();
+  WriteFile(dir.Sub("ann.json"),
+            R"({"images": [{"id": 1, "file_name": "a.jpg"}, {"id": 2, "file_name": "b.jpg"}],
+                "categories": [{"id": 4, "name": "x"}],
+                "annotations": [
+                  {"id": 9, "image_id": 2, "category_id": 4, "bbox": [0,0,2,3], "area": 5.25},
+                  {"id": 8, "image_id": 2, "category_id": 4, "bbox": [1,1,2,2], "area": 4}]})");
+  auto src = OpenSource(uri + "&fields=area,iscrowd");
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  EXPECT_EQ((*src)->fields()[3].kind, FieldKind::kBoxFloats);
+  EncodedSample s;
+  ASSERT_TRUE((*src)->Read(1, &s).ok());
+  EXPECT_EQ(Floats(FieldOf(s, "area")->bytes), (std::vector<float>{5.25f, 4}));
+  ASSERT_TRUE((*src)->Read(0, &s).ok());
+  EXPECT_TRUE(FieldOf(s, "area")->bytes.empty());
+  WriteFile(dir.Sub("ann.json"),
+            R"({"images": [{"id": 1, "file_name": "a.jpg"}], "categories": [{"id": 4}],
+                "annotations": [{"id": 7, "image_id": 1, "category_id": 4, "bbox": [0,0,1,1],
+                                 "area": 1e300}]})");
+  auto huge = OpenSource(uri + "&fields=area");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("annotation id 7 area"), std::string::npos)
+      << huge.status().message();
+  EXPECT_TRUE(OpenSource(uri).ok());  // not asked for: not read
+}
+
+// Ids and boxes beyond what int64 / float32 hold (1e30, 9.3e18, 1e300)
+// would be undefined conversions: each is an error naming the json file and
+// the image, category or annotation. (1e999 does not even parse: the json
+// reader's overflow error names the file.)
+TEST(CocoSource, OutOfRangeNumbersAreNamedErrors) {
+  test::TempDir dir;
+  std::string uri = MakeCoco(dir);
+  struct Case {
+    std::string image, category, ann, says;
+  };
+  const std::string img = R"({"id": 1, "file_name": "a.jpg"})";
+  const std::string cat = R"({"id": 4, "name": "x"})";
+  const std::string ann = R"({"id": 9, "image_id": 1, "category_id": 4, "bbox": [0,0,1,1]})";
+  auto open = [&](const Case& c) {
+    WriteFile(dir.Sub("ann.json"), "{\"images\": [" + c.image + "], \"categories\": [" +
+                                       c.category + "], \"annotations\": [" + c.ann + "]}");
+    return OpenSource(uri);
+  };
+  for (const Case& c : std::vector<Case>{
+           {R"({"id": 1e30, "file_name": "a.jpg"})", cat, "", "image id 1e+30"},
+           {R"({"id": -9.3e18, "file_name": "a.jpg"})", cat, "", "image id -9.3e+18"},
+           {R"({"id": 9223372036854775808, "file_name": "a.jpg"})", cat, "", "image id"},
+           {R"({"id": -1e999, "file_name": "a.jpg"})", cat, "", "number overflow"},
+           {R"({"id": 1.5, "file_name": "a.jpg"})", cat, "", "image id 1.5"},
+           {img, R"({"id": 1e30, "name": "x"})", "", "category id 1e+30"},
+           {img, cat, R"({"id": 9, "image_id": 1e30, "category_id": 4, "bbox": [0,0,1,1]})",
+            "annotation id 9 image_id"},
+           {img, cat, R"({"id": 9, "image_id": 1, "category_id": 1e19, "bbox": [0,0,1,1]})",
+            "annotation id 9 category_id"},
+           {img, cat, R"({"id": 9, "image_id": 1, "category_id": 4, "bbox": [1e300,0,1,1]})",
+            "annotation id 9 bbox"},
+           {img, cat, R"({"id": 9, "image_id": 1, "category_id": 4, "bbox": [0,-1e39,1,1]})",
+            "annotation id 9 bbox"},
+           {img, cat, R"({"id": 9, "image_id": 1, "category_id": 4, "bbox": [3e38,0,3e38,1]})",
+            "annotation id 9 bbox"}}) {
+    auto src = open(c);
+    ASSERT_FALSE(src.ok()) << c.image << " " << c.category << " " << c.ann;
+    EXPECT_TRUE(src.status().IsCorruption()) << src.status().ToString();
+    EXPECT_NE(src.status().message().find(dir.Sub("ann.json")), std::string::npos)
+        << src.status().message();
+    EXPECT_NE(src.status().message().find(c.says), std::string::npos) << src.status().message();
+  }
+  auto integral = open({R"({"id": 1.0, "file_name": "a.jpg"})", cat, ann, ""});
+  ASSERT_TRUE(integral.ok()) << integral.status().ToString();
 }
 
 }  // namespace

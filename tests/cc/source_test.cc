@@ -457,7 +457,7 @@ TEST_P(Rewrite, ReplacedByRenameChangesIdentity) {
 
 INSTANTIATE_TEST_SUITE_P(Source, Rewrite, ::testing::Values("folder", "tfrecord", "tar"));
 
-TEST(Folder, SymlinkedImagesAndClassFoldersAreRead) {
+TEST(Folder, SymlinkedImagesAndClassFoldersAreReadOnRequest) {
   test::TempDir dir;
   auto r = Make(dir.Sub("all"), "folder", 16);
   auto real = OpenSource(r.uri);
@@ -479,7 +479,12 @@ TEST(Folder, SymlinkedImagesAndClassFoldersAreRead) {
                           dir.Sub("split/" + classes[c] + "/" + f).c_str()),
                 0);
   }
-  auto split = OpenSource("folder:" + dir.Sub("split"));
+  // The links lead out of split/: followed only on request.
+  auto refused = OpenSource("folder:" + dir.Sub("split"));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("follow_links=1"), std::string::npos)
+      << refused.status().ToString();
+  auto split = OpenSource("folder:" + dir.Sub("split") + "?follow_links=1");
   ASSERT_TRUE(split.ok()) << split.status().ToString();
   ASSERT_EQ((*split)->size(), (*real)->size());
   for (size_t i = 0; i < (*split)->size(); ++i) {

@@ -65,3 +65,27 @@ def test_coco_parse_matches_pycocotools(coco_dataset, crowd):
 
 def sample_id(coco, file_name):
     return next(i["id"] for i in coco.dataset["images"] if i["file_name"] == file_name)
+
+
+@pytest.mark.parametrize("crowd", [False, True])
+def test_image_id_iscrowd_and_area_fields_match_pycocotools(coco_dataset, crowd):
+    d, uri = coco_dataset
+    coco = pycocotools_coco.COCO(str(d / "annotations.json"))
+    images = sorted(coco.loadImgs(coco.getImgIds()), key=lambda im: (im["file_name"], im["id"]))
+    got = json.loads(ssdfeed_cli("inspect", "--source",
+                                 uri + "&fields=image_id,iscrowd,area" +
+                                 ("&crowd=1" if crowd else ""),
+                                 "--samples", "-1", "--json"))
+    assert [f["name"] for f in got["fields"]][-3:] == ["image_id", "iscrowd", "area"]
+    assert got["size"] == len(images)
+    seen_crowd = 0
+    for sample, im in zip(got["samples"], images):
+        f = sample["fields"]
+        assert f["image_id"]["values"] == [im["id"]]
+        anns = coco.loadAnns(coco.getAnnIds(imgIds=[im["id"]], iscrowd=None if crowd else False))
+        assert f["iscrowd"]["values"] == [a["iscrowd"] for a in anns]
+        assert len(f["iscrowd"]["values"]) == len(f["classes"]["values"])
+        np.testing.assert_array_equal(np.array(f["area"]["values"], dtype=np.float32),
+                                      np.array([a["area"] for a in anns], dtype=np.float32))
+        seen_crowd += sum(a["iscrowd"] for a in anns)
+    assert (seen_crowd > 0) == crowd

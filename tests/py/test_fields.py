@@ -232,6 +232,27 @@ def test_torch_gives_tensors_and_torchvision_targets(coco):
         assert t["iscrowd"].tolist() == [0] * len(classes)
 
 
+def test_torch_targets_carry_image_id_iscrowd_and_area_when_asked_for(coco):
+    """torchvision's COCO evaluation reads image_id, iscrowd and area from
+    each target: the coco: fields on request end up there."""
+    torch = pytest.importorskip("torch")
+    import ssdfeed.torch
+
+    uri, expected = coco
+    loader = ssdfeed.torch.Loader(uri + "&fields=image_id,iscrowd,area", cache=False,
+                                  batch_size=5, seed=0, pin_memory=False)
+    b = next(iter(loader))
+    for i, (t, (boxes, classes)) in enumerate(zip(b["targets"], expected)):
+        assert set(t) == {"boxes", "labels", "image_id", "iscrowd", "area"}
+        assert int(t["image_id"]) == i + 1  # images 0000.jpg... have ids 1...
+        assert t["iscrowd"].dtype == torch.int64
+        assert t["iscrowd"].tolist() == [0] * len(classes)
+        w, h = boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]
+        assert t["area"].dtype == torch.float32
+        assert np.array_equal(t["area"].numpy(), (w * h).astype(np.float32))
+        assert np.array_equal(t["labels"].numpy(), classes)
+
+
 def test_torch_segmentation_dict(seg):
     torch = pytest.importorskip("torch")
     import ssdfeed.torch

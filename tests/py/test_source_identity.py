@@ -104,7 +104,8 @@ def save_png(path, seed, size=(40, 32)):
 
 def messy_tree(root):
     """A dataset as found in the wild: empty and hidden folders, a symlinked
-    class, a class with no image, a broken link and a stray file."""
+    class (linked from outside the root: read with follow_links=1), a class
+    with no image, a broken link and a stray file."""
     os.makedirs(root)
     for c, n in (("b", 2), ("a", 3), ("e", 1)):
         os.makedirs(os.path.join(root, c))
@@ -132,7 +133,7 @@ def test_labels_match_imagefolder(tmp_path):
     messy_tree(root)
     expected = imagefolder_samples(root, allow_empty=True)
     assert expected == imagefolder_reference(root, allow_empty=True)
-    got = samples(ssdfeed.Source("folder:" + root + "?allow_empty=1"))
+    got = samples(ssdfeed.Source("folder:" + root + "?allow_empty=1&follow_links=1"))
     assert got == expected
     # Empty classes keep their index: .hidden=0, __MACOSX=1, a=2, ...
     assert sorted({label for _, label in got}) == [2, 3, 4, 6]
@@ -140,7 +141,7 @@ def test_labels_match_imagefolder(tmp_path):
     with pytest.raises(FileNotFoundError) as ref:
         imagefolder_samples(root, allow_empty=False)
     with pytest.raises(FileNotFoundError) as ours:
-        ssdfeed.Source("folder:" + root)
+        ssdfeed.Source("folder:" + root + "?follow_links=1")
     named = "no valid file for the classes .hidden, __MACOSX, d_text_only"
     assert named in str(ref.value) and named in str(ours.value)
     assert root in str(ours.value)
@@ -222,7 +223,12 @@ def test_symlinked_folder_dataset_warms(tmp_path):
     os.makedirs(split / "a")
     os.symlink(real / "a" / "0.png", split / "a" / "0.png")
     os.symlink(real / "a", split / "b")
+    # Links out of the root are followed only on request.
     r = run("warm", "--source", f"folder:{split}", "--cache", str(tmp_path / "c"),
             "--resize-short", "16", "--json")
+    assert r.returncode != 0 and str(split) in r.stderr and str(real) in r.stderr, r.stderr
+    assert "follow_links=1" in r.stderr, r.stderr
+    r = run("warm", "--source", f"folder:{split}?follow_links=1", "--cache",
+            str(tmp_path / "c"), "--resize-short", "16", "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["samples_present"] == 2
