@@ -83,6 +83,11 @@ def cache(dataset, *, key: Optional[str] = None,
             DataLoader keeps going; ``ssdfeed.Loader(cached)`` drops it.
             An unsupported item type is a TypeError in both modes.
 
+    If no entry can be opened or made (the root full of entries other jobs
+    use, a lock held by a stopped process), ``cached[i]`` is ``dataset[i]``
+    itself: a warning once a process, and the entry is tried again every
+    ``RETRY_OPEN_SECONDS`` (10 s), as the Loader trains from the origin.
+
     Supported items: numpy arrays and numpy scalars (any dtype but object,
     any shape), CPU torch tensors, PIL images, int, float, complex, bool,
     str, bytes, None, and tuples, lists, dicts (str, int, float, bool,
