@@ -41,6 +41,11 @@ void ThrowIfError(const Status& s) {
   throw nb::python_error();
 }
 
+void ThrowIfOpenError(const Status& s) {
+  if (s.IsNoSpace() || s.IsBusy()) throw CacheUnavailableError(s.message());
+  ThrowIfError(s);
+}
+
 nb::object ImageToArray(Image&& img) {
   auto* owned = new Image(std::move(img));
   nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<Image*>(p); });
@@ -54,6 +59,12 @@ void BindAll(nb::module_& m) {
   corruption.attr("__doc__") =
       "Bytes in a source or cache are not what they claim (names the file).";
   corruption.attr("__module__") = "ssdfeed";  // users catch ssdfeed.CorruptionError
+  nb::exception<CacheUnavailableError> unavailable(m, "CacheUnavailableError", PyExc_OSError);
+  unavailable.attr("__doc__") =
+      "No cache entry could be opened or made now: the cache root is full of entries in use, "
+      "or a lock of it is held by a stopped process. ssdfeed.cache computes items from the "
+      "dataset meanwhile and tries again later.";
+  unavailable.attr("__module__") = "ssdfeed";
   m.def(
       "default_cache_root", [] { return DefaultCacheRoot(); },
       "$SSDFEED_CACHE, then ~/.cache/ssdfeed: the root the CLI uses too.");

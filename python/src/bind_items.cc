@@ -441,7 +441,10 @@ class ItemEntry {
       nb::gil_scoped_release nogil;
       entry = CacheEntry::Open(opts_, key_);
     }
-    st->cache = ValueOrThrow(std::move(entry));
+    // Full or busy: typed, so Python falls back to the dataset (as the
+    // loader does to the origin) instead of failing the job.
+    ThrowIfOpenError(entry.status());
+    st->cache = std::move(entry).value();
     std::string warning;
     st->stats = StatsPublisher::Create(nullptr, opts_, Basename(st->cache->dir()), &warning);
     if (!warning.empty()) Env::Default()->Warn(warning);

@@ -5,6 +5,7 @@
 #include <nanobind/stl/string.h>
 
 #include <cctype>
+#include <stdexcept>
 #include <string>
 
 #include "ssdfeed/enum_names.h"
@@ -27,6 +28,17 @@ bool RaiseStashed(const Status& s);
 
 // Raises the Python exception that fits the Status (no-op when OK).
 void ThrowIfError(const Status& s);
+
+// No cache entry could be opened or made now (Python: ssdfeed.CacheUnavailableError,
+// an OSError): the root is full of entries in use (NoSpace), or one of its
+// locks stayed held past its bounded wait (Busy: a stopped process). Not the
+// user's to fix: callers compute from the dataset and try again later.
+class CacheUnavailableError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+// Throws CacheUnavailableError for those two codes, else as ThrowIfError.
+void ThrowIfOpenError(const Status& s);
 
 template <typename T>
 T ValueOrThrow(Result<T> r) {

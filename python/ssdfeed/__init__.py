@@ -1,6 +1,7 @@
 """ssdfeed: prepare once, cache on local SSD, serve shuffled augmented batches."""
 
 from ssdfeed._ssdfeed import (
+    CacheUnavailableError,
     CorruptionError,
     Source,
     __version__,
@@ -13,6 +14,7 @@ from ssdfeed.prepare import Prepare
 from ssdfeed.warm import warm
 
 __all__ = [
+    "CacheUnavailableError",
     "CachedDataset",
     "CorruptionError",
     "ItemFormatError",

@@ -57,8 +57,9 @@ def _first_fields(cached, skip: bool = False) -> list:
     tries = min(len(cached), 256) if skip else 1
     for i in range(tries):
         try:
-            if cached._cache_root:
-                return cached._open_entry().get(i)
+            entry = cached._entry_or_none() if cached._cache_root else None
+            if entry is not None:
+                return entry.get(i)
             return cached._compute_fields(i)
         except Exception:  # noqa: BLE001 (on_error="skip": the next item gives the structure)
             if i + 1 == tries:

@@ -170,16 +170,15 @@ class Store:
         self._full_warned = False
 
     def _open(self, what, size):
-        """The entry, or None where the root has no room for a new one (its
-        elements then come from the upstream)."""
+        """The entry, or None where none can be had (the root full of entries
+        in use, a lock held by a stopped process): its elements then come
+        from the upstream."""
         ident = f"tf1 key={self.key} spec={_digest(self.spec_text)} P={self.part} {what}"
         try:
             return _ssdfeed.ItemEntry(self.root, self.uri, ident, size, None,
                                       capacity_bytes=self.capacity,
                                       group_shared=self.group_shared)
-        except OSError as e:
-            if "is full" not in str(e):
-                raise
+        except _ssdfeed.CacheUnavailableError as e:  # full of entries in use, or busy
             if not self._full_warned:
                 self._full_warned = True
                 warnings.warn(f"ssdfeed.tf.cache: {e}; what does not fit is computed by the "

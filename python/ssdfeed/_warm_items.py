@@ -4,18 +4,53 @@ Worker w computes items w, w+N, w+2N, ...; an item another process (another
 worker, another job) already stored is a cache hit, one it is computing is
 waited for (the entry's claims), so concurrent fills share the work. Each
 stored item is kept whatever happens next: a rerun computes only the rest.
+A worker that cannot open the entry (the root full of entries in use, a lock
+held by a stopped process) warns, computes its items without storing them
+and tries the entry again every ``cache.RETRY_OPEN_SECONDS``. A worker that
+dies (the OOM killer, kill -9) fails the warm-up, naming it and its signal,
+once the others are done; what was stored stays.
 """
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing
 import os
 import signal
 import sys
 import time
 import traceback
+import warnings
 
 from ssdfeed import _items
+
+# The module, not the function `ssdfeed.cache` that shadows it in the package
+# (RETRY_OPEN_SECONDS is read when used, so a caller may change it).
+_cache = importlib.import_module("ssdfeed.cache")
+
+
+class _Entry:
+    """A worker's ItemEntry, or None while none can be opened; warns once
+    and tries again every ``cache.RETRY_OPEN_SECONDS``."""
+
+    def __init__(self, cached, compute):
+        self.cached, self.compute = cached, compute
+        self.entry = None
+        self.retry_at = 0.0
+        self.warned = False
+
+    def get(self):
+        if self.entry is None and time.monotonic() >= self.retry_at:
+            try:
+                self.entry = self.cached._new_entry(self.compute)
+            except _cache._unavailable_error() as e:
+                if not self.warned:
+                    self.warned = True
+                    warnings.warn(f"ssdfeed warm: {e}; this worker computes its items without "
+                                  f"storing them (tried again every "
+                                  f"{_cache.RETRY_OPEN_SECONDS:g} s)", stacklevel=2)
+                self.retry_at = time.monotonic() + _cache.RETRY_OPEN_SECONDS
+        return self.entry
 
 
 def _context():
@@ -25,7 +60,7 @@ def _context():
 
 def _worker(cached, w: int, n: int, counters, errors) -> None:
     done, computed, skipped = counters
-    entry = None
+    opened = None
     try:
         def compute(i):
             fields = cached._compute_fields(i)
@@ -33,10 +68,14 @@ def _worker(cached, w: int, n: int, counters, errors) -> None:
                 computed.value += 1
             return fields
 
-        entry = cached._new_entry(compute)
+        opened = _Entry(cached, compute)
         for i in range(w, len(cached), n):
             try:
-                entry.get(i)
+                entry = opened.get()
+                if entry is not None:
+                    entry.get(i)
+                else:
+                    compute(i)  # no cache to be had now: checked, not stored
             except _items.UnsupportedItemError:
                 raise
             except Exception as e:  # noqa: BLE001
@@ -55,8 +94,8 @@ def _worker(cached, w: int, n: int, counters, errors) -> None:
         except Exception:  # an exception that does not pickle
             errors.put(RuntimeError("".join(traceback.format_exception_only(type(e), e)).strip()))
     finally:
-        if entry is not None:
-            entry.close()
+        if opened is not None and opened.entry is not None:
+            opened.entry.close()
 
 
 def _bar(done: int, total: int, elapsed: float, final: bool) -> None:
@@ -103,11 +142,32 @@ def warm(cached, workers: int, progress: bool) -> dict:
         error = errors.get()
         _stop(procs, signal.SIGTERM)
         raise error
+    _check_exits(cached, procs)
     seconds = time.monotonic() - start
     if progress:
         _bar(counters[0].value, len(cached), seconds, True)
     return {"items": len(cached), "present": cached.present(), "computed": counters[1].value,
             "skipped": counters[2].value, "seconds": round(seconds, 3)}
+
+
+def _check_exits(cached, procs) -> None:
+    """A worker that died (the OOM killer, kill -9) left its items undone:
+    say which, and how, rather than report a complete warm-up."""
+    dead = [(w, p) for w, p in enumerate(procs) if p.exitcode != 0]
+    if not dead:
+        return
+    how = []
+    for w, p in dead:
+        if p.exitcode is not None and p.exitcode < 0:
+            try:
+                name = signal.Signals(-p.exitcode).name
+            except ValueError:
+                name = f"signal {-p.exitcode}"
+            how.append(f"worker {w} (pid {p.pid}) was killed by {name}")
+        else:
+            how.append(f"worker {w} (pid {p.pid}) exited with status {p.exitcode}")
+    raise _cache.WarmWorkerError(f"ssdfeed warm: {'; '.join(how)}; {cached.present()}/"
+                                 f"{len(cached)} items stored (kept); rerun warm to fill the rest")
 
 
 def _stop(procs, sig) -> None:

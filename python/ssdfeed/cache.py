@@ -22,6 +22,7 @@ import re
 import sys
 import time
 import types
+import warnings
 from typing import Any, Dict, List, Optional, Union
 
 from ssdfeed import _items
@@ -34,12 +35,22 @@ _ON_ERROR = ("raise", "skip")
 _SETTING_TYPES = (str, bytes, bool, int, float, type(None))
 
 
+# How long a cache that could not be opened (root full of entries in use, a
+# lock held by a stopped process) is left alone before the next try; items
+# are computed from the dataset meanwhile.
+RETRY_OPEN_SECONDS = 10.0
+
 # "<function f at 0x7f...>": an address differs from run to run.
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
 class SkippedItemsError(RuntimeError):
     """Every item of a dataset failed under ``on_error="skip"``."""
+
+
+class WarmWorkerError(RuntimeError):
+    """A ``warm()`` worker died (killed by a signal: the OOM killer, kill -9)
+    before its items were done; what the workers stored stays."""
 
 
 def cache(dataset, *, key: Optional[str] = None,
@@ -79,6 +90,11 @@ def cache(dataset, *, key: Optional[str] = None,
             read as data only (see docs/python.md, "What a cached item may
             hold").
 
+    If no entry can be opened or made (the root full of entries other jobs
+    use, a lock held by a stopped process), ``cached[i]`` is ``dataset[i]``
+    itself: a warning once a process, and the entry is tried again every
+    ``RETRY_OPEN_SECONDS`` (10 s), as the Loader trains from the origin.
+
     Supported items: numpy arrays and numpy scalars (any dtype but object,
     any shape), CPU torch tensors, PIL images, int, float, complex, bool,
     str, bytes, None, and tuples, lists, dicts (str, int, float, bool,
@@ -117,6 +133,7 @@ class CachedDataset:
         self.skipped: Dict[int, str] = {}  # this process's skipped items: index -> error
         self._entry = None
         self._pid = None
+        self._unavailable = None  # (pid, monotonic time of the next try) while it is
 
     # -- what the C++ fast path (ssdfeed.Loader(cached)) needs
     def _compute_fields(self, i: int):
@@ -130,6 +147,29 @@ class CachedDataset:
             self._entry = self._new_entry(self._compute_fields)
             self._pid = os.getpid()
         return self._entry
+
+    def _entry_or_none(self):
+        """This process's ItemEntry, or None while no entry can be opened or
+        made (``CacheUnavailableError``: the root full of entries in use, a
+        lock held by a stopped process). Warns once a process, as the Loader
+        does when it trains from the origin, and tries again every
+        ``RETRY_OPEN_SECONDS``."""
+        if self._entry is not None and self._pid == os.getpid():
+            return self._entry
+        mine = self._unavailable is not None and self._unavailable[0] == os.getpid()
+        if mine and time.monotonic() < self._unavailable[1]:
+            return None
+        try:
+            entry = self._open_entry()
+        except _unavailable_error() as e:
+            if not mine:
+                warnings.warn(f"ssdfeed.cache: {e}; items of {self._uri} are computed from the "
+                              f"dataset, not cached (tried again every "
+                              f"{RETRY_OPEN_SECONDS:g} s)", stacklevel=3)
+            self._unavailable = (os.getpid(), time.monotonic() + RETRY_OPEN_SECONDS)
+            return None
+        self._unavailable = None
+        return entry
 
     def _new_entry(self, compute):
         from ssdfeed import _ssdfeed
@@ -168,12 +208,10 @@ class CachedDataset:
 
     def _get(self, i: int):
         if not self._cache_root:
-            try:
-                return self.dataset[i]
-            except Exception as e:
-                _add_index(e, i)
-                raise
-        entry = self._open_entry()
+            return self._from_dataset(i)
+        entry = self._entry_or_none()
+        if entry is None:
+            return self._from_dataset(i)
         try:
             return _items.decode(entry.get(i))
         except _items.ItemFormatError as e:
@@ -181,6 +219,14 @@ class CachedDataset:
             where = entry.stats().get("cache_dir", self._cache_root)
             raise _items.ItemFormatError(f"{self._uri} item {i} (cache entry {where}): {e}") \
                 from None
+
+    def _from_dataset(self, i: int):
+        """dataset[i] itself: no cache, or none to be had now."""
+        try:
+            return self.dataset[i]
+        except Exception as e:
+            _add_index(e, i)
+            raise
 
     def _skip(self, i: int, e: BaseException) -> None:
         self.skipped[i] = f"{type(e).__name__}: {e}"
@@ -203,6 +249,7 @@ class CachedDataset:
         state = self.__dict__.copy()
         state["_entry"] = None
         state["_pid"] = None
+        state["_unavailable"] = None
         return state
 
     def __repr__(self) -> str:
@@ -210,12 +257,15 @@ class CachedDataset:
         return f"CachedDataset({self._uri}, {self._size} items, {where})"
 
     def stats(self) -> dict:
-        """This process's entry counters (hits, misses, stores, ...)."""
-        return dict(self._open_entry().stats()) if self._cache_root else {}
+        """This process's entry counters (hits, misses, stores, ...); {}
+        without a cache or while none can be opened."""
+        entry = self._entry_or_none() if self._cache_root else None
+        return dict(entry.stats()) if entry is not None else {}
 
     def present(self) -> int:
-        """How many items the entry holds."""
-        return self._open_entry().present() if self._cache_root else 0
+        """How many items the entry holds (0 while none can be opened)."""
+        entry = self._entry_or_none() if self._cache_root else None
+        return entry.present() if entry is not None else 0
 
     def close(self) -> None:
         """Lets go of this process's entry (``ssdfeed cache rm`` refuses an
@@ -239,6 +289,12 @@ class CachedDataset:
         from ssdfeed import _warm_items
 
         return _warm_items.warm(self, _int("workers", workers, 1), progress)
+
+
+def _unavailable_error():
+    from ssdfeed import _ssdfeed
+
+    return _ssdfeed.CacheUnavailableError
 
 
 def _close_if_mine(entry, pid: int) -> None:

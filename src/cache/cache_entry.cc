@@ -33,7 +33,6 @@ std::string EntryKey::fingerprint() const {
 
 namespace {
 
-constexpr char kEntrySlotPrefix[] = "w-";
 // last_used is refreshed at most this often while the entry is in use.
 constexpr int64_t kTouchEveryMicros = 60ll * 1000000;
 // warm_read=auto looks again this often whether the entry fits in memory.
@@ -283,7 +282,10 @@ Result<Opened> TryOpenDir(const CacheOptions& opts, const EntryKey& key, const s
   SSDFEED_RETURN_IF_ERROR(CheckEntryOwner(env, opts, dir, *fi));
   Opened o;
   o.foreign = IsForeignEntry(*fi, opts);
-  auto lock = env->LockFile(JoinPath(dir, "use.lock"), false, true, FileMode(opts));
+  // Bounded: a process stopped while it holds the lock exclusively (an
+  // evictor, a compaction's swap) must cost a miss, not a hang; Busy, and
+  // the loader trains from the origin.
+  auto lock = LockEntryUse(env, dir, false, FileMode(opts));
   if (!lock.ok()) return lock.status();
   // An evictor may have moved the entry into trash/ (and another opener made
   // a new one) between our look and the lock: only the same directory counts.

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <charconv>
 #include <cstdint>
+#include <cstdio>
 #include <sstream>
 
 #include "cache/entry_files.h"
@@ -125,23 +126,34 @@ std::atomic<uint64_t> lock_timeouts{0};
 
 uint64_t CapacityLockTimeouts() { return lock_timeouts.load(std::memory_order_relaxed); }
 
-Result<std::unique_ptr<FileLock>> LockCapacity(const CacheOptions& opts, const RootPaths& p) {
-  Env* env = opts.env;
-  int64_t deadline = env->MonotonicMicros() + static_cast<int64_t>(kCapacityLockWaitSeconds * 1e6);
+Result<std::unique_ptr<FileLock>> LockWithin(Env* env, const std::string& path, bool exclusive,
+                                             uint32_t mode, double wait_seconds) {
+  int64_t deadline = env->MonotonicMicros() + static_cast<int64_t>(wait_seconds * 1e6);
   int64_t pause = 100;
   // Polled, not a blocking flock: a holder that never lets go (SIGSTOP, a
   // frozen cgroup) must not stop us for longer than the wait.
   while (true) {
-    auto lock = env->LockFile(p.lock, true, false, FileMode(opts));
+    auto lock = env->LockFile(path, exclusive, false, mode);
     if (lock.ok() || !lock.status().IsBusy()) return lock;
     int64_t left = deadline - env->MonotonicMicros();
-    if (left <= 0)
-      return Status::Busy(p.lock + ": held by another process for over " +
-                          std::to_string(static_cast<int>(kCapacityLockWaitSeconds)) +
+    if (left <= 0) {
+      char secs[32];
+      std::snprintf(secs, sizeof secs, "%g", wait_seconds);
+      return Status::Busy(path + ": held by another process for over " + secs +
                           " s (stopped or frozen?)");
+    }
     env->SleepForMicroseconds(std::min(pause, left));
     pause = std::min<int64_t>(pause * 2, 2000);  // often: holders let go within a millisecond
   }
+}
+
+Result<std::unique_ptr<FileLock>> LockCapacity(const CacheOptions& opts, const RootPaths& p) {
+  return LockWithin(opts.env, p.lock, true, FileMode(opts), kCapacityLockWaitSeconds);
+}
+
+Result<std::unique_ptr<FileLock>> LockEntryUse(Env* env, const std::string& dir, bool exclusive,
+                                               uint32_t mode) {
+  return LockWithin(env, JoinPath(dir, "use.lock"), exclusive, mode, kUseLockWaitSeconds);
 }
 
 bool IsForeignEntry(const FileInfo& fi, const CacheOptions& opts) {

@@ -56,6 +56,21 @@ constexpr double kCapacityLockWaitSeconds = 2.0;
 // capacity.lock, waited for at most kCapacityLockWaitSeconds; Busy (naming
 // the lock) when another process holds it longer.
 Result<std::unique_ptr<FileLock>> LockCapacity(const CacheOptions& opts, const RootPaths& p);
+// How long an open, an export or a compaction's swap waits for an entry's
+// use.lock. Its exclusive holders (an evictor's rename, a compaction's swap,
+// an in-use probe) let go within milliseconds; one that holds it longer is
+// stopped or frozen, and the entry is then served from the origin (Busy).
+constexpr double kUseLockWaitSeconds = 2.0;
+// `path` locked (shared or exclusive), polled for at most `wait_seconds`,
+// never a blocking flock: a holder that never lets go (SIGSTOP, a frozen
+// cgroup) costs a bounded wait. Busy naming the file when it stays held.
+Result<std::unique_ptr<FileLock>> LockWithin(Env* env, const std::string& path, bool exclusive,
+                                             uint32_t mode, double wait_seconds);
+// An entry directory's use.lock: shared by every process using the entry,
+// exclusive for removing or swapping its files. Waited for at most
+// kUseLockWaitSeconds.
+Result<std::unique_ptr<FileLock>> LockEntryUse(Env* env, const std::string& dir, bool exclusive,
+                                               uint32_t mode);
 // Reservations of this process that gave up waiting for capacity.lock
 // (ssdfeed_cache_lock_timeouts_total).
 uint64_t CapacityLockTimeouts();

@@ -158,8 +158,8 @@ Result<LockedEntry> LockEntryForExport(const CacheOptions& opts, const std::stri
                : fi.status();
   if (fi->is_symlink || !fi->is_dir)
     return Status::InvalidArgument(le.dir + ": not a directory (a symlink?); refusing it");
-  SSDFEED_ASSIGN_OR_RETURN(
-      le.use_lock, env->LockFile(JoinPath(le.dir, "use.lock"), false, true, FileMode(opts)));
+  // Bounded, as an open: Busy while a stopped process holds it exclusively.
+  SSDFEED_ASSIGN_OR_RETURN(le.use_lock, LockEntryUse(env, le.dir, false, FileMode(opts)));
   auto after = env->Lstat(le.dir);
   if (!after.ok() || after->inode != fi->inode)
     return Status::Busy(le.dir + ": evicted while the export started; try again");

@@ -16,6 +16,10 @@
 
 namespace ssdfeed {
 
+// The slots of an entry's writers (and of a compaction's copy) are
+// "<entry>/w-<n>.lock"; a root's reservations are "<root>/writers/w-<n>.lock".
+constexpr char kEntrySlotPrefix[] = "w-";
+
 class WriterSlot {
  public:
   // Takes the lowest-numbered free slot in dir (creating its lock file with

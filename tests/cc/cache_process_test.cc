@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -24,6 +25,7 @@
 #include "pipeline/fetcher.h"
 #include "ssdfeed/cache.h"
 #include "ssdfeed/dataset.h"
+#include "ssdfeed/loader.h"
 #include "test_util.h"
 
 extern char** environ;
@@ -535,6 +537,261 @@ TEST(CacheNode, TwoUsersOfOneGroupShareARoot) {
       EXPECT_EQ(st.st_mode & 060, 060u) << p;
     }
   }
+}
+
+// A child that locks `path` exclusively and stops itself (SIGSTOP): a
+// Ctrl-Z'd `cache compact` or evictor. Returns once the child is stopped
+// (waitpid WUNTRACED), so nothing below runs before the lock is held; -1
+// if it could not lock.
+pid_t StoppedLockHolder(const std::string& path) {
+  pid_t child = ::fork();
+  if (child == 0) {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT, 0600);
+    if (fd < 0 || ::flock(fd, LOCK_EX) != 0) ::_exit(1);
+    ::raise(SIGSTOP);
+    ::_exit(0);
+  }
+  int st = 0;
+  if (::waitpid(child, &st, WUNTRACED) != child || !WIFSTOPPED(st)) return -1;
+  return child;
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// What one epoch of a cached loader over the fixture's dataset served.
+struct EpochRun {
+  size_t samples = 0;
+  LoaderStats stats;
+};
+EpochRun RunEpoch(const Fixture& f, const CacheOptions& co) {
+  LoaderOptions o;
+  o.source = f.uri;
+  o.prepare = f.spec;
+  o.cache = co;
+  o.augment.enabled = true;  // one batch shape out of the dataset's many
+  o.augment.height = o.augment.width = 32;
+  o.batch_size = 16;
+  o.workers = 2;
+  EpochRun run;
+  auto l = Loader::Open(o);
+  EXPECT_TRUE(l.ok()) << l.status().ToString();
+  if (!l.ok()) return run;
+  Batch b;
+  while (true) {
+    auto r = (*l)->Next(&b);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok() || !*r) break;
+    run.samples += b.size;
+  }
+  run.stats = (*l)->stats();
+  return run;
+}
+
+// A process stopped while it holds an entry's use.lock exclusively (a
+// compaction's swap, an evictor, an in-use probe, Ctrl-Z'd) blocked every
+// open of that entry for good: a blocking flock. Now an open and an export
+// wait at most kUseLockWaitSeconds and say Busy, the loader trains from the
+// origin, and ls, rm, gc and compact answer at once; once the holder goes
+// on, everything proceeds.
+TEST(CacheNode, StoppedExclusiveUseLockHolderCostsOthersABoundedWait) {
+  Fixture f;
+  auto src = OpenSource(f.uri);
+  EntryKey key = MakeEntryKey(**src, {}, f.spec);
+  CacheOptions co;
+  co.root = f.dir.Sub("c");
+  std::string dir;
+  {
+    auto e = CacheEntry::Open(co, key);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    SampleFetcher fetcher(src->get(), f.spec, e->get(), co.claim_wait_seconds);
+    for (uint64_t id = 0; id < 240; ++id) {
+      FetchScratch s;
+      CachedSample out;
+      ASSERT_TRUE(fetcher.Fetch(id, &s, &out).ok()) << id;
+    }
+    ASSERT_TRUE((*e)->Sync().ok());
+    dir = (*e)->dir();
+  }
+  std::string name = Basename(dir);
+  pid_t holder = StoppedLockHolder(JoinPath(dir, "use.lock"));
+  ASSERT_GT(holder, 0);
+  const double bound = kUseLockWaitSeconds + 3.0;  // the wait, and a loaded machine's slack
+
+  auto t0 = std::chrono::steady_clock::now();
+  auto opened = CacheEntry::Open(co, key);
+  EXPECT_TRUE(opened.status().IsBusy()) << opened.status().ToString();
+  EXPECT_NE(opened.status().message().find("use.lock"), std::string::npos);
+  EXPECT_LT(SecondsSince(t0), bound) << "open";
+
+  int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(devnull, 0);
+  TransferReport tr;
+  t0 = std::chrono::steady_clock::now();
+  Status exported = ExportEntry(co, name, devnull, ExportOptions(), &tr);
+  EXPECT_TRUE(exported.IsBusy()) << exported.ToString();
+  EXPECT_LT(SecondsSince(t0), bound) << "export";
+
+  t0 = std::chrono::steady_clock::now();
+  auto list = ListEntries(co);
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_TRUE((*list)[0].in_use);
+  EXPECT_TRUE(RemoveEntry(co, name).IsBusy());
+  auto gc = CollectGarbage(co, 1, 0);
+  ASSERT_TRUE(gc.ok());
+  EXPECT_TRUE(gc->empty());
+  CompactReport cr;
+  EXPECT_TRUE(CompactEntry(co, name, &cr).IsBusy());
+  // Each would take the whole bound if it waited (a loaded CI machine may be slow, never 2 s).
+  EXPECT_LT(SecondsSince(t0), kUseLockWaitSeconds) << "the probes waited";
+
+  t0 = std::chrono::steady_clock::now();
+  EpochRun origin = RunEpoch(f, co);
+  EXPECT_EQ(origin.samples, 240u);
+  EXPECT_EQ(origin.stats.cache_open_errors, 1u);
+  EXPECT_EQ(origin.stats.cache_hits, 0u);
+  EXPECT_LT(SecondsSince(t0), bound + 30.0) << "the loader's epoch";
+
+  ::kill(holder, SIGCONT);
+  EXPECT_EQ(Wait(holder), 0);
+  auto again = CacheEntry::Open(co, key);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ((*again)->samples_present(), 240u);
+  again->reset();
+  EXPECT_TRUE(ExportEntry(co, name, devnull, ExportOptions(), &tr).ok());
+  ::close(devnull);
+  EpochRun cached = RunEpoch(f, co);
+  EXPECT_EQ(cached.samples, 240u);
+  EXPECT_EQ(cached.stats.cache_open_errors, 0u);
+  EXPECT_EQ(cached.stats.cache_hits, 240u);
+}
+
+// An Env that stops its process (SIGSTOP) when it is about to create its
+// `nth` file (counting from 1) whose name starts with one of `prefixes`:
+// a compaction frozen halfway through its copy.
+class StopAtNthCreateEnv : public EnvWrapper {
+ public:
+  StopAtNthCreateEnv(Env* target, int nth) : EnvWrapper(target), left_(nth) {}
+  Result<std::unique_ptr<WritableFile>> NewWritableFile(
+      const std::string& path, const WritableFileOptions& o = {}) override {
+    std::string base = Basename(path);
+    if ((base.rfind("seg-", 0) == 0 || base.rfind("compact-", 0) == 0) && --left_ == 0)
+      ::raise(SIGSTOP);
+    return EnvWrapper::NewWritableFile(path, o);
+  }
+
+ private:
+  int left_;
+};
+
+// A compaction of FakeKey(40)'s entry under `co`, in a child that stops
+// itself partway through its copy (the second copy segment: every record
+// is a segment of its own). Returns the stopped child; it exits 0 if the
+// compaction succeeded, 2 if it was Busy, 1 otherwise.
+pid_t StoppedCompaction(const CacheOptions& co, const std::string& name) {
+  pid_t child = ::fork();
+  if (child == 0) {
+    StopAtNthCreateEnv env(Env::Default(), 3);
+    CacheOptions o = co;
+    o.env = &env;
+    o.segment_bytes = 1;
+    CompactReport r;
+    Status s = CompactEntry(o, name, &r);
+    ::_exit(s.ok() ? (r.records == 30 ? 0 : 3) : s.IsBusy() ? 2 : 1);
+  }
+  int st = 0;
+  if (::waitpid(child, &st, WUNTRACED) != child || !WIFSTOPPED(st)) return -1;
+  return child;
+}
+
+// 30 of FakeKey(40)'s samples, written by three writers at once (three
+// segments). Returns the entry's directory.
+std::string ThreeWritersEntry(const CacheOptions& co) {
+  std::vector<std::unique_ptr<CacheEntry>> writers;
+  for (uint64_t w = 0; w < 3; ++w) {
+    auto e = CacheEntry::Open(co, test::FakeKey(40));
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    if (!e.ok()) return "";
+    for (uint64_t id = w * 10; id < w * 10 + 10; ++id)
+      EXPECT_TRUE(test::PutFake(e->get(), id).ok());
+    writers.push_back(std::move(*e));
+  }
+  return writers[0]->dir();
+}
+
+bool NoCopyLeft(const std::string& dir) {
+  std::vector<std::string> names;
+  (void)Env::Default()->GetChildren(dir, &names);
+  return std::none_of(names.begin(), names.end(),
+                      [](const std::string& n) { return n.rfind("compact-", 0) == 0; });
+}
+
+// `cache compact` held the entry exclusively for its whole copy, so a
+// Ctrl-Z'd compaction hung every job of the dataset. It now copies under
+// the shared lock (a job opens and reads the entry meanwhile, seeing only
+// the old segments) and takes the lock exclusively only to swap.
+TEST(CacheNode, StoppedCompactionLetsJobsOpenAndRead) {
+  test::TempDir root;
+  CacheOptions co;
+  co.root = root.Sub("c");
+  std::string dir = ThreeWritersEntry(co);
+  ASSERT_FALSE(dir.empty());
+  pid_t compactor = StoppedCompaction(co, Basename(dir));
+  ASSERT_GT(compactor, 0);
+  {
+    auto t0 = std::chrono::steady_clock::now();
+    auto e = CacheEntry::Open(co, test::FakeKey(40));
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    EXPECT_LT(SecondsSince(t0), kUseLockWaitSeconds) << "waited for the compaction";
+    EXPECT_EQ((*e)->samples_present(), 30u);
+    for (uint64_t id = 0; id < 30; ++id) EXPECT_TRUE(test::ReadsBackFake(e->get(), id)) << id;
+  }
+  ::kill(compactor, SIGCONT);
+  EXPECT_EQ(Wait(compactor), 0) << "the compaction did not complete";
+  EXPECT_TRUE(NoCopyLeft(dir));
+  auto e = CacheEntry::Open(co, test::FakeKey(40));
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ((*e)->samples_present(), 30u);
+  for (uint64_t id = 0; id < 30; ++id) EXPECT_TRUE(test::ReadsBackFake(e->get(), id)) << id;
+}
+
+// A job that writes to the entry while the copy is made, or still has it
+// open at the swap: the compaction gives up (Busy), removes its copy, and
+// nothing the job wrote or reads is lost.
+TEST(CacheNode, CompactionGivesUpWhenTheEntryChangesOrStaysInUse) {
+  test::TempDir root;
+  CacheOptions co;
+  co.root = root.Sub("c");
+  std::string dir = ThreeWritersEntry(co);
+  ASSERT_FALSE(dir.empty());
+  pid_t compactor = StoppedCompaction(co, Basename(dir));
+  ASSERT_GT(compactor, 0);
+  {
+    auto e = CacheEntry::Open(co, test::FakeKey(40));
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    ASSERT_TRUE(test::PutFake(e->get(), 35).ok());
+  }
+  ::kill(compactor, SIGCONT);
+  EXPECT_EQ(Wait(compactor), 2) << "a compaction dropped a record written meanwhile";
+  EXPECT_TRUE(NoCopyLeft(dir));
+  {
+    auto e = CacheEntry::Open(co, test::FakeKey(40));
+    ASSERT_TRUE(e.ok());
+    EXPECT_EQ((*e)->samples_present(), 31u);
+    EXPECT_TRUE(test::ReadsBackFake(e->get(), 35));
+  }
+
+  compactor = StoppedCompaction(co, Basename(dir));
+  ASSERT_GT(compactor, 0);
+  auto reader = CacheEntry::Open(co, test::FakeKey(40));
+  ASSERT_TRUE(reader.ok());
+  ::kill(compactor, SIGCONT);
+  EXPECT_EQ(Wait(compactor), 2) << "swapped under a reader";
+  EXPECT_TRUE(NoCopyLeft(dir));
+  for (uint64_t id = 0; id < 30; ++id) EXPECT_TRUE(test::ReadsBackFake(reader->get(), id)) << id;
+  EXPECT_TRUE(test::ReadsBackFake(reader->get(), 35));
 }
 
 }  // namespace

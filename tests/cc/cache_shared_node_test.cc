@@ -596,8 +596,9 @@ TEST(SharedNode, CompactOnAFullDiskRemovesItsPartialSegments) {
   CacheOptions small = o;
   small.segment_bytes = 1200;  // a few records per new segment: several segments
   for (int attempt = 0; attempt < 2; ++attempt) {
-    // The 9th append of the compaction's new segments finds the disk full.
-    env.FailAfter(Op::kWrite, 8, -1, Status::NoSpace("ENOSPC"), "/seg-0-");
+    // The 9th append of the compaction's copy (its new segments, named
+    // compact-<slot>-<k> until the swap) finds the disk full.
+    env.FailAfter(Op::kWrite, 8, -1, Status::NoSpace("ENOSPC"), "/compact-");
     CompactReport r;
     Status s = CompactEntry(small, Basename(dir), &r);
     env.ClearFaults();

@@ -37,12 +37,15 @@ def counts(directory) -> dict:
 
 def block_if_asked(i: int) -> None:
     """With $CACHE_OWN_BLOCK_AT=k, item k announces itself (a file in
-    $CACHE_OWN_COUNTER named "blocked") and never returns: the test then
-    kills or interrupts the job mid-fill."""
+    $CACHE_OWN_COUNTER's parent named "blocked", holding the pid of the
+    process computing it, renamed into place whole) and never returns: the
+    test then kills or interrupts the job mid-fill."""
     at = os.environ.get("CACHE_OWN_BLOCK_AT")
     if at is not None and int(at) == i:
-        with open(os.path.join(os.environ["CACHE_OWN_COUNTER"], "..", "blocked"), "w"):
-            pass
+        parent = os.path.join(os.environ["CACHE_OWN_COUNTER"], "..")
+        with open(os.path.join(parent, "blocked.tmp"), "w") as f:
+            f.write(str(os.getpid()))
+        os.rename(os.path.join(parent, "blocked.tmp"), os.path.join(parent, "blocked"))
         while True:
             time.sleep(3600)
 
@@ -99,6 +102,25 @@ class ArrayDataset(torch.utils.data.Dataset):
     def __getitem__(self, i):
         count(i)
         return np.full((3, 2), i, dtype=np.float32), i
+
+
+class SizedDataset(torch.utils.data.Dataset):
+    """n items of `size` bytes each (item i: `size` bytes of value i % 251,
+    and i): fills a small cache root as fast as the test wants."""
+
+    def __init__(self, n: int, size: int):
+        self.n, self.size = n, size
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return np.full(self.size, i % 251, dtype=np.uint8), i
+
+
+def sized_item_ok(item, i: int, size: int) -> bool:
+    a, j = item
+    return j == i and a.shape == (size,) and a.dtype == np.uint8 and bool((a == i % 251).all())
 
 
 class FailingDataset(torch.utils.data.Dataset):

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -474,3 +475,77 @@ def test_warm_progress_bar_ends_with_the_count(tmp_path, counter, capfd):
     ssdfeed.cache(data.ArrayDataset(), cache=tmp_path / "c").warm(workers=1)
     err = capfd.readouterr().err
     assert f"{data.N}/{data.N}" in err.splitlines()[-1]
+
+
+def test_warm_reports_a_worker_killed_mid_fill(tmp_path):
+    """A warm-up worker killed by kill -9 (or the OOM killer) left its items
+    undone, and warm reported success; now it fails naming the worker and
+    the signal, once the other worker is done, and what was stored stays."""
+    counter_dir = tmp_path / "counter"
+    counter_dir.mkdir()
+    root = tmp_path / "c"
+    script = ("import sys, ssdfeed, cache_own_data as d\n"
+              "print(ssdfeed.cache(d.MixedDataset(), cache=sys.argv[1])"
+              ".warm(workers=2, progress=False))\n")
+    # Worker 1 (items 1, 3, 5, ...) stores 1 and 3, then blocks on 5.
+    job = subprocess.Popen([sys.executable, "-c", script, str(root)], cwd=HERE,
+                           env=job_env(counter_dir, CACHE_OWN_BLOCK_AT=5),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_blocked(tmp_path, job)
+    os.kill(int((tmp_path / "blocked").read_text()), signal.SIGKILL)
+    out, err = job.communicate(timeout=120)
+    assert job.returncode != 0, out
+    assert "WarmWorkerError" in err and "worker 1" in err and "SIGKILL" in err, err
+    stored = data.N // 2 + 2  # every even item, and 1 and 3
+    assert f"{stored}/{data.N} items stored" in err, err
+    assert ssdfeed.cache(data.MixedDataset(), cache=root).present() == stored
+
+
+FULL_ROOT_WARM = """
+import json, sys, ssdfeed, cache_own_data as d
+cached = ssdfeed.cache(d.SizedDataset(int(sys.argv[2]), 8), key=sys.argv[3], cache=sys.argv[1],
+                       capacity=4 << 20)
+r = cached.warm(workers=2, progress=False)
+bad = [i for i in range(0, len(cached), 97) if not d.sized_item_ok(cached[i], i, 8)]
+print(json.dumps({"warm": r, "bad": bad}))
+"""
+
+
+def test_warm_and_items_under_a_root_full_of_entries_in_use(tmp_path, monkeypatch):
+    """Three warm-ups into one 4 MiB root: the first fills it and keeps its
+    entry open (in use), so the other two, run at once, cannot make theirs
+    (no room, nothing to evict). They failed with OSError; now they warn and
+    compute from the dataset, and cached[i] returns the right item with one
+    warning, until there is room again."""
+    root = tmp_path / "c"
+    full = ssdfeed.cache(data.SizedDataset(320, 16 << 10), key="full", cache=root,
+                         capacity=4 << 20)
+    r = full.warm(workers=1, progress=False)  # one writer: it stores until the root is full
+    assert 0 < r["present"] < 320, r
+    assert full.present() == r["present"]  # and its entry in use from here on
+    # 30,000 items: a new entry's small files alone need more than one of
+    # the full entry's 16 KiB records, the most the root can have left.
+    jobs = [subprocess.Popen([sys.executable, "-c", FULL_ROOT_WARM, str(root), "30000", key],
+                             cwd=HERE, env=job_env(tmp_path), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for key in ("b", "c")]
+    for job in jobs:
+        out, err = job.communicate(timeout=300)
+        assert job.returncode == 0, err
+        res = json.loads(out.splitlines()[-1])
+        assert res["bad"] == [], res
+        assert res["warm"]["items"] == 30000 and res["warm"]["present"] == 0, res
+        assert "without storing them" in err, err
+
+    cache_module = sys.modules["ssdfeed.cache"]
+    monkeypatch.setattr(cache_module, "RETRY_OPEN_SECONDS", 0.0)  # every access tries again
+    cached = ssdfeed.cache(data.SizedDataset(30000, 8), key="d", cache=root, capacity=4 << 20)
+    with pytest.warns(UserWarning, match="computed from the dataset"):
+        assert data.sized_item_ok(cached[7], 7, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # warned once
+        assert data.sized_item_ok(cached[8], 8, 8)
+        assert cached.stats() == {}
+        full.close()  # no longer in use: the next try evicts it and makes the entry
+        assert data.sized_item_ok(cached[9], 9, 8)
+    assert cached.stats()["cache_dir"]
+    assert cached.present() == 1
