@@ -54,6 +54,12 @@ printf '\x01\x01\0\0\0\0\0\0\0\x01\x02\x04\x03\0\0\0\0\x04\0\0\0\0\0\0\0%b%b%b' 
   '\x02\0\0\0\0\0\0\0\x02\0\0\0\0\0\0\0' 'mask|u1\0' '\x00\x01\x01\x00\0\0\0\0' \
   >"$corpus_root/field_section_fuzzer/mask"
 for f in "$here"/seeds/*; do [ -e "$f" ] && cp "$f" "$corpus_root/decode/"; done
+# Crafted records (sample 3, zstd RLE frames): one claiming 2048x2048x3 in
+# 445 bytes, which no entry's rules in the fuzzer allow, and a 16x16x3 one
+# the zstd rules take and decode (docs/cache-format.md, "What a reader checks
+# before allocating").
+mkdir -p "$corpus_root/cache"
+cp "$here"/corpus/cache/* "$corpus_root/cache/"
 # A Fortran-ordered (2,2) float32 .npy (header padded to 128 bytes, as
 # numpy writes it).
 mkdir -p "$corpus_root/npy"

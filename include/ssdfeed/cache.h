@@ -90,6 +90,10 @@ struct EntryKey {
   uint64_t samples_total = 0;
   // JSON object recorded in the manifest so that `cache verify --repair`
   // can rebuild the preparation and reopen the source. Not fingerprinted.
+  // When it holds a PrepareSpec (ToJson) whose Canonical() is `spec`, the
+  // entry's records must be of that spec's codec, channels and size;
+  // otherwise raw records of any shape (docs/cache-format.md, "What a reader
+  // checks before allocating"). Default "{}".
   std::string prepare_json = "{}";
   std::string fingerprint() const;  // hex; the entry's directory name
 };
@@ -224,7 +228,9 @@ class CacheEntry {
   static Result<std::unique_ptr<CacheEntry>> Open(const CacheOptions& opts, const EntryKey& key);
 
   // Reads sample id into *buf. NotFound when absent; Corruption when the
-  // record fails its checks (it is then dropped from the index: Put repairs).
+  // record fails its checks, its codec and shape against the key's
+  // (EntryKey::prepare_json) included (it is then dropped from the index:
+  // Put repairs).
   virtual Status Get(uint64_t id, std::string* buf, CachedSample* out) = 0;
   // Reads n samples at once, each checked as Get checks it; with direct
   // reads (CacheOptions::warm_read) they are all in flight together.
@@ -245,7 +251,8 @@ class CacheEntry {
   // NoSpace once the capacity is reached or the disk is full (the entry then
   // keeps a fixed subset and stops admitting); IOError on EIO. Neither harms
   // what is stored. InvalidArgument for a sample no record can hold (a
-  // malformed field section, a side over 65535, over 1 GiB in all).
+  // malformed field section, a side over 65535, over 1 GiB in all) or that
+  // a read would refuse (another codec or shape than the key's spec makes).
   virtual Status Put(uint64_t id, const CachedSample& s) = 0;
   // Put of an image and a label only.
   Status Put(uint64_t id, int64_t label, const uint8_t* pixels, int height, int width,

@@ -74,7 +74,7 @@ Status WriteCompacted(const CacheOptions& opts, const std::string& dir, SegmentI
   SSDFEED_RETURN_IF_ERROR(index->ForEachRecord([&](uint64_t id, const std::string& buf) -> Status {
     if (!dat || dat->Size() + buf.size() > opts.segment_bytes) SSDFEED_RETURN_IF_ERROR(roll());
     cf::RecordHeader h;
-    cf::CheckRecord(buf.data(), buf.size(), id, &h);  // for its checksum: already checked
+    cf::CheckRecord(buf.data(), buf.size(), id, index->rules(), &h);  // for its checksum: checked
     cf::IndexEntry e{id,       dat->Size(), static_cast<uint32_t>(buf.size()),
                      h.height, h.width,     h.channels,
                      seq,      h.checksum};
@@ -131,7 +131,7 @@ Status CompactEntry(const CacheOptions& in, const std::string& name, CompactRepo
     return lock.status().IsBusy() ? Status::Busy(name + ": in use by a running process")
                                   : lock.status();
   SSDFEED_ASSIGN_OR_RETURN(EntryKey key, ReadEntryKey(env, dir));
-  SegmentIndex index(env, dir, key.samples_total);
+  SegmentIndex index(env, dir, key.samples_total, RulesOf(key));
   SSDFEED_RETURN_IF_ERROR(index.Refresh());
   SegmentFiles before = ListSegmentFiles(env, dir);
   report->files_before = before.segments.size() + before.slot_locks.size();
