@@ -224,7 +224,8 @@ class CacheEntry {
   // shared "in use" lock until destroyed, so no other process evicts it.
   // Refuses a root other users may write to (InvalidArgument); rebuilds an
   // entry whose manifest is damaged; retries when an evictor moves the entry
-  // away meanwhile.
+  // away meanwhile. A key of more than 2^32 samples (the format's bound) is
+  // InvalidArgument, before anything is made.
   static Result<std::unique_ptr<CacheEntry>> Open(const CacheOptions& opts, const EntryKey& key);
 
   // Reads sample id into *buf. NotFound when absent; Corruption when the

@@ -336,6 +336,12 @@ Result<std::unique_ptr<CacheEntry>> CacheEntry::Open(const CacheOptions& in, con
   CacheOptions opts = in;
   if (opts.env == nullptr) opts.env = Env::Default();
   if (opts.root.empty()) return Status::InvalidArgument("cache root not set");
+  // Refused before anything is made: the claims file and the index are
+  // sized by it, and no reader opens a manifest declaring more.
+  if (key.samples_total > kMaxSamplesTotal)
+    return Status::InvalidArgument(key.source_uri + ": " + std::to_string(key.samples_total) +
+                                   " samples is more than a cache entry holds (at most " +
+                                   std::to_string(kMaxSamplesTotal) + ", 2^32)");
   Env* env = opts.env;
   RootPaths paths(opts.root);
   SSDFEED_RETURN_IF_ERROR(PrepareRoot(env, opts));
