@@ -143,18 +143,21 @@ TEST(CraftedRecords, AShapeThePrepareSpecNeverMakesIsRefusedByGetAndVerify) {
   PlantRecords((*e)->dir(),
                {CraftedRecord(2, 1, kBig, kBig, 3, ZeroFrame(uint64_t{kBig} * kBig * 3)),
                 CraftedRecord(3, 1, 10, 10, 1, ZeroFrame(100)),
+                // The largest header: about 1 TB claimed, never allocated.
+                CraftedRecord(4, 1, 65535, 65535, 255, ZeroFrame(100)),
                 CraftedRecord(5, 0, 10, 10, 3, std::string(300, '\0'))});
   ASSERT_TRUE((*e)->Refresh().ok());
   ExpectRefused(e->get(), 2,
                 "shape 4096x4096x3: the entry's images have sides of at most 12 (shorter)");
   ExpectRefused(e->get(), 3, "shape 10x10x1: the entry's images have 3 channels");
+  ExpectRefused(e->get(), 4, "shape 65535x65535x255: the entry's images have 3 channels");
   ExpectRefused(e->get(), 5, "codec raw, not the entry's zstd");
   auto v = CacheEntry::Open(Opts(root.path()), key);
   ASSERT_TRUE(v.ok()) << v.status().ToString();
   VerifyReport r;
   ASSERT_TRUE(VerifyEntry(v->get(), &r).ok());
-  EXPECT_EQ(r.good, kN - 3);
-  EXPECT_EQ(r.corrupt_ids, (std::vector<uint64_t>{2, 3, 5}));
+  EXPECT_EQ(r.good, kN - 4);
+  EXPECT_EQ(r.corrupt_ids, (std::vector<uint64_t>{2, 3, 4, 5}));
   // The writer refuses such a sample too.
   std::vector<uint8_t> big(size_t{20} * 20 * 3, 1);
   CachedSample s;
