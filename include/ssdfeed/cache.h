@@ -57,7 +57,8 @@ struct CacheOptions {
   // 0: the bytes the root holds now plus 80% of the filesystem's free space.
   uint64_t capacity_bytes = 0;
   // Group-sharing mode for nodes where one group's jobs share a cache:
-  // directories 02770 and files 0660 instead of 0700 / 0600. Default false.
+  // directories 02770 and files 0660 instead of 0700 / 0600 (a job's own
+  // stats/p-*.stats: 0640, only its owner writes it). Default false.
   bool group_shared = false;
   // Data is fdatasync'ed after this many bytes appended by one writer (and when
   // the entry closes). Smaller loses less on power loss. Default 64 MiB.
