@@ -109,6 +109,13 @@ TEST(CraftedRecords, ACodecOtherThanTheEntrysIsRefusedByGetAndVerify) {
   std::string frame = ZeroFrame(uint64_t{kBig} * kBig * 3);
   PlantRecords((*e)->dir(), {CraftedRecord(1, 1, kBig, kBig, 3, frame),
                              CraftedRecord(4, 1, kBig, kBig, 3, frame)});
+  // `ssdfeed cache verify` (it counted such records good): exit 1, both
+  // counted corrupt.
+  std::string out;
+  int rc =
+      test::RunCommand(test::CliPath() + " cache verify --cache " + root.path() + " 2>&1", &out);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find(": 4 good, 2 corrupt, 0 missing"), std::string::npos) << out;
   ASSERT_TRUE((*e)->Refresh().ok());
   ExpectRefused(e->get(), 1, "codec zstd, not the entry's raw");
   ExpectRefused(e->get(), 4, "codec zstd, not the entry's raw");
