@@ -50,7 +50,7 @@ void CheckAsRecord(std::string_view section, bool parses, uint32_t count, uint8_
   cf::EncodeRecordHeader(&h, reinterpret_cast<const uint8_t*>(payload.data()), rec.data());
   rec += payload;
   cf::RecordHeader out;
-  bool ok = cf::CheckRecord(rec.data(), rec.size(), 3, &out).empty();
+  bool ok = cf::CheckRecord(rec.data(), rec.size(), 3, {}, &out).empty();
   bool want = num_fields == 0 ? section.empty() : parses && count == num_fields;
   if (ok != want) __builtin_trap();
   if (ok) {

@@ -13,8 +13,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view bytes(reinterpret_cast<const char*>(data), size);
   Field f;
   if (ParseNpy(bytes, &f).ok()) {
-    unsigned __int128 n = DTypeItemSize(f.dtype);
-    for (uint64_t d : f.shape) n *= d;
+    // Overflow-checked, as the parser's own check must be: a product that
+    // wraps to the data's size is a wrong accept (and Fortran order then
+    // reads out of bounds).
+    uint64_t n = DTypeItemSize(f.dtype);
+    for (uint64_t d : f.shape)
+      if (__builtin_mul_overflow(n, d, &n)) std::abort();
     if (n != f.data.size()) std::abort();
   }
   MaskPixels m;

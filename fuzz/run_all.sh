@@ -60,12 +60,24 @@ printf '\x01\x01\0\0\0\0\0\0\0\x01\x02\x04\x03\0\0\0\0\x04\0\0\0\0\0\0\0%b%b%b' 
   '\x02\0\0\0\0\0\0\0\x02\0\0\0\0\0\0\0' 'mask|u1\0' '\x00\x01\x01\x00\0\0\0\0' \
   >"$corpus_root/field_section_fuzzer/mask"
 for f in "$here"/seeds/*; do [ -e "$f" ] && cp "$f" "$corpus_root/decode/"; done
+# Crafted records (sample 3, zstd RLE frames): one claiming 2048x2048x3 in
+# 445 bytes, which no entry's rules in the fuzzer allow, and a 16x16x3 one
+# the zstd rules take and decode (docs/cache-format.md, "What a reader checks
+# before allocating").
+mkdir -p "$corpus_root/cache"
+cp "$here"/corpus/cache/* "$corpus_root/cache/"
 # A Fortran-ordered (2,2) float32 .npy (header padded to 128 bytes, as
 # numpy writes it).
 mkdir -p "$corpus_root/npy"
 { printf '\223NUMPY\001\000\166\000'
   printf "%-117s\n" "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }"
   printf '1234567812345678'; } >"$corpus_root/npy/f4.npy"
+# A shape whose product is 2^128 + 4: a size check that wraps accepts its 4
+# bytes (field_prepare_test's Npy.ShapeWhoseProductOverflowsIsRefused).
+{ printf '\223NUMPY\001\000\266\000'
+  printf "%-181s\n" "{'descr': '|u1', 'fortran_order': True, 'shape': (4, 5, 13, 29, 37, 109, \
+113, 1429, 14449, 40388473189, 118750098349), }"
+  printf 'abcd'; } >"$corpus_root/npy/wrap.npy"
 # A ListObjectsV2 page with the entities, quotes and paging a real one has.
 mkdir -p "$corpus_root/s3_list_fuzzer"
 printf '%s' '<?xml version="1.0" encoding="UTF-8"?><ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>bkt</Name><Prefix>a/</Prefix><KeyCount>2</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated><Contents><Key>a/x&amp;y &#233;.tar</Key><LastModified>2025-01-01T00:00:00.000Z</LastModified><ETag>&quot;9b2cf535f27731c974343645a3985328&quot;</ETag><Size>10240</Size><StorageClass>STANDARD</StorageClass></Contents><Contents><Key>a/b/c.jpg</Key><ETag>"d41d8cd98f00b204e9800998ecf8427e-2"</ETag><Size>0</Size></Contents><NextContinuationToken>1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=</NextContinuationToken></ListBucketResult>' \

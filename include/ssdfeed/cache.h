@@ -57,7 +57,8 @@ struct CacheOptions {
   // 0: the bytes the root holds now plus 80% of the filesystem's free space.
   uint64_t capacity_bytes = 0;
   // Group-sharing mode for nodes where one group's jobs share a cache:
-  // directories 02770 and files 0660 instead of 0700 / 0600. Default false.
+  // directories 02770 and files 0660 instead of 0700 / 0600 (a job's own
+  // stats/p-*.stats: 0640, only its owner writes it). Default false.
   bool group_shared = false;
   // Data is fdatasync'ed after this many bytes appended by one writer (and when
   // the entry closes). Smaller loses less on power loss. Default 64 MiB.
@@ -90,6 +91,10 @@ struct EntryKey {
   uint64_t samples_total = 0;
   // JSON object recorded in the manifest so that `cache verify --repair`
   // can rebuild the preparation and reopen the source. Not fingerprinted.
+  // When it holds a PrepareSpec (ToJson) whose Canonical() is `spec`, the
+  // entry's records must be of that spec's codec, channels and size;
+  // otherwise raw records of any shape (docs/cache-format.md, "What a reader
+  // checks before allocating"). Default "{}".
   std::string prepare_json = "{}";
   std::string fingerprint() const;  // hex; the entry's directory name
 };
@@ -220,11 +225,14 @@ class CacheEntry {
   // shared "in use" lock until destroyed, so no other process evicts it.
   // Refuses a root other users may write to (InvalidArgument); rebuilds an
   // entry whose manifest is damaged; retries when an evictor moves the entry
-  // away meanwhile.
+  // away meanwhile. A key of more than 2^32 samples (the format's bound) is
+  // InvalidArgument, before anything is made.
   static Result<std::unique_ptr<CacheEntry>> Open(const CacheOptions& opts, const EntryKey& key);
 
   // Reads sample id into *buf. NotFound when absent; Corruption when the
-  // record fails its checks (it is then dropped from the index: Put repairs).
+  // record fails its checks, its codec and shape against the key's
+  // (EntryKey::prepare_json) included (it is then dropped from the index:
+  // Put repairs).
   virtual Status Get(uint64_t id, std::string* buf, CachedSample* out) = 0;
   // Reads n samples at once, each checked as Get checks it; with direct
   // reads (CacheOptions::warm_read) they are all in flight together.
@@ -245,7 +253,8 @@ class CacheEntry {
   // NoSpace once the capacity is reached or the disk is full (the entry then
   // keeps a fixed subset and stops admitting); IOError on EIO. Neither harms
   // what is stored. InvalidArgument for a sample no record can hold (a
-  // malformed field section, a side over 65535, over 1 GiB in all).
+  // malformed field section, a side over 65535, over 1 GiB in all) or that
+  // a read would refuse (another codec or shape than the key's spec makes).
   virtual Status Put(uint64_t id, const CachedSample& s) = 0;
   // Put of an image and a label only.
   Status Put(uint64_t id, int64_t label, const uint8_t* pixels, int height, int width,

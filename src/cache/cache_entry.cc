@@ -68,7 +68,7 @@ class CacheEntryImpl final : public CacheEntry {
         dir_(std::move(dir)),
         foreign_(foreign),
         use_lock_(std::move(use_lock)),
-        index_(opts.env, dir_, key.samples_total) {}
+        index_(opts.env, dir_, key.samples_total, RulesOf(key)) {}
 
   ~CacheEntryImpl() override {
     writer_.reset();  // syncs; drops the reservation
@@ -149,9 +149,27 @@ class CacheEntryImpl final : public CacheEntry {
   using CacheEntry::Put;
   Status Put(uint64_t id, const CachedSample& s) override {
     if (id >= key_.samples_total) return Status::InvalidArgument("sample id out of range");
+    SSDFEED_RETURN_IF_ERROR(CheckRulesOnPut(id, s));
     if (!writer_) return Status::NotSupported(warning());
     Periodic(/*redecide=*/false);
     return writer_->Put(id, claims_.NextSeq(index_.max_seq()), s);
+  }
+
+  // What every read would refuse as damage (RulesOf the key: another codec,
+  // a shape the prepare spec never makes) is refused before it is written.
+  // A shape no record can hold at all is the writer's to refuse.
+  Status CheckRulesOnPut(uint64_t id, const CachedSample& s) const {
+    if (s.height < 0 || s.width < 0 || s.channels < 0 || s.height > 65535 || s.width > 65535 ||
+        s.channels > 255)
+      return Status::OK();
+    cf::RecordHeader h;
+    h.height = static_cast<uint16_t>(s.height);
+    h.width = static_cast<uint16_t>(s.width);
+    h.channels = static_cast<uint8_t>(s.channels);
+    h.codec = static_cast<uint8_t>(s.codec);
+    std::string bad = cf::CheckRules(h, index_.rules());
+    if (bad.empty()) return Status::OK();
+    return Status::InvalidArgument(dir_ + ": sample " + std::to_string(id) + ": " + bad);
   }
 
   bool admitting() const override { return writer_ && writer_->admitting(); }
@@ -320,6 +338,12 @@ Result<std::unique_ptr<CacheEntry>> CacheEntry::Open(const CacheOptions& in, con
   CacheOptions opts = in;
   if (opts.env == nullptr) opts.env = Env::Default();
   if (opts.root.empty()) return Status::InvalidArgument("cache root not set");
+  // Refused before anything is made: the claims file and the index are
+  // sized by it, and no reader opens a manifest declaring more.
+  if (key.samples_total > kMaxSamplesTotal)
+    return Status::InvalidArgument(key.source_uri + ": " + std::to_string(key.samples_total) +
+                                   " samples is more than a cache entry holds (at most " +
+                                   std::to_string(kMaxSamplesTotal) + ", 2^32)");
   Env* env = opts.env;
   RootPaths paths(opts.root);
   SSDFEED_RETURN_IF_ERROR(PrepareRoot(env, opts));

@@ -1,115 +1,25 @@
 #include "cache/claims.h"
 
-#include <signal.h>
-#include <sys/mman.h>
-
 #include <atomic>
 #include <cstring>
-#include <mutex>
+
+#include "util/sigbus_guard.h"
 
 namespace ssdfeed {
-
-// One guarded mapping (see below); start 0: unused.
-struct ClaimsGuard {
-  std::atomic<uintptr_t> start{0};
-  std::atomic<size_t> len{0};
-  std::atomic<bool> lost{false};
-};
 
 namespace {
 
 constexpr size_t kHeaderBytes = 64;
 constexpr char kMagic[8] = {'S', 'D', 'F', 'C', 'L', 'M', '0', '2'};
 
-// Why a SIGBUS guard. In a group-shared root every member of the group may
-// write an entry's claims file, so any of them can truncate it while we have
-// it mapped; our next access to a page past its new end then raises SIGBUS.
-// Nothing done before an access rules that out: a size check can be followed
-// at once by the truncation, a lock binds only those who take it, and
-// mapping only files nobody else can write would end coordination in every
-// group-shared root (its files are 0660 so that members can claim). So the
-// fault itself is made harmless: a SIGBUS at an address inside a guarded
-// claims mapping replaces that mapping with anonymous zero pages (MAP_FIXED,
-// a single system call, safe in a handler) and returns, and the access runs
-// again on the zeros. Zeros are a claims table where every sample is free and
-// the sequence counter is 0, so this process goes on filling without
-// coordination, as when the file cannot be mapped: samples may be prepared
-// twice, never served wrong. A SIGBUS anywhere else goes to the disposition
-// installed before ours (or kills the process as it would have).
-constexpr size_t kMaxGuarded = 256;
-ClaimsGuard g_guarded[kMaxGuarded];
-struct sigaction g_prev_sigbus;
-std::mutex g_guard_mu;  // registration and installation, never the handler
-
-void OnSigbus(int sig, siginfo_t* info, void* ctx) {
-  auto addr = reinterpret_cast<uintptr_t>(info->si_addr);
-  // si_code > 0: a fault (a kill(2) carries no address).
-  for (ClaimsGuard& g : g_guarded) {
-    uintptr_t start = g.start.load(std::memory_order_acquire);
-    size_t len = g.len.load(std::memory_order_acquire);
-    if (info->si_code <= 0 || start == 0 || addr - start >= len) continue;
-    void* p = ::mmap(reinterpret_cast<void*>(start), len, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-    if (p != MAP_FAILED) {
-      g.lost.store(true, std::memory_order_release);
-      return;
-    }
-  }
-  const struct sigaction& prev = g_prev_sigbus;
-  if (prev.sa_flags & SA_SIGINFO) return prev.sa_sigaction(sig, info, ctx);
-  if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN) return prev.sa_handler(sig);
-  // The default: pending again once this handler returns, and it kills.
-  struct sigaction dfl = {};
-  dfl.sa_handler = SIG_DFL;
-  ::sigaction(sig, &dfl, nullptr);
-  ::raise(sig);
-}
-
-// Once per process. Never again after a handler installed later replaced
-// ours: that one may chain to ours, and reinstalling ours over it would
-// make a cycle. (Such a handler sees a claims SIGBUS first; if it chains,
-// ours still recovers; if not, the process dies as it would have.)
-void InstallSigbusHandler() {
-  static bool installed = false;
-  if (installed) return;
-  installed = true;
-  struct sigaction sa = {};
-  sa.sa_sigaction = OnSigbus;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGBUS, nullptr, &g_prev_sigbus);  // set before ours can run
-  ::sigaction(SIGBUS, &sa, nullptr);
-}
-
-// nullptr when every guard is taken: the caller then does not coordinate.
-ClaimsGuard* Guard(uint8_t* start, size_t len) {
-  std::lock_guard<std::mutex> l(g_guard_mu);
-  InstallSigbusHandler();
-  for (ClaimsGuard& g : g_guarded) {
-    if (g.start.load(std::memory_order_relaxed) != 0) continue;
-    g.lost.store(false, std::memory_order_relaxed);
-    g.len.store(len, std::memory_order_release);
-    g.start.store(reinterpret_cast<uintptr_t>(start), std::memory_order_release);
-    return &g;
-  }
-  return nullptr;
-}
-
-void Unguard(ClaimsGuard* g) {
-  if (g == nullptr) return;
-  std::lock_guard<std::mutex> l(g_guard_mu);
-  g->start.store(0, std::memory_order_release);
-  g->len.store(0, std::memory_order_release);
-}
-
 }  // namespace
 
 Claims::~Claims() {
-  Unguard(guard_);  // before file_ unmaps
+  SigbusGuard::Release(guard_);  // before file_ unmaps
 }
 
 bool Claims::Lost() {
-  if (guard_ == nullptr || !guard_->lost.load(std::memory_order_acquire)) return false;
+  if (guard_ == nullptr || !guard_->lost()) return false;
   if (!warned_.exchange(true))
     env_->Warn(path_ + " shrank while in use; filling without coordination (samples may be " +
                "prepared twice)");
@@ -126,7 +36,12 @@ Status Claims::Open(Env* env, const std::string& path, uint64_t n, uint32_t mode
   MappedFileOptions o;
   o.mode = mode;
   SSDFEED_ASSIGN_OR_RETURN(auto file, env->NewMappedFile(path, bytes, o));
-  guard_ = Guard(file->data(), file->size());
+  // A group member may cut the file while it is mapped (util/sigbus_guard.h):
+  // the fault then zeroes the mapping, and zeros are a claims table where
+  // every sample is free and the sequence counter is 0, so this process goes
+  // on filling without coordination, as when the file cannot be mapped:
+  // samples may be prepared twice, never served wrong.
+  guard_ = SigbusGuard::Acquire(file->data(), file->size());
   if (guard_ == nullptr) return Status::Aborted("too many claims files mapped in this process");
   file_ = std::move(file);
   base_ = file_->data();

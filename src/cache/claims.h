@@ -7,7 +7,8 @@
 // of its writer-slot lock, never of a pid, so claims work across PID namespaces. The file is fully
 // allocated when created: a sparse shared mapping on a full disk raises SIGBUS.
 // A file cut short while mapped (a group member may truncate it) does too:
-// that SIGBUS is caught and the mapping replaced by zeros (claims.cc), and
+// that SIGBUS is caught and the mapping replaced by zeros
+// (util/sigbus_guard.h), and
 // the process goes on without coordination.
 #pragma once
 
@@ -21,7 +22,7 @@
 
 namespace ssdfeed {
 
-struct ClaimsGuard;
+class SigbusGuard;
 
 class Claims {
  public:
@@ -50,13 +51,12 @@ class Claims {
   // A slot that died holding claims is reused by its next writer: that
   // writer drops the stale claims first, so nobody waits on them.
   void DropStaleClaims();
-  // Whether the file was cut while mapped (see the SIGBUS guard in
-  // claims.cc); warns once.
+  // Whether the file was cut while mapped (util/sigbus_guard.h); warns once.
   bool Lost();
 
   Env* env_ = nullptr;
   std::string path_;
-  ClaimsGuard* guard_ = nullptr;
+  SigbusGuard* guard_ = nullptr;
   std::atomic<bool> warned_{false};
   std::unique_ptr<MappedFile> file_;
   uint8_t* base_ = nullptr;

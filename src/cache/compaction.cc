@@ -107,7 +107,7 @@ Status WriteCompacted(const CacheOptions& opts, const std::string& dir, SegmentI
   SSDFEED_RETURN_IF_ERROR(index->ForEachRecord([&](uint64_t id, const std::string& buf) -> Status {
     if (!dat || dat->Size() + buf.size() > opts.segment_bytes) SSDFEED_RETURN_IF_ERROR(roll());
     cf::RecordHeader h;
-    cf::CheckRecord(buf.data(), buf.size(), id, &h);  // for its checksum: already checked
+    cf::CheckRecord(buf.data(), buf.size(), id, index->rules(), &h);  // for its checksum: checked
     cf::IndexEntry e{id,       dat->Size(), static_cast<uint32_t>(buf.size()),
                      h.height, h.width,     h.channels,
                      seq,      h.checksum};
@@ -214,7 +214,7 @@ Status CompactEntry(const CacheOptions& in, const std::string& name, CompactRepo
   // Sizes before the index is read: unchanged at the swap, the index read
   // is all there is.
   SegmentFiles before = ListSegmentFiles(env, dir);
-  SegmentIndex index(env, dir, key.samples_total);
+  SegmentIndex index(env, dir, key.samples_total, RulesOf(key));
   SSDFEED_RETURN_IF_ERROR(index.Refresh());
   report->files_before = before.segments.size() + before.slot_locks.size();
   std::vector<EntryDirInfo> all;

@@ -8,6 +8,29 @@
 
 namespace ssdfeed {
 
+cache_format::RecordRules RulesOf(const EntryKey& key) {
+  cache_format::RecordRules r;  // raw, any shape
+  Result<PrepareSpec> parsed = PrepareSpec::FromJson(key.prepare_json);
+  if (!parsed.ok() || parsed->Canonical() != key.spec) return r;
+  const PrepareSpec& spec = *parsed;
+  r.codec = static_cast<uint8_t>(spec.codec);
+  r.channels = static_cast<uint8_t>(spec.channels());
+  if (spec.crop_h > 0) {  // the centre crop is the output (a smaller image is refused)
+    r.height = static_cast<uint16_t>(spec.crop_h);
+    r.width = static_cast<uint16_t>(spec.crop_w);
+  } else if (spec.resize_h > 0) {
+    r.height = static_cast<uint16_t>(spec.resize_h);
+    r.width = static_cast<uint16_t>(spec.resize_w);
+  } else if (spec.resize_short > 0) {  // the shorter side is resize_short (less under max_long)
+    r.max_short = static_cast<uint32_t>(spec.resize_short);
+    if (spec.max_long > 0) r.max_long = static_cast<uint32_t>(spec.max_long);
+  } else {
+    // Origin sizes: no decoder the pipeline runs makes a larger image.
+    r.max_pixels = DecodeLimits{}.max_pixels;
+  }
+  return r;
+}
+
 // A manifest is a few hundred bytes. Its size is checked before it is read:
 // a sparse one (any member of a group-shared root may make one) must not
 // cost its size in memory in every ls, exporter scrape and job.

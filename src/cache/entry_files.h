@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "cache/record_format.h"
 #include "ssdfeed/cache.h"
 
 namespace ssdfeed {
@@ -43,6 +44,13 @@ Result<uint64_t> ParseSkipped(const std::string& text, uint64_t samples_total,
                               const std::string& where);
 // "seg-<writer>-<n>.idx" -> base "seg-<writer>-<n>" when name ends in ext.
 bool SegmentBaseOf(const std::string& name, const std::string& ext, std::string* base);
+// What the records of the entry of key may be (docs/cache-format.md, "What a
+// reader checks"). From the prepare spec its manifest records, when that
+// spec is the one the fingerprint covers (key.spec, its Canonical text): the
+// spec's codec, channels and output size. Otherwise (no recorded spec: an
+// items entry, a C++ key of its own; or one that does not match) raw records
+// only, of any shape: nothing is decoded, so nothing is sized from a shape.
+cache_format::RecordRules RulesOf(const EntryKey& key);
 // Counts distinct sample ids with an intact index entry (no record reads).
 // Its memory follows the index files, not samples_total.
 uint64_t CountIndexed(Env* env, const std::string& dir, uint64_t samples_total);

@@ -185,7 +185,7 @@ Status ExportEntry(const CacheOptions& in, const std::string& name, int fd, cons
   SSDFEED_ASSIGN_OR_RETURN(LockedEntry le, LockEntryForExport(opts, name));
   // The snapshot: what the index holds now. Records appended later are not
   // read; those read stay valid (segments are append-only).
-  SegmentIndex index(opts.env, le.dir, le.key.samples_total);
+  SegmentIndex index(opts.env, le.dir, le.key.samples_total, RulesOf(le.key));
   SSDFEED_RETURN_IF_ERROR(index.Refresh());
   uint64_t total = le.key.samples_total, present = index.present();
   if (!eo.partial && present < total)
@@ -435,8 +435,11 @@ Status ParseHeader(const std::string& text, StreamHeader* h) {
 }
 
 // Streams one records member into the staging segments, checking each.
-Status ImportRecords(ImportReader* rd, const StreamHeader& sh, const ImportOptions& io,
-                     StagedSegments* out, int64_t* last_id, TransferReport* report) {
+// Every record must be what the entry's records are (rules: RulesOf its
+// key), checked on its header before its pixels are decoded.
+Status ImportRecords(ImportReader* rd, const StreamHeader& sh, const cf::RecordRules& rules,
+                     const ImportOptions& io, StagedSegments* out, int64_t* last_id,
+                     TransferReport* report) {
   std::string rec;
   // Every record of another codec is decoded once: the checksum vouches for
   // the stored bytes only, and an entry must not take in what no read can
@@ -466,8 +469,8 @@ Status ImportRecords(ImportReader* rd, const StreamHeader& sh, const ImportOptio
     SSDFEED_RETURN_IF_ERROR(rd->Read(rec.data() + cf::kRecordHeaderSize, payload, &got));
     if (got != payload) return Status::Corruption(where + ": cut short");
     cf::RecordHeader h;
-    std::string bad = cf::CheckRecord(rec.data(), rec.size(), id, &h);
-    if (!bad.empty()) return Status::Corruption(where + ": " + bad);
+    std::string bad = cf::CheckRecord(rec.data(), rec.size(), id, rules, &h);
+    if (!bad.empty()) return Status::Corruption(where + " of entry " + sh.entry + ": " + bad);
     CachedSample cs;
     cf::SampleOf(rec.data(), h, &cs);
     if (cs.codec != RecordCodec::kRaw) {
@@ -531,7 +534,7 @@ Status MergeInto(const CacheOptions& opts, const EntryKey& key, const std::strin
   SSDFEED_ASSIGN_OR_RETURN(auto entry, CacheEntry::Open(opts, key));
   if (entry->read_only())
     return Status::InvalidArgument(entry->dir() + ": " + entry->warning() + "; not merged");
-  SegmentIndex staged(opts.env, staging, key.samples_total);
+  SegmentIndex staged(opts.env, staging, key.samples_total, RulesOf(key));
   SSDFEED_RETURN_IF_ERROR(staged.Refresh());
   std::string buf;
   for (uint64_t id = 0; id < key.samples_total; ++id) {
@@ -574,7 +577,7 @@ Status ImportBody(const CacheOptions& opts, const ImportOptions& io, ImportReade
     }
     if (name.rfind(kRecordsPrefix, 0) != 0)
       return Status::Corruption("export stream: unexpected member " + name);
-    SSDFEED_RETURN_IF_ERROR(ImportRecords(rd, sh, io, &segs, &last_id, report));
+    SSDFEED_RETURN_IF_ERROR(ImportRecords(rd, sh, RulesOf(key), io, &segs, &last_id, report));
   }
   std::string name;
   int64_t size = 0;

@@ -9,11 +9,13 @@
 #include <xxh_x86dispatch.h>
 #endif
 
+#include <algorithm>
 #include <cstring>
 
 #include "cache/field_section.h"
 #include "image/pixel_codec.h"
 #include "ssdfeed/cache.h"
+#include "ssdfeed/enum_names.h"
 
 namespace ssdfeed::cache_format {
 
@@ -29,6 +31,8 @@ T Get(const char* p) {
   std::memcpy(&v, p, sizeof(T));
   return v;
 }
+
+const char* CodecName(uint8_t codec) { return EnumName(static_cast<RecordCodec>(codec)); }
 
 uint64_t RecordChecksum(const char* header32, const uint8_t* payload, size_t n) {
   // Chained: the header's hash seeds the payload's (no streaming state).
@@ -52,7 +56,34 @@ void EncodeRecordHeader(RecordHeader* h, const uint8_t* payload, char* out) {
   Put<uint64_t>(out + 32, h->checksum);
 }
 
-std::string CheckRecord(const char* rec, size_t len, uint64_t want_id, RecordHeader* h) {
+std::string CheckRules(const RecordHeader& h, const RecordRules& r) {
+  if (h.codec != r.codec)
+    return std::string("codec ") + CodecName(h.codec) + ", not the entry's " + CodecName(r.codec);
+  if (r.channels == 0 || (h.height == 0 && h.width == 0 && h.channels == 0)) return "";
+  std::string shape =
+      std::to_string(h.height) + "x" + std::to_string(h.width) + "x" + std::to_string(h.channels);
+  if (h.channels != r.channels)
+    return "shape " + shape + ": the entry's images have " + std::to_string(r.channels) +
+           " channels";
+  if (r.height > 0 && r.width > 0) {
+    if (h.height != r.height || h.width != r.width)
+      return "shape " + shape + ": the entry's images are " + std::to_string(r.height) + "x" +
+             std::to_string(r.width);
+    return "";
+  }
+  uint32_t lo = std::min(h.height, h.width), hi = std::max(h.height, h.width);
+  if (lo > r.max_short || hi > r.max_long)
+    return "shape " + shape + ": the entry's images have sides of at most " +
+           std::to_string(r.max_short) + " (shorter) and " + std::to_string(r.max_long) +
+           " (longer)";
+  if (uint64_t{h.height} * h.width > r.max_pixels)
+    return "shape " + shape + ": the entry's images hold at most " + std::to_string(r.max_pixels) +
+           " pixels";
+  return "";
+}
+
+std::string CheckRecord(const char* rec, size_t len, uint64_t want_id, const RecordRules& rules,
+                        RecordHeader* h) {
   if (len < kRecordHeaderSize) return "record shorter than its header";
   if (Get<uint32_t>(rec) != kRecordMagic) return "bad record magic";
   h->payload_len = Get<uint32_t>(rec + 4);
@@ -68,6 +99,8 @@ std::string CheckRecord(const char* rec, size_t len, uint64_t want_id, RecordHea
   if (h->sample_id != want_id) return "record holds sample " + std::to_string(h->sample_id);
   if (h->codec > static_cast<uint8_t>(RecordCodec::kJpeg))
     return "unknown codec " + std::to_string(h->codec);
+  std::string against = CheckRules(*h, rules);
+  if (!against.empty()) return against;
   // Raw: the pixels as they are. Another codec: a u32 length, then the
   // stored bytes. Without fields they end the payload; with them, a
   // section follows.

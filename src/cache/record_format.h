@@ -53,13 +53,39 @@ struct RecordHeader {
   uint32_t stored_at = 0, stored_len = 0;
 };
 
+// What every record of one entry may be, from the entry's key (RulesOf in
+// entry_files.h): a header is checked against them before anything is
+// sized from it, so a crafted header (any member of a group-shared root can
+// write one, any export stream can carry one) cannot make a reader allocate
+// or decode what no record of the entry holds. See docs/cache-format.md,
+// "What a reader checks before allocating".
+struct RecordRules {
+  // Every record's codec (a RecordCodec): the entry's prepare spec's. A
+  // raw entry never decodes.
+  uint8_t codec = 0;
+  // The image's channels; an image-less record (0 x 0 x 0) is always
+  // allowed. 0: any channels and shape (an entry without a recorded
+  // prepare spec, whose records are raw: nothing is sized from the shape
+  // but what the record itself holds).
+  uint8_t channels = 0;
+  uint16_t height = 0, width = 0;  // both > 0: exactly this size
+  // Otherwise: the shorter and the longer side at most these, and
+  // height * width at most max_pixels.
+  uint32_t max_short = 65535, max_long = 65535;
+  uint64_t max_pixels = UINT64_MAX;
+};
+// "" when h (its shape and codec) obeys r, else what is wrong.
+std::string CheckRules(const RecordHeader& h, const RecordRules& r);
+
 // Writes the 40 header bytes for payload into out (computes the checksum).
 void EncodeRecordHeader(RecordHeader* h, const uint8_t* payload, char* out);
 // Parses and checks a whole record (header + payload). Returns an empty
-// string when intact, else what is wrong.
+// string when intact, else what is wrong. The header must obey rules
+// (checked first, before its lengths are used).
 // The field section, when present, must parse (ParseFields) and hold
 // num_fields fields.
-std::string CheckRecord(const char* rec, size_t len, uint64_t want_id, RecordHeader* h);
+std::string CheckRecord(const char* rec, size_t len, uint64_t want_id, const RecordRules& rules,
+                        RecordHeader* h);
 // The sample a record CheckRecord passed holds: its stored pixels and
 // fields point into rec; so do its pixels for a raw record (null for
 // another codec: DecodeSample gives them).

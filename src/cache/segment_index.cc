@@ -10,10 +10,11 @@ namespace ssdfeed {
 
 namespace cf = cache_format;
 
-SegmentIndex::SegmentIndex(Env* env, std::string dir, uint64_t samples_total)
+SegmentIndex::SegmentIndex(Env* env, std::string dir, uint64_t samples_total, cf::RecordRules rules)
     : env_(env),
       dir_(std::move(dir)),
       size_(samples_total),
+      rules_(rules),
       index_(samples_total),
       max_open_(SegmentFileBudget()) {}
 
@@ -224,8 +225,8 @@ PixelCodecScratch* ThreadCodecScratch() {
 Status SegmentIndex::Check(uint64_t id, const Loc& loc, const RandomAccessFile* dat,
                            const char* rec, size_t got, CachedSample* out, PixelsTo to) {
   cf::RecordHeader h;
-  std::string bad =
-      got >= loc.len ? cf::CheckRecord(rec, loc.len, id, &h) : std::string("record cut short");
+  std::string bad = got >= loc.len ? cf::CheckRecord(rec, loc.len, id, rules_, &h)
+                                   : std::string("record cut short");
   uint8_t* dst = nullptr;
   if (bad.empty() && h.codec != 0) {
     size_t n = h.pixel_bytes();

@@ -21,7 +21,11 @@ namespace ssdfeed {
 
 class SegmentIndex {
  public:
-  SegmentIndex(Env* env, std::string dir, uint64_t samples_total);
+  // rules: what every record must be (RulesOf the entry's key); a record
+  // that breaks them is Corruption, found before anything is sized from it.
+  // Default: raw records of any shape.
+  SegmentIndex(Env* env, std::string dir, uint64_t samples_total,
+               cache_format::RecordRules rules = {});
 
   // Reads the index entries appended since the last refresh to every .idx of
   // the entry, except our own writer's segments (applied by its Put). Never
@@ -56,6 +60,7 @@ class SegmentIndex {
   uint64_t present() const { return present_.load(std::memory_order_relaxed); }
   uint64_t max_seq() const { return max_seq_.load(std::memory_order_relaxed); }
   uint64_t size() const { return size_; }
+  const cache_format::RecordRules& rules() const { return rules_; }
 
   // Calls fn with every present record (checked; a bad one is dropped and
   // skipped), one segment at a time in file order, each segment's file
@@ -137,6 +142,7 @@ class SegmentIndex {
   Env* const env_;
   const std::string dir_;
   const uint64_t size_;
+  const cache_format::RecordRules rules_;
   std::atomic<uint64_t> present_{0}, max_seq_{0};
   std::atomic<bool> direct_{false};
 

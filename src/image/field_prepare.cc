@@ -204,13 +204,18 @@ Status ParseNpy(std::string_view b, Field* out) {
   if (descr.size() >= 2 && descr[1] == 'O')
     return Status::InvalidArgument("object arrays (dtype " + descr + ") are not supported");
   if (item == 0) return Status::InvalidArgument("unsupported dtype '" + descr + "'");
-  unsigned __int128 total = item;
-  for (uint64_t d : shape) total *= d;
+  // Checked at every step: a product that wraps (any fixed width wraps;
+  // 2^128 + 4 is 4) could match the data's size while the shape describes
+  // an array far larger, and FortranToC walks the shape's strides.
+  uint64_t total = item;
+  for (uint64_t d : shape)
+    if (__builtin_mul_overflow(total, d, &total))
+      return Status::InvalidArgument(".npy shape's size overflows 64 bits (" +
+                                     std::to_string(shape.size()) + " dimensions)");
   std::string_view data = b.substr(start + len);
   if (total != data.size())
     return Status::InvalidArgument(".npy data is " + std::to_string(data.size()) +
-                                   " bytes, its header says " +
-                                   std::to_string(static_cast<uint64_t>(total)));
+                                   " bytes, its header says " + std::to_string(total));
   out->dtype = descr;
   out->shape = shape;
   if (fortran && shape.size() > 1) {

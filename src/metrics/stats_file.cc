@@ -8,12 +8,17 @@
 #include <map>
 #include <set>
 
+#include "util/sigbus_guard.h"
+
 namespace ssdfeed {
 
 namespace {
 
 uint32_t DirModeOf(const CacheOptions& c) { return c.group_shared ? 02770 : 0700; }
-uint32_t FileModeOf(const CacheOptions& c) { return c.group_shared ? 0660 : 0600; }
+// A process's own stats file: only its owner writes it. The group reads it
+// (the exporter, a folder running as another member); nobody else can cut
+// it short under the owner's mapping.
+uint32_t OwnFileModeOf(const CacheOptions& c) { return c.group_shared ? 0640 : 0600; }
 
 template <typename T>
 T LoadAt(const uint8_t* p, size_t off) {
@@ -50,7 +55,8 @@ class MemoryPublisher final : public StatsPublisher {
 class FilePublisher final : public StatsPublisher {
  public:
   ~FilePublisher() override {
-    file_.reset();  // releases the lock: the file now counts as ended
+    SigbusGuard::Release(guard_);  // before file_ unmaps
+    file_.reset();                 // releases the lock: the file now counts as ended
     std::vector<std::string> ignored;
     // Opportunistic: a file not folded now is folded by the next job or
     // exporter; metrics never fail a job.
@@ -63,6 +69,12 @@ class FilePublisher final : public StatsPublisher {
   FilePublisher() = default;
   Env* env_ = nullptr;
   CacheOptions cache_;
+  // The mapping's SIGBUS guard (util/sigbus_guard.h): the mode keeps other
+  // users from cutting the file, the guard keeps anyone who still can (its
+  // owner's other processes, root) from killing the job. A fault zeroes
+  // the mapping: the job goes on counting into private zeros, and the
+  // exporter skips the cut file with a warning.
+  SigbusGuard* guard_ = nullptr;
   std::unique_ptr<MappedFile> file_;
 };
 
@@ -79,7 +91,7 @@ Result<std::unique_ptr<StatsPublisher>> FilePublisher::Make(Env* env, const Cach
   std::string tmp = dir + "/.new-" + id, path = dir + "/p-" + id + ".stats";
   MappedFileOptions mo;
   mo.exclusive = true;
-  mo.mode = FileModeOf(c);
+  mo.mode = OwnFileModeOf(c);
   // Allocated up front (NewMappedFile does): a store into a mapping of a
   // file the disk cannot back would be SIGBUS, not an error.
   auto mapped = env->NewMappedFile(tmp, metrics::kBlockBytes, mo);
@@ -88,13 +100,16 @@ Result<std::unique_ptr<StatsPublisher>> FilePublisher::Make(Env* env, const Cach
     return mapped.status();
   }
   std::unique_ptr<MappedFile> file = std::move(*mapped);
-  Status s = file->Lock(/*exclusive=*/false, /*blocking=*/true);
+  SigbusGuard* guard = SigbusGuard::Acquire(file->data(), file->size());
+  Status s = guard != nullptr ? file->Lock(/*exclusive=*/false, /*blocking=*/true)
+                              : Status::Aborted("too many guarded mappings in this process");
   uint8_t* b = file->data();
   if (s.ok()) {
     metrics::InitBlock(b, raw, EntryShortId(entry), env->NowMicros());
     s = env->RenameFile(tmp, path);
   }
   if (!s.ok()) {
+    SigbusGuard::Release(guard);
     file.reset();
     (void)env->RemoveFile(tmp);
     return s;
@@ -102,6 +117,7 @@ Result<std::unique_ptr<StatsPublisher>> FilePublisher::Make(Env* env, const Cach
   std::unique_ptr<FilePublisher> p(new FilePublisher());
   p->env_ = env;
   p->cache_ = c;
+  p->guard_ = guard;
   p->file_ = std::move(file);
   p->counters_ = reinterpret_cast<uint64_t*>(b + metrics::kCountersOffset);
   p->hists_ = reinterpret_cast<uint64_t*>(b + metrics::kHistsOffset);

@@ -22,10 +22,12 @@
 
 namespace {
 thread_local size_t g_news = 0;
+thread_local size_t g_largest = 0;  // the largest single operator new of this thread
 }  // namespace
 
 void* operator new(std::size_t n) {
   ++g_news;
+  if (n > g_largest) g_largest = n;
   if (void* p = std::malloc(n > 0 ? n : 1)) return p;
   throw std::bad_alloc();
 }
@@ -49,7 +51,7 @@ TEST(Alloc, WarmCodecReadsAllocateNothingPerSample) {
     o.warm_read = WarmRead::kBuffered;
     o.fill_write = FillWrite::kBuffered;
     o.record_use = false;
-    auto e = CacheEntry::Open(o, test::FakeKey(kN));
+    auto e = CacheEntry::Open(o, test::CodecKey(kN, codec));
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     for (uint64_t id = 0; id < kN; ++id) ASSERT_TRUE(test::PutFakeCoded(e->get(), id, codec).ok());
     std::string buf;
@@ -91,6 +93,41 @@ TEST(Alloc, WarmEncodeAndDecodeAllocateNothing) {
     size_t before = g_news;
     for (int i = 0; i < 5; ++i) once();
     EXPECT_EQ(g_news - before, 0u) << EnumName(codec);
+  }
+}
+
+// Crafted records (test::CraftedRecord) in an entry: a zstd one in a raw
+// entry and a 4096 x 4096 one in a zstd entry of images at most 12 x 12,
+// each a 1.6 KiB frame of 48 MiB. Refused by Get and by verify on their
+// headers: no allocation near what the headers claim (the reviewer saw
+// 1 GiB of RSS per read from such records).
+TEST(Alloc, CraftedRecordsAreRefusedWithoutSizingFromTheirHeaders) {
+  PrepareSpec small;
+  small.resize_short = 12;
+  small.max_long = 12;
+  small.codec = RecordCodec::kZstd;
+  const std::string frame = test::ZeroFrame(uint64_t{4096} * 4096 * 3);
+  for (const EntryKey& key : {test::FakeKey(kN), test::SpecKey(kN, small)}) {
+    test::TempDir root;
+    CacheOptions o;
+    o.root = root.path();
+    o.capacity_bytes = 1ull << 30;
+    o.warm_read = WarmRead::kBuffered;
+    auto e = CacheEntry::Open(o, key);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    test::PlantRecords((*e)->dir(), {test::CraftedRecord(1, 1, 4096, 4096, 3, frame),
+                                     test::CraftedRecord(2, 1, 4096, 4096, 3, frame)});
+    g_largest = 0;
+    ASSERT_TRUE((*e)->Refresh().ok());
+    std::string buf;
+    CachedSample s;
+    Status st = (*e)->Get(1, &buf, &s);
+    EXPECT_TRUE(st.IsCorruption()) << st.ToString();
+    VerifyReport r;
+    ASSERT_TRUE(VerifyEntry(e->get(), &r).ok());
+    EXPECT_EQ(r.corrupt_ids, std::vector<uint64_t>{2});
+    EXPECT_EQ(r.good, 0u);
+    EXPECT_LT(g_largest, size_t{1} << 20) << key.spec;
   }
 }
 

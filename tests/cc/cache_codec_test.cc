@@ -18,6 +18,7 @@
 namespace ssdfeed {
 namespace {
 
+using test::CodecKey;
 using test::DamageStoredBytes;
 using test::FakeFields;
 using test::FakeKey;
@@ -85,7 +86,7 @@ TEST_P(CodecRecords, EveryReadServesRawPixels) {
     // stored bytes.
     CacheOptions o = Opts(root.path());
     if (fields && test::DirectIoWorks(root.path())) o.fill_write = FillWrite::kDirect;
-    auto e = CacheEntry::Open(o, FakeKey(kN));
+    auto e = CacheEntry::Open(o, CodecKey(kN, codec));
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     for (uint64_t id = 0; id < kN; ++id)
       ASSERT_TRUE(PutFakeCoded(e->get(), id, codec, fields, &want[id]).ok());
@@ -99,7 +100,7 @@ TEST_P(CodecRecords, EveryReadServesRawPixels) {
   std::vector<WarmRead> modes = {WarmRead::kBuffered};
   if (test::DirectIoWorks(root.path())) modes.push_back(WarmRead::kDirect);
   for (WarmRead mode : modes) {
-    auto e = CacheEntry::Open(Opts(root.path(), mode), FakeKey(kN));
+    auto e = CacheEntry::Open(Opts(root.path(), mode), CodecKey(kN, codec));
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     std::string buf;
     for (uint64_t id = 0; id < kN; ++id) {
@@ -135,13 +136,13 @@ TEST_P(CodecEntry, UndecodableRecordIsCorruptionCountedAndDropped) {
     test::TempDir root;
     std::string dir;
     {
-      auto e = CacheEntry::Open(Opts(root.path()), FakeKey(kN));
+      auto e = CacheEntry::Open(Opts(root.path()), CodecKey(kN, codec));
       ASSERT_TRUE(e.ok()) << e.status().ToString();
       for (uint64_t id = 0; id < 2; ++id) ASSERT_TRUE(PutFakeCoded(e->get(), id, codec).ok());
       dir = (*e)->dir();
     }
     DamageFirstRecord(dir);
-    auto e = CacheEntry::Open(Opts(root.path()), FakeKey(kN));
+    auto e = CacheEntry::Open(Opts(root.path()), CodecKey(kN, codec));
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     Status st;
     if (many) {
@@ -171,13 +172,13 @@ TEST_P(CodecEntry, VerifyCountsAnUndecodableRecord) {
   test::TempDir root;
   std::string dir;
   {
-    auto e = CacheEntry::Open(Opts(root.path()), FakeKey(kN));
+    auto e = CacheEntry::Open(Opts(root.path()), CodecKey(kN, codec));
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     for (uint64_t id = 0; id < 3; ++id) ASSERT_TRUE(PutFakeCoded(e->get(), id, codec).ok());
     dir = (*e)->dir();
   }
   DamageFirstRecord(dir);
-  auto e = CacheEntry::Open(Opts(root.path()), FakeKey(kN));
+  auto e = CacheEntry::Open(Opts(root.path()), CodecKey(kN, codec));
   ASSERT_TRUE(e.ok()) << e.status().ToString();
   VerifyReport r;
   ASSERT_TRUE(VerifyEntry(e->get(), &r).ok());
@@ -196,18 +197,18 @@ TEST_P(CodecEntry, CompactionKeepsStoredBytes) {
   uint64_t before = 0;
   {
     // Two writers at once: two segment files to fold into one.
-    auto a = CacheEntry::Open(o, FakeKey(kN));
-    auto b = CacheEntry::Open(o, FakeKey(kN));
+    auto a = CacheEntry::Open(o, CodecKey(kN, codec));
+    auto b = CacheEntry::Open(o, CodecKey(kN, codec));
     ASSERT_TRUE(a.ok() && b.ok());
     for (uint64_t id = 0; id < kN; ++id)
       ASSERT_TRUE(PutFakeCoded(id % 2 ? a->get() : b->get(), id, codec, true, &want[id]).ok());
     before = DatBytes((*a)->dir());
   }
   CompactReport rep;
-  ASSERT_TRUE(CompactEntry(o, FakeKey(kN).fingerprint(), &rep).ok());
+  ASSERT_TRUE(CompactEntry(o, CodecKey(kN, codec).fingerprint(), &rep).ok());
   EXPECT_EQ(rep.records, kN);
   EXPECT_LT(rep.files_after, rep.files_before);
-  auto e = CacheEntry::Open(o, FakeKey(kN));
+  auto e = CacheEntry::Open(o, CodecKey(kN, codec));
   ASSERT_TRUE(e.ok());
   EXPECT_EQ(DatBytes((*e)->dir()), before);
   std::string buf;

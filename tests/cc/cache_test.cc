@@ -76,6 +76,21 @@ TEST(Cache, DifferentKeyIsDifferentEntry) {
   EXPECT_FALSE((*b)->Contains(1));
 }
 
+// A sample count past the format's bound (2^32; `cache import` and every
+// manifest reader refuse it) is refused at Open, before the entry, its
+// claims file or its index is made. 2^32 itself is the bound, not past it.
+TEST(Cache, OpenRefusesMoreSamplesThanTheFormatHolds) {
+  test::TempDir root;
+  auto e = CacheEntry::Open(Opts(root.path()), FakeKey((uint64_t{1} << 32) + 1));
+  ASSERT_FALSE(e.ok());
+  EXPECT_TRUE(e.status().IsInvalidArgument()) << e.status().ToString();
+  EXPECT_NE(e.status().message().find("test:a: 4294967297 samples is more than a cache entry"),
+            std::string::npos)
+      << e.status().message();
+  auto list = ListEntries(Opts(root.path()));
+  EXPECT_TRUE(!list.ok() || list->empty()) << "an entry was made";
+}
+
 TEST(Cache, ConcurrentWritersInOneEntrySeeEachOther) {
   test::TempDir root;
   auto a = CacheEntry::Open(Opts(root.path()), FakeKey(100));

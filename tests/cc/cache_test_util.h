@@ -1,8 +1,12 @@
 // Helpers for cache tests: deterministic fake prepared samples.
 #pragma once
 
+#include <xxhash.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -29,6 +33,92 @@ inline EntryKey FakeKey(uint64_t n, const std::string& tag = "a") {
   k.spec = "spec";
   k.samples_total = n;
   return k;
+}
+
+// FakeKey's entry as a loader makes it: its prepare spec recorded (spec
+// and prepare_json), so its records must be of the spec's codec and shape
+// (RulesOf). The default spec (no resize) takes every FakePixels size.
+inline EntryKey SpecKey(uint64_t n, const PrepareSpec& spec, const std::string& tag = "a") {
+  EntryKey k = FakeKey(n, tag);
+  k.spec = spec.Canonical();
+  k.prepare_json = spec.ToJson();
+  return k;
+}
+inline EntryKey CodecKey(uint64_t n, RecordCodec codec, const std::string& tag = "a") {
+  PrepareSpec spec;
+  spec.codec = codec;
+  return SpecKey(n, spec, tag);
+}
+
+// A zstd frame of n zero bytes as RFC 8878 allows one: its size declared,
+// its content checksum, and RLE blocks of 128 KiB in 4 bytes each. A few
+// KiB claim gigabytes: what a crafted record carries.
+inline std::string ZeroFrame(uint64_t n) {
+  std::string f("\x28\xb5\x2f\xfd", 4);  // magic
+  f += static_cast<char>(0xE4);          // 8-byte content size, single segment, checksum
+  for (int i = 0; i < 8; ++i) f += static_cast<char>((n >> (8 * i)) & 0xff);
+  static const std::vector<char> zeros(128 << 10, 0);
+  XXH64_state_t* st = XXH64_createState();
+  XXH64_reset(st, 0);
+  for (uint64_t left = n; left > 0;) {
+    uint32_t b = static_cast<uint32_t>(std::min<uint64_t>(left, zeros.size()));
+    left -= b;
+    uint32_t hdr = (left == 0 ? 1u : 0u) | (1u << 1) | (b << 3);  // last?, RLE, size
+    for (int i = 0; i < 3; ++i) f += static_cast<char>((hdr >> (8 * i)) & 0xff);
+    f += '\0';
+    XXH64_update(st, zeros.data(), b);
+  }
+  uint32_t sum = static_cast<uint32_t>(XXH64_digest(st));
+  XXH64_freeState(st);
+  for (int i = 0; i < 4; ++i) f += static_cast<char>((sum >> (8 * i)) & 0xff);
+  return f;
+}
+
+// A record of sample id as a writer would never make it but a member of a
+// group-shared root can: any codec byte and shape over `stored` (the
+// pixels for raw; the stored bytes, after their u32 length, otherwise),
+// with a checksum that matches.
+inline std::string CraftedRecord(uint64_t id, uint8_t codec, int h, int w, int c,
+                                 const std::string& stored) {
+  std::string payload;
+  if (codec != 0) {
+    uint32_t n = static_cast<uint32_t>(stored.size());
+    payload.assign(reinterpret_cast<const char*>(&n), 4);
+  }
+  payload += stored;
+  cache_format::RecordHeader hdr;
+  hdr.payload_len = static_cast<uint32_t>(payload.size());
+  hdr.sample_id = id;
+  hdr.height = static_cast<uint16_t>(h);
+  hdr.width = static_cast<uint16_t>(w);
+  hdr.channels = static_cast<uint8_t>(c);
+  hdr.codec = codec;
+  std::string rec(cache_format::kRecordHeaderSize, '\0');
+  cache_format::EncodeRecordHeader(&hdr, reinterpret_cast<const uint8_t*>(payload.data()),
+                                   rec.data());
+  return rec + payload;
+}
+
+// Writes records (CraftedRecord's) into entry dir as a segment of writer
+// slot 200 with their index entries, stamped to win over what the entry
+// holds for the same ids: what every reader then finds.
+inline void PlantRecords(const std::string& dir, const std::vector<std::string>& records) {
+  std::string dat, idx;
+  for (const std::string& rec : records) {
+    cache_format::RecordHeader h;
+    std::memcpy(&h.sample_id, rec.data() + 8, 8);
+    std::memcpy(&h.height, rec.data() + 16, 2);
+    std::memcpy(&h.width, rec.data() + 18, 2);
+    cache_format::IndexEntry e{h.sample_id,       dat.size(), static_cast<uint32_t>(rec.size()),
+                               h.height,          h.width,    static_cast<uint8_t>(rec[20]),
+                               uint64_t{1} << 40, 0};
+    char ie[cache_format::kIndexEntrySize];
+    cache_format::EncodeIndexEntry(e, ie);
+    idx.append(ie, sizeof ie);
+    dat += rec;
+  }
+  std::ofstream(dir + "/seg-200-0000.dat", std::ios::binary) << dat;
+  std::ofstream(dir + "/seg-200-0000.idx", std::ios::binary) << idx;
 }
 
 inline Status PutFake(CacheEntry* e, uint64_t id) {

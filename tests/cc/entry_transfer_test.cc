@@ -327,7 +327,7 @@ TEST(EntryTransfer, FieldsTravelWithTheirRecords) {
 // forged to match) is refused, naming it, and leaves nothing.
 TEST(EntryTransfer, CodedRecordsTravelAsStoredAndImportDecodesThem) {
   test::TempDir d;
-  auto key = test::FakeKey(kSamples, "codec");
+  auto key = test::CodecKey(kSamples, RecordCodec::kZstd, "codec");
   {
     auto e = CacheEntry::Open(Root(d.Sub("a")), key);
     ASSERT_TRUE(e.ok());
@@ -356,6 +356,61 @@ TEST(EntryTransfer, CodedRecordsTravelAsStoredAndImportDecodesThem) {
   ASSERT_TRUE(s.IsCorruption()) << s.ToString();
   EXPECT_NE(s.message().find("(sample 3): zstd pixels"), std::string::npos) << s.message();
   EXPECT_EQ(Children(d.Sub("c/entries")), 0u);
+}
+
+// A stream whose producer crafted records its entry never holds (the codec
+// byte of another codec, a shape past the entry's prepare spec), checksums
+// and table forged to match: refused on the record's header, before its
+// pixels are decoded (each here decodes to 48 MiB), naming the entry and
+// the record; nothing is left.
+TEST(EntryTransfer, RecordsTheEntryNeverHoldsAreRefusedBeforeDecoding) {
+  test::TempDir d;
+  PrepareSpec spec;
+  spec.resize_short = 12;
+  spec.max_long = 12;
+  spec.codec = RecordCodec::kZstd;
+  const std::string frame = test::ZeroFrame(uint64_t{4096} * 4096 * 3);
+  struct Case {
+    EntryKey key;
+    uint8_t codec;
+    std::string says;
+  } cases[] = {
+      {test::FakeKey(kSamples), 1, "codec zstd, not the entry's raw"},
+      {test::SpecKey(kSamples, spec), 1, "shape 4096x4096x3: the entry's images have sides"},
+  };
+  for (const Case& c : cases) {
+    std::string a = d.Sub("a" + std::to_string(c.codec) + c.key.spec.substr(0, 4));
+    {
+      auto e = CacheEntry::Open(Root(a), c.key);
+      ASSERT_TRUE(e.ok()) << e.status().ToString();
+      for (uint64_t id = 0; id < kSamples; ++id)
+        ASSERT_TRUE((c.key.spec == "spec" ? test::PutFake(e->get(), id)
+                                          : test::PutFakeCoded(e->get(), id, spec.codec))
+                        .ok());
+    }
+    ASSERT_TRUE(ExportToFile(Root(a), c.key, d.Sub("s.tar")).ok());
+    Members members = ReadMembers(ReadAll(d.Sub("s.tar")));
+    size_t r = 0;
+    while (r < members.size() && members[r].first.rfind("records/", 0) != 0) ++r;
+    ASSERT_LT(r, members.size());
+    std::string data;
+    for (auto& [id, rec] : SplitRecords(members[r].second))
+      data += id == 3 ? test::CraftedRecord(3, c.codec, 4096, 4096, 3, frame) : rec;
+    // The header declares the bytes the crafted stream holds.
+    auto header = nlohmann::json::parse(members[0].second);
+    header["record_bytes"] =
+        header["record_bytes"].get<uint64_t>() + data.size() - members[r].second.size();
+    members[0].second = header.dump(1);
+    members[r].second = data;
+    WriteForged(d.Sub("forged.tar"), members);
+    CacheOptions into = Root(d.Sub("c"));
+    Status s = ImportFile(into, d.Sub("forged.tar"));
+    ASSERT_TRUE(s.IsCorruption()) << s.ToString();
+    EXPECT_NE(s.message().find("(sample 3) of entry " + c.key.fingerprint() + ": " + c.says),
+              std::string::npos)
+        << s.message();
+    EXPECT_EQ(Children(into.root + "/entries"), 0u);
+  }
 }
 
 // A damaged stream is refused and leaves nothing; a change the stream does

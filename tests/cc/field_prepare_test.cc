@@ -374,6 +374,25 @@ TEST(Npy, BadFilesAreClearErrors) {
   EXPECT_NE(s.message().find("/d/x.npy"), std::string::npos) << s.message();
 }
 
+// A shape whose product overflows 128 bits to a few bytes: 4 * 5 * 13 *
+// ... = 2^128 + 4 (4 * the factors of 2^126 + 1). With 4 data bytes the
+// size check used to wrap to a match, and Fortran order then read the
+// elements at strides of 2^60 bytes (SIGSEGV); C order and Fortran order
+// are both refused now, naming the overflow.
+TEST(Npy, ShapeWhoseProductOverflowsIsRefused) {
+  const std::string shape = "(4, 5, 13, 29, 37, 109, 113, 1429, 14449, 40388473189, 118750098349)";
+  for (const char* order : {"True", "False"}) {
+    Field f;
+    Status s = ParseNpy(Npy(1,
+                            std::string("{'descr': '|u1', 'fortran_order': ") + order +
+                                ", 'shape': " + shape + ", }",
+                            "abcd"),
+                        &f);
+    EXPECT_TRUE(s.IsInvalidArgument()) << order << ": " << s.ToString();
+    EXPECT_NE(s.message().find("overflows"), std::string::npos) << s.message();
+  }
+}
+
 // A source of one generated JPEG and the fields given to it.
 class FieldSource : public Source {
  public:

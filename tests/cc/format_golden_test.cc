@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/entry_files.h"
 #include "cache/field_section.h"
 #include "cache/record_format.h"
 #include "image/pixel_codec.h"
@@ -143,6 +144,12 @@ void ExpectDocBytes(uint64_t id, const CachedSample& sample, const std::string& 
   key.source_identity = "identity-golden";
   key.spec = "spec";
   key.samples_total = 8;
+  if (sample.codec != RecordCodec::kRaw) {  // in an entry whose prepare spec names the codec
+    PrepareSpec spec;
+    spec.codec = sample.codec;
+    key.spec = spec.Canonical();
+    key.prepare_json = spec.ToJson();
+  }
   auto e = CacheEntry::Open(o, key);
   ASSERT_TRUE(e.ok()) << e.status().ToString();
   ASSERT_TRUE((*e)->Put(id, sample).ok());
@@ -151,7 +158,7 @@ void ExpectDocBytes(uint64_t id, const CachedSample& sample, const std::string& 
   EXPECT_EQ(Hex(dat), Hex(record)) << "record bytes differ from " << DocPath();
   EXPECT_EQ(Hex(idx), Hex(index)) << "index entry bytes differ from " << DocPath();
   cf::RecordHeader h;
-  ASSERT_EQ(cf::CheckRecord(record.data(), record.size(), id, &h), "");
+  ASSERT_EQ(cf::CheckRecord(record.data(), record.size(), id, RulesOf(key), &h), "");
   CachedSample back;
   cf::SampleOf(record.data(), h, &back);
   EXPECT_EQ(back.codec, sample.codec);

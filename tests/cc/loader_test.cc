@@ -7,6 +7,7 @@
 #include <set>
 #include <thread>
 
+#include "cache_test_util.h"
 #include "pipeline/entry_key.h"
 #include "ssdfeed/dataset.h"
 #include "test_util.h"
@@ -358,10 +359,13 @@ TEST(Loader, UnequalShapesAreAClearError) {
   EXPECT_EQ(std::min(b.shape[1], b.shape[2]), 48u);
 }
 
-// A record whose channel count is not the batch's (it cannot come from
-// this entry's prepare spec, but a crafted one checksums fine) is an error
-// naming the sample, never a render past the end of its batch slot.
-TEST(Loader, ACachedSampleWithOtherChannelsIsAnErrorNotAnOverrun) {
+// Records this entry's prepare spec never makes (a crafted one checksums
+// fine): one of 1 channel in an RGB entry, which a render would have read
+// past the end of its batch slot, and zstd pixels (48 MiB from a 1.6 KiB
+// frame) in a raw entry. Each is damage found on its header, before
+// anything is rendered or decoded: counted, and the sample is prepared
+// again from the origin.
+TEST(Loader, CachedRecordsTheSpecNeverMakesAreRepairedFromTheOrigin) {
   Data d(16);
   LoaderOptions o = d.Opts();
   o.cache.root = d.dir.Sub("cache");
@@ -372,25 +376,32 @@ TEST(Loader, ACachedSampleWithOtherChannelsIsAnErrorNotAnOverrun) {
     auto e = CacheEntry::Open(o.cache, MakeEntryKey(**src, o.source_options, o.prepare));
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     std::vector<uint8_t> gray(48 * 60, 7);
-    ASSERT_TRUE((*e)->Put(0, 0, gray.data(), 48, 60, 1).ok());
+    Status put = (*e)->Put(0, 0, gray.data(), 48, 60, 1);
+    EXPECT_TRUE(put.IsInvalidArgument()) << "a writer refuses it: " << put.ToString();
+    test::PlantRecords(
+        (*e)->dir(),
+        {test::CraftedRecord(0, 0, 48, 60, 1, std::string(gray.begin(), gray.end())),
+         test::CraftedRecord(1, 1, 4096, 4096, 3, test::ZeroFrame(uint64_t{4096} * 4096 * 3))});
   }
-  auto l = Loader::Open(o);
-  ASSERT_TRUE(l.ok()) << l.status().ToString();
-  Batch b;
-  auto more = (*l)->Next(&b);
-  ASSERT_FALSE(more.ok());
-  EXPECT_NE(more.status().ToString().find("has 1 channels, the batch 3"), std::string::npos)
-      << more.status().ToString();
-  EXPECT_EQ((*l)->stats().cache_hits, 1u);  // it was the cached record that was refused
-  // Served as prepared (no augment: shapes vary), the same record is refused too.
-  o.augment.enabled = false;
-  o.batch_size = 1;
-  auto as_prepared = Loader::Open(o);
-  ASSERT_TRUE(as_prepared.ok()) << as_prepared.status().ToString();
-  more = (*as_prepared)->Next(&b);
-  ASSERT_FALSE(more.ok());
-  EXPECT_NE(more.status().ToString().find("has 1 channels, the batch 3"), std::string::npos)
-      << more.status().ToString();
+  for (bool augment : {true, false}) {  // rendered into a batch, and served as prepared
+    o.augment.enabled = augment;
+    o.batch_size = augment ? 8 : 1;
+    auto l = Loader::Open(o);
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    Batch b;
+    for (int i = 0; i < (augment ? 1 : 2); ++i) {
+      auto more = (*l)->Next(&b);
+      ASSERT_TRUE(more.ok()) << more.status().ToString();
+      EXPECT_EQ(b.size, augment ? 8u : 1u);
+    }
+    if (augment) {  // the second loader finds them repaired
+      EXPECT_EQ((*l)->stats().corrupt_records, 2u);
+      EXPECT_EQ((*l)->stats().corrupt_repaired, 2u);
+    } else {
+      EXPECT_EQ((*l)->stats().corrupt_records, 0u);
+      EXPECT_GE((*l)->stats().cache_hits, 2u);
+    }
+  }
 }
 
 TEST(Loader, NormalizedFloatNchwMatchesUint8) {

@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -293,6 +294,35 @@ TEST(Metrics, AStatsFileTruncatedWhileReadIsSkippedWithoutSigbus) {
         bool warned =
             s.ok() && AllWarnings(*s).find("p-dead.stats: not a stats file") != std::string::npos;
         std::exit(warned ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+// A member of a group-shared root could cut another member's stats file
+// (it was 0660) while that job had it mapped: the job's next counter update
+// died of SIGBUS. Another process truncates the file between two updates;
+// the writer goes on counting (into the zeros the guard maps in), and the
+// file is its owner's alone to write (0640).
+TEST(Metrics, AStatsFileCutWhileMappedDoesNotKillItsWriter) {
+  test::TempDir d;
+  CacheOptions c = Root(d);
+  c.group_shared = true;
+  EXPECT_EXIT(
+      {
+        std::string warning;
+        auto p = StatsPublisher::Create(Env::Default(), c, kEntry, &warning);
+        if (p->path().empty()) std::exit(2);
+        p->Add(Ctr::kCacheHits, 5);
+        pid_t pid = ::fork();
+        if (pid == 0) ::_exit(::truncate(p->path().c_str(), 0) == 0 ? 0 : 1);
+        int ws = 0;
+        if (::waitpid(pid, &ws, 0) != pid || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0) std::exit(3);
+        p->Add(Ctr::kCacheHits, 2);  // SIGBUS here, unguarded
+        p->Observe(Hist::kBatchWait, 0.003);
+        if (p->Snapshot()[Ctr::kCacheHits] != 2) std::exit(4);  // counting on, from zeros
+        struct stat st;
+        if (::stat(p->path().c_str(), &st) != 0 || (st.st_mode & 07777) != 0640) std::exit(5);
+        std::exit(0);
       },
       ::testing::ExitedWithCode(0), "");
 }

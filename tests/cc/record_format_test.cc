@@ -36,7 +36,7 @@ TEST(RecordFormat, ARecordChecksBackAsWritten) {
   cf::RecordHeader in, out;
   std::string rec = Record(&in);
   EXPECT_NE(in.checksum, 0u) << "Encode fills in the checksum";
-  EXPECT_EQ(cf::CheckRecord(rec.data(), rec.size(), 77, &out), "");
+  EXPECT_EQ(cf::CheckRecord(rec.data(), rec.size(), 77, {}, &out), "");
   EXPECT_EQ(out.payload_len, 24u);
   EXPECT_EQ(out.height, 3);
   EXPECT_EQ(out.width, 4);
@@ -48,22 +48,22 @@ TEST(RecordFormat, ARecordChecksBackAsWritten) {
 TEST(RecordFormat, EachKindOfDamageIsNamed) {
   cf::RecordHeader h, out;
   std::string rec = Record(&h);
-  EXPECT_EQ(cf::CheckRecord(rec.data(), 10, 77, &out), "record shorter than its header");
-  EXPECT_EQ(cf::CheckRecord(rec.data(), rec.size(), 78, &out), "record holds sample 77");
-  EXPECT_EQ(cf::CheckRecord(rec.data(), rec.size() - 1, 77, &out), "record length mismatch");
+  EXPECT_EQ(cf::CheckRecord(rec.data(), 10, 77, {}, &out), "record shorter than its header");
+  EXPECT_EQ(cf::CheckRecord(rec.data(), rec.size(), 78, {}, &out), "record holds sample 77");
+  EXPECT_EQ(cf::CheckRecord(rec.data(), rec.size() - 1, 77, {}, &out), "record length mismatch");
   std::string bad = rec;
   bad[0] ^= 1;
-  EXPECT_EQ(cf::CheckRecord(bad.data(), bad.size(), 77, &out), "bad record magic");
+  EXPECT_EQ(cf::CheckRecord(bad.data(), bad.size(), 77, {}, &out), "bad record magic");
   bad = rec;
   bad[20] = 3;  // channels: 3 x 4 x 3 is not 24
-  EXPECT_EQ(cf::CheckRecord(bad.data(), bad.size(), 77, &out),
+  EXPECT_EQ(cf::CheckRecord(bad.data(), bad.size(), 77, {}, &out),
             "record shape does not match its length");
   bad = rec;
   bad.back() ^= 0x40;  // one payload bit
-  EXPECT_EQ(cf::CheckRecord(bad.data(), bad.size(), 77, &out), "checksum mismatch");
+  EXPECT_EQ(cf::CheckRecord(bad.data(), bad.size(), 77, {}, &out), "checksum mismatch");
   bad = rec;
   bad[24] ^= 1;  // the label is covered too
-  EXPECT_EQ(cf::CheckRecord(bad.data(), bad.size(), 77, &out), "checksum mismatch");
+  EXPECT_EQ(cf::CheckRecord(bad.data(), bad.size(), 77, {}, &out), "checksum mismatch");
 }
 
 // A 2 x 2 x 1 record of sample 9 whose payload is its pixels and section,
@@ -96,7 +96,7 @@ TEST(RecordFormat, ARecordWithFieldsChecksBackWithItsSection) {
   cf::RecordHeader in, out;
   std::string rec = RecordWithFields(TwoFields(), 2, &in);
   EXPECT_EQ(rec[21], 2) << "header byte 21: the number of fields";
-  ASSERT_EQ(cf::CheckRecord(rec.data(), rec.size(), 9, &out), "");
+  ASSERT_EQ(cf::CheckRecord(rec.data(), rec.size(), 9, {}, &out), "");
   EXPECT_EQ(out.num_fields, 2);
   CachedSample s;
   cf::SampleOf(rec.data(), out, &s);
@@ -111,22 +111,23 @@ TEST(RecordFormat, ARecordWithFieldsChecksBackWithItsSection) {
 TEST(RecordFormat, ASectionThatDoesNotParseIsDamage) {
   cf::RecordHeader h, out;
   std::string rec = RecordWithFields(TwoFields(), 1, &h);
-  EXPECT_EQ(cf::CheckRecord(rec.data(), rec.size(), 9, &out),
+  EXPECT_EQ(cf::CheckRecord(rec.data(), rec.size(), 9, {}, &out),
             "field section holds another number of fields");
   std::string sec = TwoFields();
   sec[8 + 1] = 3;  // the mask's ndim: its dims now run into its name
   rec = RecordWithFields(sec, 2, &h);
-  EXPECT_EQ(cf::CheckRecord(rec.data(), rec.size(), 9, &out).rfind("field section: ", 0), 0u)
-      << cf::CheckRecord(rec.data(), rec.size(), 9, &out);
+  EXPECT_EQ(cf::CheckRecord(rec.data(), rec.size(), 9, {}, &out).rfind("field section: ", 0), 0u)
+      << cf::CheckRecord(rec.data(), rec.size(), 9, {}, &out);
   rec = RecordWithFields(TwoFields().substr(0, 40), 2, &h);
-  EXPECT_EQ(cf::CheckRecord(rec.data(), rec.size(), 9, &out), "field section: field 0 cut short");
+  EXPECT_EQ(cf::CheckRecord(rec.data(), rec.size(), 9, {}, &out),
+            "field section: field 0 cut short");
   // Fields in the header and no section at all: the payload is all pixels.
   rec = RecordWithFields("", 2, &h);
-  EXPECT_EQ(cf::CheckRecord(rec.data(), rec.size(), 9, &out),
+  EXPECT_EQ(cf::CheckRecord(rec.data(), rec.size(), 9, {}, &out),
             "record shape does not match its length");
   // A section without fields in the header: bytes the shape does not explain.
   rec = RecordWithFields(TwoFields(), 0, &h);
-  EXPECT_EQ(cf::CheckRecord(rec.data(), rec.size(), 9, &out),
+  EXPECT_EQ(cf::CheckRecord(rec.data(), rec.size(), 9, {}, &out),
             "record shape does not match its length");
 }
 
@@ -136,7 +137,7 @@ TEST(RecordFormat, EveryFieldByteIsUnderTheChecksum) {
   for (size_t i = cf::kRecordHeaderSize + 4; i < rec.size(); ++i) {
     std::string bad = rec;
     bad[i] ^= 0x01;
-    EXPECT_EQ(cf::CheckRecord(bad.data(), bad.size(), 9, &out), "checksum mismatch") << i;
+    EXPECT_EQ(cf::CheckRecord(bad.data(), bad.size(), 9, {}, &out), "checksum mismatch") << i;
   }
 }
 

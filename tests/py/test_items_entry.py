@@ -149,6 +149,27 @@ def test_lookup_put_and_a_missing_item_without_compute(tmp_path):
         e.put(5, [("a", 9, b"")])
 
 
+def test_a_dataset_longer_than_the_format_holds_is_refused_at_open(tmp_path):
+    """len(dataset) past the format's bound (2^32 samples, as `cache import`
+    refuses) is refused when the entry opens, before any file is made."""
+
+    class Huge:
+        def __len__(self):
+            return 2**32 + 1
+
+        def __getitem__(self, i):
+            return i
+
+    cached = ssdfeed.cache(Huge(), key="huge", cache=tmp_path / "c")
+    assert len(cached) == 2**32 + 1
+    with pytest.raises(ValueError, match=r"python:huge: 4294967297 samples is more than a "
+                                         r"cache entry holds \(at most 4294967296"):
+        cached[0]
+    with pytest.raises(ValueError, match="4294967297 samples"):
+        entry(tmp_path / "c", n=2**32 + 1)
+    assert not glob.glob(str(tmp_path / "c" / "entries" / "*"))
+
+
 def test_close_during_a_get_lets_that_get_finish(tmp_path):
     """close() from compute (as from another thread while a get runs): the
     running get keeps the entry open until it returns; later calls raise."""
