@@ -7,7 +7,8 @@ from ssdfeed._ssdfeed import (
     make_dataset,
 )
 from ssdfeed.cache import CachedDataset, cache
-from ssdfeed.loader import Loader, RandomResizedCrop, default_cache_dir, merge_states
+from ssdfeed.loader import (Flip, Loader, RandomResizedCrop, ScaleJitterCrop, default_cache_dir,
+                             merge_states)
 from ssdfeed.prepare import Prepare
 from ssdfeed.warm import warm
 
@@ -17,6 +18,8 @@ __all__ = [
     "Loader",
     "Prepare",
     "RandomResizedCrop",
+    "Flip",
+    "ScaleJitterCrop",
     "default_cache_dir",
     "Source",
     "cache",
