@@ -67,6 +67,14 @@ struct EnumTable<Layout> {
   static constexpr Spelling<Layout> names[] = {{Layout::kNHWC, "NHWC"}, {Layout::kNCHW, "NCHW"}};
 };
 template <>
+struct EnumTable<AugmentKind> {
+  static constexpr const char* option = "augment kind";
+  static constexpr Spelling<AugmentKind> names[] = {
+      {AugmentKind::kResizedCrop, "resized_crop"},
+      {AugmentKind::kFlip, "flip"},
+      {AugmentKind::kScaleJitterCrop, "scale_jitter_crop"}};
+};
+template <>
 struct EnumTable<RecordCodec> {
   static constexpr const char* option = "codec";
   static constexpr Spelling<RecordCodec> names[] = {

@@ -69,18 +69,35 @@ std::vector<PyField> PrepareFieldsPy(const std::vector<PyEncoded>& in, const Pre
 
 std::vector<PyField> RenderFieldsPy(const std::vector<PyField>& in,
                                     std::tuple<int, int, int, int, bool> crop, int in_h, int in_w,
-                                    int out_h, int out_w, double min_box_visible) {
+                                    int out_h, int out_w, double min_box_visible,
+                                    std::tuple<int, int> resize, uint16_t mask_fill) {
   std::vector<FieldView> views;
   for (const auto& [name, kind, dtype, shape, data] : in)
     views.push_back({name, static_cast<FieldKind>(kind), dtype, shape,
                      reinterpret_cast<const uint8_t*>(data.c_str()), data.size()});
   auto [top, left, h, w, flip] = crop;
-  if (h <= 0 || w <= 0 || top < 0 || left < 0 || top + h > in_h || left + w > in_w)
+  CropBox box{top, left, h, w, flip, std::get<0>(resize), std::get<1>(resize), 0, mask_fill};
+  if (!box.windowed() &&
+      (h <= 0 || w <= 0 || top < 0 || left < 0 || top + h > in_h || left + w > in_w))
     ThrowIfError(Status::InvalidArgument("crop outside the image"));
   std::vector<Field> out;
-  ThrowIfError(RenderFields(views, CropBox{top, left, h, w, flip}, in_h, in_w, out_h, out_w,
-                            min_box_visible, &out));
+  ThrowIfError(RenderFields(views, box, in_h, in_w, out_h, out_w, min_box_visible, &out));
   return ToPy(out);
+}
+
+// An h x w x c uint8 image rendered with an augment's box, as uint8 HWC.
+nb::bytes RenderImagePy(nb::bytes pixels, int h, int w, int c, const AugmentSpec& a, uint64_t seed,
+                        uint64_t epoch, uint64_t id) {
+  if (h <= 0 || w <= 0 || (c != 1 && c != 3) || pixels.size() != static_cast<size_t>(h) * w * c)
+    ThrowIfError(Status::InvalidArgument("pixels are not h x w x c (c 1 or 3)"));
+  CropBox box = SampleCrop(a, h, w, AugmentKey(seed, epoch, id));
+  SampleShape shape = ServedSampleShape(PrepareSpec{}, a);
+  int oh = shape.fixed() ? shape.height : h, ow = shape.fixed() ? shape.width : w;
+  std::string out(static_cast<size_t>(oh) * ow * c, '\0');
+  std::vector<uint8_t> scratch;
+  ThrowIfError(RenderSample({reinterpret_cast<const uint8_t*>(pixels.c_str()), h, w, c}, box, oh,
+                            ow, OutputSpec{}, out.data(), &scratch));
+  return nb::bytes(out.data(), out.size());
 }
 
 }  // namespace
@@ -131,13 +148,32 @@ void BindImage(nb::module_& m) {
       nb::arg("augment"), nb::arg("seed"), nb::arg("epoch"), nb::arg("id"), nb::arg("height"),
       nb::arg("width"),
       "The crop (top, left, height, width, flip) the Loader applies to sample id of epoch, "
-      "prepared height x width, under augment and seed: for reference tests.");
+      "prepared height x width, under augment and seed: for reference tests. A scale-jitter "
+      "crop's box is a window of the image resized first: see _jitter_params.");
+  m.def(
+      "_jitter_params",
+      [](const AugmentSpec& a, uint64_t seed, uint64_t epoch, uint64_t id, int height, int width) {
+        if (height <= 0 || width <= 0) ThrowIfError(Status::InvalidArgument("empty image"));
+        CropBox b = SampleCrop(a, height, width, AugmentKey(seed, epoch, id));
+        int left = b.flip ? b.resize_w - b.left - b.width : b.left;  // before the mirroring
+        return std::make_tuple(b.resize_h, b.resize_w, b.top, left, b.flip);
+      },
+      nb::arg("augment"), nb::arg("seed"), nb::arg("epoch"), nb::arg("id"), nb::arg("height"),
+      nb::arg("width"),
+      "Test hook: a scale-jitter crop's torchvision parameters (resized_h, resized_w, i, j, "
+      "flip): the image resized, flipped when flip, padded bottom and right to the crop size, "
+      "then cropped at (i, j).");
+  m.def("_render_image", &RenderImagePy, nb::arg("pixels"), nb::arg("h"), nb::arg("w"),
+        nb::arg("c"), nb::arg("augment"), nb::arg("seed"), nb::arg("epoch"), nb::arg("id"),
+        "Test hook: uint8 HWC pixels rendered as the Loader renders sample id of epoch under "
+        "augment and seed (uint8 HWC bytes).");
   m.def("_prepare_fields", &PrepareFieldsPy, nb::arg("fields"), nb::arg("spec"),
         nb::arg("origin_h"), nb::arg("origin_w"),
         "Test hook: fields [(name, kind, bytes, normalized, origin)] of an origin_h x origin_w "
         "image prepared with spec -> [(name, kind, dtype, shape, data)].");
   m.def("_render_fields", &RenderFieldsPy, nb::arg("fields"), nb::arg("crop"), nb::arg("in_h"),
         nb::arg("in_w"), nb::arg("out_h"), nb::arg("out_w"), nb::arg("min_box_visible") = 0.25,
+        nb::arg("resize") = std::make_tuple(0, 0), nb::arg("mask_fill") = 255,
         "Test hook: prepared fields [(name, kind, dtype, shape, data)] rendered with crop "
         "(top, left, height, width, flip) to out_h x out_w.");
 

@@ -223,9 +223,18 @@ void BindOptions(nb::module_& m) {
   BindEnum<WarmRead>(m, "WarmRead", "CacheOptions.warm_read");
   BindEnum<FillWrite>(m, "FillWrite", "CacheOptions.fill_write");
 
-  nb::class_<AugmentSpec>(m, "AugmentSpec", "RandomResizedCrop + flip (C++ AugmentSpec).")
+  BindEnum<AugmentKind>(m, "AugmentKind", "AugmentSpec.kind");
+  nb::class_<AugmentSpec>(m, "AugmentSpec",
+                          "RandomResizedCrop + flip, flip, or scale jitter + padded crop "
+                          "(C++ AugmentSpec).")
       .def(nb::init<>())
       .def_rw("enabled", &AugmentSpec::enabled)
+      .def_rw("kind", &AugmentSpec::kind)
+      .def_rw("flip_prob", &AugmentSpec::flip_prob)
+      .def_rw("jitter_min", &AugmentSpec::jitter_min)
+      .def_rw("jitter_max", &AugmentSpec::jitter_max)
+      .def_rw("fill", &AugmentSpec::fill)
+      .def_rw("mask_fill", &AugmentSpec::mask_fill)
       .def_rw("height", &AugmentSpec::height)
       .def_rw("width", &AugmentSpec::width)
       .def_rw("scale_min", &AugmentSpec::scale_min)

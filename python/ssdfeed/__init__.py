@@ -9,7 +9,8 @@ from ssdfeed._ssdfeed import (
 )
 from ssdfeed._item_tree import ItemFormatError
 from ssdfeed.cache import CachedDataset, cache
-from ssdfeed.loader import Loader, RandomResizedCrop, default_cache_dir, merge_states
+from ssdfeed.loader import (Flip, Loader, RandomResizedCrop, ScaleJitterCrop, default_cache_dir,
+                             merge_states)
 from ssdfeed.prepare import Prepare
 from ssdfeed.warm import warm
 
@@ -21,6 +22,8 @@ __all__ = [
     "Loader",
     "Prepare",
     "RandomResizedCrop",
+    "Flip",
+    "ScaleJitterCrop",
     "default_cache_dir",
     "Source",
     "cache",

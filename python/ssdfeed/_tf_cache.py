@@ -34,6 +34,7 @@ from ssdfeed import _ssdfeed
 ARRAY, BYTES = 5, 6  # FieldKind kArray, kBytes
 _PART = 65536  # elements per part entry (part of the identity): ImageNet is 20 entries
 _INDEX_CHUNK = 1024  # indices handed to the read map at a time
+_NO_U8, _NO_FLOATS = np.zeros(0, np.uint8), np.zeros(0, np.float32)  # _read_np's unused outputs
 
 
 # ------------------------------------------------------------- element codec
@@ -100,8 +101,9 @@ def _as_u8(a: np.ndarray):
 
 
 def _from_u8(k: np.ndarray, scale) -> np.ndarray:
-    # Into a 64-byte aligned buffer: tf then takes the array as the
-    # tensor's memory instead of copying it.
+    # Into a 64-byte aligned buffer: numpy_function then takes the array as
+    # the tensor's memory instead of copying it (the read's one copy is
+    # _tf_owned's, into tf's allocator).
     buf = np.empty(k.size * 4 + 64, np.uint8)
     off = -buf.ctypes.data % 64
     out = buf[off:off + k.size * 4].view(np.float32).reshape(k.shape)
@@ -127,8 +129,10 @@ def encode(components) -> list:
     return out
 
 
-def decode(fields, specs) -> list:
-    """ItemEntry fields -> component arrays, in component order."""
+def decode(fields, specs, u8_as_pairs=False) -> list:
+    """ItemEntry fields -> component arrays, in component order. With
+    u8_as_pairs, a float32 component stored as uint8 k comes back as the
+    pair (k, scale) instead of k / scale."""
     if len(fields) != len(specs):
         raise ValueError(f"ssdfeed.tf.cache: a cached element has {len(fields)} fields, its "
                          f"element_spec {len(specs)} components")
@@ -140,7 +144,7 @@ def decode(fields, specs) -> list:
             out[j] = _unstrings(data)
         elif tag:
             k = np.frombuffer(data, dtype=np.uint8).reshape(shape)
-            out[j] = _from_u8(k, _SCALES[tag])
+            out[j] = (k, _SCALES[tag]) if u8_as_pairs else _from_u8(k, _SCALES[tag])
         else:
             out[j] = np.frombuffer(data, dtype=np.dtype(dtype)).reshape(shape)
     return out
@@ -250,6 +254,24 @@ def _undo_malloc_patch():
     _undo_tf_malloc_patch()
 
 
+def _tf_owned(t):
+    """t in memory of tf's own allocator.
+
+    numpy_function hands tf an aligned numpy array as the tensor's memory,
+    uncopied: glibc memory that lives as long as the element. A
+    ``shuffle(10000)`` after the cache holds thousands of elements, hundreds
+    of MB, spread over the malloc arenas of tf's threads; when the buffer
+    drains, each arena heap (64 MB) that empties is unmapped by glibc
+    whatever mallopt says, and the next pass faults every page in again:
+    96,000 page faults a pass on the field report's pipeline, 4x slower than
+    tf.data's cache, whose tensors come from tf's allocator and are reused.
+    A copy costs one pass over the bytes; the numpy array is then freed at
+    once and its memory reused by the next element. (An image stored as
+    uint8 k needs no copy: tf's cast and division of k make the floats in
+    tf's memory, in as many passes as numpy took.)"""
+    return t if t.dtype == tf.string else tf.raw_ops.DeepCopy(x=t)
+
+
 class Plan:
     __slots__ = ("read", "order")
 
@@ -301,21 +323,46 @@ class TfCache:
             yield order[s:s + _INDEX_CHUNK].astype(np.int64)
 
     def _read_np(self, i):
+        """Element i's components as numpy_function returns them: a float32
+        component as three outputs (uint8 k, scale, floats): k / scale when
+        it was stored as k (scale > 0), else the floats (scale 0)."""
         i = int(i)
-        comps = self.store.lookup(i, self.specs)
-        if comps is None:  # dropped since the pass began: compute it again
+        e = self.store.entry(i // self.store.part)
+        f = None if e is None else e.lookup(i % self.store.part)
+        if f is not None:
+            comps = decode(f, self.specs, u8_as_pairs=True)
+        else:  # dropped since the pass began: compute it again
             comps = to_numpy(self._upstream_from(i).__next__())
             self.store.put(i, comps)
-        return comps
+        out = []
+        for c, s in zip(comps, self.specs):
+            if s.dtype != tf.float32:
+                out.append(c)
+            elif isinstance(c, tuple):
+                out += [c[0], c[1], _NO_FLOATS]
+            else:
+                out += [_NO_U8, np.float32(0), c]
+        return out
 
     def _read_one(self, i):
-        comps = tf.numpy_function(self._read_np, [i], [s.dtype for s in self.specs],
-                                  stateful=True)
-        if not isinstance(comps, (list, tuple)):
-            comps = [comps]
-        for c, s in zip(comps, self.specs):
+        dtypes = []
+        for s in self.specs:
+            dtypes += [tf.uint8, tf.float32, tf.float32] if s.dtype == tf.float32 else [s.dtype]
+        outs = tf.numpy_function(self._read_np, [i], dtypes, stateful=True)
+        outs = iter(outs if isinstance(outs, (list, tuple)) else [outs])
+        comps = []
+        for s in self.specs:
+            if s.dtype == tf.float32:
+                k, scale, floats = next(outs), next(outs), next(outs)
+                # tf's division, as numpy's, is IEEE float32's: the same bits
+                # (test_a_decoded_image_as_float_..._bit_for_bit).
+                c = tf.cond(scale > 0, lambda k=k, scale=scale: tf.cast(k, tf.float32) / scale,
+                            lambda floats=floats: _tf_owned(floats))
+            else:
+                c = _tf_owned(next(outs))
             c.set_shape(s.shape)
-        return tf.nest.pack_sequence_as(self.spec, list(comps), expand_composites=True)
+            comps.append(c)
+        return tf.nest.pack_sequence_as(self.spec, comps, expand_composites=True)
 
     def _pack(self, comps):
         tensors = [tf.constant(c, dtype=s.dtype) for c, s in zip(comps, self.specs)]

@@ -84,6 +84,101 @@ class RandomResizedCrop:
                              f"not {v!r}")
 
 
+@dataclass(frozen=True)
+class Flip:
+    """Per-epoch augmentation, applied after the cache: torchvision's
+    ``RandomHorizontalFlip(p)``, nothing else. Samples keep their prepared
+    shape, so a batch of more than one sample needs one prepared shape
+    (``Prepare(resize=...)`` or ``center_crop``). Masks and boxes are
+    flipped with the image. Randomness is keyed by (seed, epoch, sample id).
+
+    Args:
+        p: probability of the flip, a number in [0, 1]. Default 0.5.
+    """
+
+    p: float = 0.5
+
+    def __post_init__(self):
+        _probability("Flip p", self.p)
+
+
+@dataclass(frozen=True)
+class ScaleJitterCrop:
+    """Per-epoch augmentation, applied after the cache: the torchvision
+    segmentation reference's training transform, ``RandomResize(min_size,
+    max_size)`` (shorter side drawn uniformly from [min_size, max_size],
+    aspect kept), ``RandomHorizontalFlip(flip)``, then ``RandomCrop(size)``
+    of the image padded on the bottom and right to at least ``size``.
+    Randomness is keyed by (seed, epoch, sample id).
+
+    Args:
+        size: crop side (int) or (H, W), each >= 1: every sample's output
+            shape. Required.
+        min_size, max_size: the shorter side's range in pixels, ints with
+            1 <= min_size <= max_size. Required (the reference uses 0.5x
+            and 2x its base size: 260 and 1040 for 520).
+        flip: probability of the horizontal flip, in [0, 1]. Default 0.5.
+        fill: pixel value of the padding, an int in [0, 255]. Default 0.
+        mask_fill: mask value of the padding, an int in [0, 65535].
+            Default 255 (the reference's ignore index).
+        min_box_visible: as RandomResizedCrop's. Default 0.25.
+
+    Masks are resized nearest, flipped, padded with ``mask_fill`` and
+    cropped with the image; boxes scaled, flipped, shifted and clipped.
+    """
+
+    size: Union[int, Tuple[int, int]]
+    min_size: int
+    max_size: int
+    flip: float = 0.5
+    fill: int = 0
+    mask_fill: int = 255
+    min_box_visible: float = 0.25
+
+    def __post_init__(self):
+        _positive_pair("ScaleJitterCrop size", self.size)
+        _int("ScaleJitterCrop min_size", self.min_size, 1)
+        _int("ScaleJitterCrop max_size", self.max_size, 1)
+        if self.min_size > self.max_size:
+            raise ValueError(f"ScaleJitterCrop needs min_size <= max_size, not "
+                             f"{self.min_size} > {self.max_size}")
+        _probability("ScaleJitterCrop flip", self.flip)
+        if _int("ScaleJitterCrop fill", self.fill, 0) > 255:
+            raise ValueError(f"ScaleJitterCrop fill must be an int in [0, 255], not {self.fill}")
+        if _int("ScaleJitterCrop mask_fill", self.mask_fill, 0) > 65535:
+            raise ValueError(f"ScaleJitterCrop mask_fill must be an int in [0, 65535], "
+                             f"not {self.mask_fill}")
+        _probability("ScaleJitterCrop min_box_visible", self.min_box_visible)
+
+
+def _probability(name: str, v) -> None:
+    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not 0.0 <= v <= 1.0:
+        raise ValueError(f"{name} must be a number in [0, 1], not {v!r}")
+
+
+def _fill_augment(aug, augment) -> None:
+    """The C++ AugmentSpec of an augment object."""
+    if not isinstance(augment, (RandomResizedCrop, Flip, ScaleJitterCrop)):
+        raise ValueError(f"augment must be an ssdfeed.RandomResizedCrop, Flip or "
+                         f"ScaleJitterCrop, or None, not {augment!r}")
+    aug.enabled = True
+    if isinstance(augment, Flip):
+        aug.kind = _ssdfeed.AugmentKind.parse("flip")
+        aug.flip_prob = float(augment.p)
+        return
+    aug.height, aug.width = _pair(augment.size)
+    aug.min_box_visible = float(augment.min_box_visible)
+    if isinstance(augment, ScaleJitterCrop):
+        aug.kind = _ssdfeed.AugmentKind.parse("scale_jitter_crop")
+        aug.jitter_min, aug.jitter_max = int(augment.min_size), int(augment.max_size)
+        aug.flip_prob = float(augment.flip)
+        aug.fill, aug.mask_fill = int(augment.fill), int(augment.mask_fill)
+        return
+    aug.scale_min, aug.scale_max = (float(x) for x in augment.scale)
+    aug.ratio_min, aug.ratio_max = (float(x) for x in augment.ratio)
+    aug.flip = bool(augment.flip)
+
+
 def _channel_values(name: str, values, channels: int) -> Tuple[float, float, float]:
     vals = [float(x) for x in values]
     if len(vals) == 1 or (channels == 1 and len(vals) >= 1):
@@ -206,8 +301,9 @@ class Loader:
         prepare: the cached, deterministic preparation. Default
             ``Prepare()``: full-size RGB (the default of every tool; pass
             ``Prepare(resize_short=256)`` to cache ImageNet-sized images).
-        augment: a ``RandomResizedCrop`` applied every epoch after the cache,
-            or None (default): samples served as prepared.
+        augment: a ``RandomResizedCrop``, ``Flip`` or ``ScaleJitterCrop``
+            applied every epoch after the cache, or None (default): samples
+            served as prepared.
         batch_size: samples per batch, int >= 1. Default 1.
         shuffle: a fresh permutation per epoch from (seed, epoch). Default
             False (canonical order).
@@ -305,7 +401,7 @@ class Loader:
 
     def __init__(self, source: Union[str, os.PathLike], *,
                  cache: Union[str, os.PathLike, bool, None] = True,
-                 prepare: Prepare = Prepare(), augment: Optional[RandomResizedCrop] = None,
+                 prepare: Prepare = Prepare(), augment=None,
                  batch_size: int = 1, shuffle: bool = False, seed: int = 0,
                  workers: Optional[int] = None, prefetch: int = 2, rank: int = 0,
                  world_size: Optional[int] = None, drop_last: bool = False, sampler_drop_last: bool = False,
@@ -353,16 +449,7 @@ class Loader:
         o.metrics_port = _int("metrics_port", metrics_port or 0, 0)
         o.metrics_host = str(metrics_host)
         if augment is not None:
-            if not isinstance(augment, RandomResizedCrop):
-                raise ValueError(f"augment must be an ssdfeed.RandomResizedCrop or None, "
-                                 f"not {augment!r}")
-            aug = o.augment
-            aug.enabled = True
-            aug.height, aug.width = _pair(augment.size)
-            aug.scale_min, aug.scale_max = (float(x) for x in augment.scale)
-            aug.ratio_min, aug.ratio_max = (float(x) for x in augment.ratio)
-            aug.flip = bool(augment.flip)
-            aug.min_box_visible = float(augment.min_box_visible)
+            _fill_augment(o.augment, augment)
         o.batch_size = _int("batch_size", batch_size, 1)
         o.shuffle = bool(shuffle)
         o.seed = _int("seed", seed, 0)

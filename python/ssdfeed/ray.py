@@ -28,7 +28,7 @@ except ImportError as e:  # pragma: no cover - exercised only without ray
                       "(or 'ray[data]')") from e
 
 from ssdfeed import _ssdfeed
-from ssdfeed.loader import Loader, RandomResizedCrop, _fill_source_side, _int, default_cache_dir
+from ssdfeed.loader import Loader, _fill_source_side, _int, default_cache_dir
 from ssdfeed.prepare import Prepare
 
 Ranges = List[Tuple[int, int]]
@@ -230,7 +230,7 @@ class SsdfeedDatasource(Datasource):
 
 
 def read(source: Union[str, os.PathLike], *, prepare: Prepare = Prepare(),
-         augment: Optional[RandomResizedCrop] = None,
+         augment=None,
          cache: Union[str, os.PathLike, bool, None] = True, epoch: int = 0, seed: int = 0,
          samples_per_task: int = 1024, batch_size: int = 256, threads: int = 1,
          locality: bool = True, stats=None, on_error: str = "raise", dtype: str = "uint8",
@@ -248,7 +248,8 @@ def read(source: Union[str, os.PathLike], *, prepare: Prepare = Prepare(),
             image_key, label_key, cache_capacity, fields: as
             ``ssdfeed.Loader``.
             Samples must share one shape (``Prepare(resize=...)`` or
-            ``center_crop``, or an ``augment``).
+            ``center_crop``, or a ``RandomResizedCrop`` or ``ScaleJitterCrop``
+            augment; a ``Flip`` keeps the prepared shape).
         cache: the cache root of each node. ``True`` (default): the node's
             default root (``$SSDFEED_CACHE`` there, else ~/.cache/ssdfeed);
             a path, in which ``{node_id}`` is replaced by the Ray node id

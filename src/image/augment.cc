@@ -1,5 +1,6 @@
 #include "image/augment.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstddef>
@@ -121,6 +122,32 @@ void ConvertCrop(const uint8_t* px, int h, int w, int c, const OutputSpec& o, vo
   ConvertCropBase(px, h, w, c, o, dst);
 }
 
+// The window (top, left, out_h x out_w) of an h x w x c image, `fill` where
+// it reaches past the image, mirrored left to right when flip.
+void CopyWindow(const uint8_t* img, int h, int w, int c, const CropBox& box, uint8_t* dst) {
+  size_t row_bytes = static_cast<size_t>(box.width) * c;
+  // The window's columns that lie on the image: [x0, x1).
+  int x0 = std::clamp(-box.left, 0, box.width), x1 = std::clamp(w - box.left, x0, box.width);
+  for (int y = 0; y < box.height; ++y) {
+    uint8_t* out = dst + y * row_bytes;
+    int sy = box.top + y;
+    if (sy < 0 || sy >= h) {
+      std::memset(out, box.fill, row_bytes);
+      continue;
+    }
+    std::memset(out, box.fill, static_cast<size_t>(x0) * c);
+    std::memcpy(out + static_cast<size_t>(x0) * c,
+                img + (static_cast<size_t>(sy) * w + box.left + x0) * c,
+                static_cast<size_t>(x1 - x0) * c);
+    std::memset(out + static_cast<size_t>(x1) * c, box.fill,
+                static_cast<size_t>(box.width - x1) * c);
+    if (!box.flip) continue;
+    for (int l = 0, r = box.width - 1; l < r; ++l, --r)
+      std::swap_ranges(out + static_cast<size_t>(l) * c, out + static_cast<size_t>(l + 1) * c,
+                       out + static_cast<size_t>(r) * c);
+  }
+}
+
 }  // namespace
 
 void SetRenderBaselineOnly(bool on) { baseline_only.store(on, std::memory_order_relaxed); }
@@ -134,7 +161,7 @@ size_t DTypeSize(DType t) { return t == DType::kUint8 ? 1 : t == DType::kFloat16
 SampleShape ServedSampleShape(const PrepareSpec& p, const AugmentSpec& a) {
   SampleShape s;
   s.channels = p.channels();
-  if (a.enabled) {
+  if (a.enabled && a.kind != AugmentKind::kFlip) {  // a flip keeps the prepared shape
     s.height = a.height;
     s.width = a.width;
   } else if (p.crop_h > 0) {
@@ -147,8 +174,9 @@ SampleShape ServedSampleShape(const PrepareSpec& p, const AugmentSpec& a) {
   return s;
 }
 
-CropBox SampleCrop(const AugmentSpec& a, int H, int W, uint64_t key) {
-  KeyedRng rng{key};
+namespace {
+
+CropBox ResizedCropBox(const AugmentSpec& a, int H, int W, KeyedRng& rng) {
   CropBox b;
   double area = static_cast<double>(H) * W;
   double lr0 = std::log(a.ratio_min), lr1 = std::log(a.ratio_max);
@@ -177,6 +205,80 @@ CropBox SampleCrop(const AugmentSpec& a, int H, int W, uint64_t key) {
   return b;
 }
 
+bool DrawFlip(const AugmentSpec& a, KeyedRng& rng) {
+  return a.flip && rng.Uniform(0, 1) < a.flip_prob;
+}
+
+// torchvision's resize to a shorter side of s: the longer side is
+// int(s * long / short), truncated as Python's int() does.
+void ResizedToShortSide(int H, int W, int s, int* h, int* w) {
+  int short_side = std::min(H, W), long_side = std::max(H, W);
+  int long_new = static_cast<int>(static_cast<double>(s) * long_side / short_side);
+  *h = H <= W ? s : long_new;
+  *w = H <= W ? long_new : s;
+}
+
+CropBox ScaleJitterBox(const AugmentSpec& a, int H, int W, KeyedRng& rng) {
+  CropBox b;
+  ResizedToShortSide(H, W, rng.Int(a.jitter_min, a.jitter_max), &b.resize_h, &b.resize_w);
+  b.flip = DrawFlip(a, rng);
+  // Padded (bottom, right) to at least the crop, then RandomCrop's offset.
+  int padded_h = std::max(b.resize_h, a.height), padded_w = std::max(b.resize_w, a.width);
+  b.top = rng.Int(0, padded_h - a.height);
+  int left = rng.Int(0, padded_w - a.width);
+  // The reference crops the flipped image at `left`: that is the window
+  // mirrored about the image's centre, flipped after (padding included,
+  // which then lies left of the image and ends up on the right again).
+  b.left = b.flip ? b.resize_w - left - a.width : left;
+  b.height = a.height;
+  b.width = a.width;
+  b.fill = a.fill;
+  b.mask_fill = a.mask_fill;
+  return b;
+}
+
+}  // namespace
+
+CropBox SampleCrop(const AugmentSpec& a, int H, int W, uint64_t key) {
+  KeyedRng rng{key};
+  switch (a.kind) {
+    case AugmentKind::kFlip:
+      return {0, 0, H, W, DrawFlip(a, rng)};
+    case AugmentKind::kScaleJitterCrop:
+      return ScaleJitterBox(a, H, W, rng);
+    case AugmentKind::kResizedCrop:
+      break;
+  }
+  return ResizedCropBox(a, H, W, rng);
+}
+
+namespace {
+
+// A windowed box (scale jitter): the source resized to resize_h x resize_w,
+// then its window, padded and mirrored, into dst (out_h x out_w x c).
+Status RenderWindow(const PixelsView& src, const CropBox& box, uint8_t* dst) {
+  int c = src.channels;
+  const uint8_t* resized = src.pixels;
+  thread_local std::vector<uint8_t> buf;
+  if (box.resize_h != src.height || box.resize_w != src.width) {
+    buf.resize(static_cast<size_t>(box.resize_h) * box.resize_w * c);
+    Status s = CvCall("render", [&] {
+      cv::Mat img(src.height, src.width, CV_8UC(c), const_cast<uint8_t*>(src.pixels));
+      cv::Mat target(box.resize_h, box.resize_w, CV_8UC(c), buf.data());
+      ResizeAntialiased(img, target, false);
+    });
+    if (!s.ok())
+      return s.WithContext("resize of a " + std::to_string(src.height) + "x" +
+                           std::to_string(src.width) + " image to " + std::to_string(box.resize_h) +
+                           "x" + std::to_string(box.resize_w));
+    resized = buf.data();
+  }
+  CopyWindow(resized, box.resize_h, box.resize_w, c, box, dst);
+  return Status::OK();
+}
+
+}  // namespace
+
 Status RenderSample(const PixelsView& src, const CropBox& box, int out_h, int out_w,
                     const OutputSpec& out, void* dst, std::vector<uint8_t>* scratch) {
   int c = src.channels;
@@ -186,6 +288,14 @@ Status RenderSample(const PixelsView& src, const CropBox& box, int out_h, int ou
   size_t bytes = static_cast<size_t>(out_h) * out_w * c;
   if (!direct && scratch->size() < bytes) scratch->resize(bytes);
   void* target_data = direct ? dst : scratch->data();
+  if (box.windowed()) {
+    if (box.height != out_h || box.width != out_w)
+      return Status::InvalidArgument("a scale-jitter window must be the output size");
+    Status s = RenderWindow(src, box, static_cast<uint8_t*>(target_data));
+    if (!s.ok()) return s;
+    if (!direct) ConvertCrop(static_cast<const uint8_t*>(target_data), out_h, out_w, c, out, dst);
+    return Status::OK();
+  }
   Status s = CvCall("render", [&] {
     int type = CV_8UC(c);
     cv::Mat img(src.height, src.width, type, const_cast<uint8_t*>(src.pixels));

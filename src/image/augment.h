@@ -1,5 +1,6 @@
-// Per-epoch augmentation applied after the cache: random resized crop and
-// flip, written straight into a batch slot, with optional normalisation.
+// Per-epoch augmentation applied after the cache: random resized crop,
+// flip, or scale jitter and padded crop, written straight into a batch
+// slot, with optional normalisation.
 #pragma once
 
 #include <cstdint>
@@ -9,12 +10,28 @@
 
 namespace ssdfeed {
 
+// What one sample's render does. With resize_h == 0 (RandomResizedCrop,
+// flip): the box of the source (inside it) is resized to the output size,
+// then mirrored when flip. With resize_h > 0 (scale jitter): the source is
+// first resized to resize_h x resize_w, the box is a window of that image
+// of exactly the output size, which may reach past its edges (those pixels
+// are `fill`, mask values `mask_fill`), and the window is then mirrored
+// when flip.
 struct CropBox {
   int top = 0, left = 0, height = 0, width = 0;
   bool flip = false;
+  int resize_h = 0, resize_w = 0;
+  uint8_t fill = 0;
+  uint16_t mask_fill = 255;
+  bool windowed() const { return resize_h > 0; }
 };
 
-// torchvision's RandomResizedCrop.get_params with randomness keyed by key.
+// The sample's box under a, with randomness keyed by key: torchvision's
+// RandomResizedCrop.get_params (kResizedCrop), the flip of
+// RandomHorizontalFlip (kFlip), or RandomResize + RandomHorizontalFlip +
+// pad + RandomCrop.get_params of the segmentation reference
+// (kScaleJitterCrop; its flip, done there before the crop, is here the
+// mirrored window flipped after it: the same pixels).
 CropBox SampleCrop(const AugmentSpec& a, int img_h, int img_w, uint64_t key);
 
 // Pixels someone else owns (a cache record, a decoded image): HWC uint8.

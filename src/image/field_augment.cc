@@ -18,6 +18,39 @@ std::string Dims(const std::vector<uint64_t>& s) {
   return r;
 }
 
+// The source index of each of n outputs of a window at off of the source
+// (src_n elements) resized to dst_n, nearest as NearestIndex; -1 where the
+// window is past the resized image (padding). Mirrored as NearestIndex.
+void WindowIndex(int src_n, int dst_n, int off, int n, bool mirror, std::vector<int>* idx) {
+  thread_local std::vector<int> all;
+  NearestIndex(src_n, dst_n, 0, dst_n, false, &all);
+  idx->resize(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    int p = off + i;
+    (*idx)[static_cast<size_t>(mirror ? n - 1 - i : i)] =
+        p >= 0 && p < dst_n ? all[static_cast<size_t>(p)] : -1;
+  }
+}
+
+// RemapNearest where an index of -1 is the padding: `fill` (1 or 2 bytes
+// wide, as the mask's elements).
+void RemapNearestPadded(const uint8_t* src, size_t src_stride, int elem, const std::vector<int>& ys,
+                        const std::vector<int>& xs, uint16_t fill, uint8_t* dst) {
+  for (int y : ys) {
+    for (int x : xs) {
+      if (y < 0 || x < 0) {
+        if (elem == 1)
+          *dst = static_cast<uint8_t>(fill);
+        else
+          std::memcpy(dst, &fill, 2);  // little-endian, as "<u2"
+      } else {
+        std::memcpy(dst, src + y * src_stride + static_cast<size_t>(x) * elem, elem);
+      }
+      dst += elem;
+    }
+  }
+}
+
 Status RenderMask(const FieldView& v, const CropBox& box, int in_h, int in_w, int out_h, int out_w,
                   Field* out) {
   int elem = v.dtype == "|u1" ? 1 : v.dtype == "<u2" ? 2 : 0;
@@ -27,28 +60,44 @@ Status RenderMask(const FieldView& v, const CropBox& box, int in_h, int in_w, in
                                    " " + Dims(v.shape) + ", its image is (" + std::to_string(in_h) +
                                    "," + std::to_string(in_w) + ")");
   thread_local std::vector<int> ys, xs;
-  NearestIndex(box.height, out_h, 0, out_h, false, &ys);
-  NearestIndex(box.width, out_w, 0, out_w, box.flip, &xs);
-  for (int& y : ys) y += box.top;
-  for (int& x : xs) x += box.left;
+  if (box.windowed()) {
+    WindowIndex(in_h, box.resize_h, box.top, out_h, false, &ys);
+    WindowIndex(in_w, box.resize_w, box.left, out_w, box.flip, &xs);
+  } else {
+    NearestIndex(box.height, out_h, 0, out_h, false, &ys);
+    NearestIndex(box.width, out_w, 0, out_w, box.flip, &xs);
+    for (int& y : ys) y += box.top;
+    for (int& x : xs) x += box.left;
+  }
   out->dtype = v.dtype;
   out->shape = {static_cast<uint64_t>(out_h), static_cast<uint64_t>(out_w)};
   out->data.resize(static_cast<size_t>(out_h) * out_w * elem);
-  RemapNearest(v.data, static_cast<size_t>(in_w) * elem, elem, ys, xs,
-               reinterpret_cast<uint8_t*>(out->data.data()));
+  auto* dst = reinterpret_cast<uint8_t*>(out->data.data());
+  size_t stride = static_cast<size_t>(in_w) * elem;
+  if (box.windowed())
+    RemapNearestPadded(v.data, stride, elem, ys, xs, box.mask_fill, dst);
+  else
+    RemapNearest(v.data, stride, elem, ys, xs, dst);
   return Status::OK();
 }
 
-Status RenderBoxes(const FieldView& v, const CropBox& box, int out_h, int out_w, double min_visible,
-                   Field* out, std::vector<size_t>* kept) {
+Status RenderBoxes(const FieldView& v, const CropBox& box, int in_h, int in_w, int out_h, int out_w,
+                   double min_visible, Field* out, std::vector<size_t>* kept) {
   if (v.dtype != "<f4" || v.shape.size() != 2 || v.shape[1] != 4)
     return Status::InvalidArgument("boxes '" + std::string(v.name) + "' are " +
                                    std::string(v.dtype) + " " + Dims(v.shape) + ", not <f4 (K,4)");
   BoxMap m;
-  m.sx = static_cast<double>(out_w) / box.width;
-  m.sy = static_cast<double>(out_h) / box.height;
-  m.bx = -box.left * m.sx;
-  m.by = -box.top * m.sy;
+  if (box.windowed()) {  // resized whole, then the window: a shift in resized pixels
+    m.sx = static_cast<double>(box.resize_w) / in_w;
+    m.sy = static_cast<double>(box.resize_h) / in_h;
+    m.bx = -box.left;
+    m.by = -box.top;
+  } else {
+    m.sx = static_cast<double>(out_w) / box.width;
+    m.sy = static_cast<double>(out_h) / box.height;
+    m.bx = -box.left * m.sx;
+    m.by = -box.top * m.sy;
+  }
   m.width = out_w;
   m.height = out_h;
   m.flip = box.flip;
@@ -72,9 +121,12 @@ void Copy(const FieldView& v, Field* out) {
 
 Status RenderFields(const std::vector<FieldView>& in, const CropBox& box, int in_h, int in_w,
                     int out_h, int out_w, double min_box_visible, std::vector<Field>* out) {
-  if (box.top < 0 || box.left < 0 || box.height <= 0 || box.width <= 0 ||
-      box.top + box.height > in_h || box.left + box.width > in_w || out_h <= 0 || out_w <= 0)
-    return Status::InvalidArgument("crop outside the image or an empty output");
+  if (out_h <= 0 || out_w <= 0) return Status::InvalidArgument("an empty output");
+  if (box.windowed() ? box.resize_w <= 0 || box.height != out_h || box.width != out_w
+                     : box.top < 0 || box.left < 0 || box.height <= 0 || box.width <= 0 ||
+                           box.top + box.height > in_h || box.left + box.width > in_w)
+    return Status::InvalidArgument(box.windowed() ? "a scale-jitter window must be the output size"
+                                                  : "crop outside the image");
   out->resize(in.size());
   thread_local std::vector<size_t> kept;
   const FieldView* boxes = nullptr;
@@ -87,7 +139,7 @@ Status RenderFields(const std::vector<FieldView>& in, const CropBox& box, int in
                                      std::string(in[i].name) + "'");
     boxes = &in[i];
     SSDFEED_RETURN_IF_ERROR(
-        RenderBoxes(in[i], box, out_h, out_w, min_box_visible, &(*out)[i], &kept));
+        RenderBoxes(in[i], box, in_h, in_w, out_h, out_w, min_box_visible, &(*out)[i], &kept));
   }
   for (size_t i = 0; i < in.size(); ++i) {
     const FieldView& v = in[i];

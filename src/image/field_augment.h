@@ -12,7 +12,8 @@
 namespace ssdfeed {
 
 // in: the prepared fields of a sample whose image is in_h x in_w; box: its
-// crop (SampleCrop); the image is rendered out_h x out_w. Masks must be
+// crop or window (SampleCrop); the image is rendered out_h x out_w. A
+// window's padding is box.mask_fill in masks; boxes lie on the image. Masks must be
 // in_h x in_w ("|u1" or "<u2"), else InvalidArgument; the caller names the
 // sample. *out is resized to in.size(); its strings keep their capacity
 // from call to call.

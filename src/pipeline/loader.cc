@@ -379,6 +379,22 @@ std::unique_ptr<StatsPublisher> OpenStats(const LoaderOptions& o, CacheEntry* ca
   return p;
 }
 
+Status CheckAugment(const AugmentSpec& a) {
+  if (!(a.flip_prob >= 0 && a.flip_prob <= 1))
+    return Status::InvalidArgument("augment: flip_prob must be in [0, 1]");
+  if (a.kind != AugmentKind::kFlip && (a.height <= 0 || a.width <= 0))
+    return Status::InvalidArgument("augment: need size > 0");
+  if (a.kind == AugmentKind::kResizedCrop &&
+      (a.scale_min <= 0 || a.scale_min > a.scale_max || a.scale_max > 1 || a.ratio_min <= 0 ||
+       a.ratio_min > a.ratio_max))
+    return Status::InvalidArgument(
+        "augment: need size > 0, 0 < scale_min <= scale_max <= 1, "
+        "0 < ratio_min <= ratio_max");
+  if (a.kind == AugmentKind::kScaleJitterCrop && (a.jitter_min < 1 || a.jitter_min > a.jitter_max))
+    return Status::InvalidArgument("augment: need 1 <= jitter_min <= jitter_max (pixels)");
+  return Status::OK();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Loader>> Loader::Open(const LoaderOptions& o) {
@@ -389,12 +405,7 @@ Result<std::unique_ptr<Loader>> Loader::Open(const LoaderOptions& o) {
     return Status::InvalidArgument("need 0 <= rank < world_size");
   SSDFEED_RETURN_IF_ERROR(o.prepare.Validate());
   const AugmentSpec& a = o.augment;
-  if (a.enabled &&
-      (a.height <= 0 || a.width <= 0 || a.scale_min <= 0 || a.scale_min > a.scale_max ||
-       a.scale_max > 1 || a.ratio_min <= 0 || a.ratio_min > a.ratio_max))
-    return Status::InvalidArgument(
-        "augment: need size > 0, 0 < scale_min <= scale_max <= 1, "
-        "0 < ratio_min <= ratio_max");
+  if (a.enabled) SSDFEED_RETURN_IF_ERROR(CheckAugment(a));
   if (o.rotate_every < 1) return Status::InvalidArgument("rotate_every must be >= 1 (epochs)");
   std::shared_ptr<const Source> src = o.source_object;
   if (src == nullptr) {

@@ -7,6 +7,7 @@
 #include "cache/field_section.h"
 #include "image/augment.h"
 #include "image/field_augment.h"
+#include "image/flip.h"
 
 namespace ssdfeed {
 
@@ -47,12 +48,22 @@ Status SampleRenderer::Render(const CachedSample& cs, uint64_t epoch, uint64_t i
     return Status::Corruption("prepared sample has " + std::to_string(cs.channels) +
                               " channels, the batch " + std::to_string(channels_));
   CropBox box{0, 0, cs.height, cs.width, false};
-  if (!fixed_) {  // served as prepared; shapes checked in RenderStaged
+  if (!fixed_) {  // served as prepared (or flipped); shapes checked in RenderStaged
+    if (augment_.enabled)
+      box = SampleCrop(augment_, cs.height, cs.width, AugmentKey(seed_, epoch, id));
     if (fields != nullptr)
       SSDFEED_RETURN_IF_ERROR(RenderSampleFields(cs, box, cs.height, cs.width, fields));
     staging->Reset(cs.height, cs.width, cs.channels);
-    std::memcpy(staging->pixels.data(), cs.pixels, staging->bytes());
+    if (box.flip)
+      FlipHorizontalInto(cs.pixels, staging->pixels.data(), cs.height, cs.width, cs.channels);
+    else
+      std::memcpy(staging->pixels.data(), cs.pixels, staging->bytes());
     return Status::OK();
+  }
+  if (augment_.enabled && augment_.kind == AugmentKind::kFlip &&
+      (cs.height != out_h_ || cs.width != out_w_)) {
+    return Status::InvalidArgument("prepared size " + std::to_string(cs.height) + "x" +
+                                   std::to_string(cs.width) + " differs from the batch's");
   }
   if (augment_.enabled) {
     box = SampleCrop(augment_, cs.height, cs.width, AugmentKey(seed_, epoch, id));

@@ -8,6 +8,8 @@
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 #include <random>
+#include <tuple>
+#include <utility>
 
 namespace ssdfeed {
 namespace {
@@ -125,6 +127,45 @@ TEST(FieldAugment, BoxesAreShiftedScaledClippedDroppedAndFlippedWithTheirClasses
   ASSERT_TRUE(RenderFields(in, {50, 20, 100, 100, false}, 300, 300, 200, 200, 0.4, &out).ok());
   EXPECT_EQ(As<int64_t>(out[1].data), (std::vector<int64_t>{1, 2}));
   EXPECT_EQ(As<float>(out[3].data), (std::vector<float>{1.5f, 2.5f}));
+}
+
+// A scale-jitter window: the mask resized nearest to the jittered size,
+// flipped, padded bottom and right with mask_fill, cropped; boxes scaled,
+// flipped and shifted the same way.
+TEST(FieldAugment, ScaleJitterWindowPadsMasksWithTheirFillAndMovesBoxes) {
+  cv::Mat mask(40, 60, CV_8UC1);
+  cv::randu(mask, 0, 30);
+  float boxes[2][4] = {{6, 4, 30, 20}, {50, 30, 60, 40}};
+  int64_t classes[2] = {3, 9};
+  for (bool flip : {false, true}) {
+    // Resized to 30x45, flipped, padded to 50x55, window at (i, j) = (10, 5).
+    int rh = 30, rw = 45, ch = 24, cw = 50, i = 6, j = 3;
+    CropBox box{i, flip ? rw - j - cw : j, ch, cw, flip, rh, rw, 0, 255};
+    std::vector<FieldView> in = {
+        View("mask", FieldKind::kMask, "|u1", {40, 60}, mask.data, mask.total()),
+        View("boxes", FieldKind::kBoxes, "<f4", {2, 4}, boxes, sizeof(boxes)),
+        View("classes", FieldKind::kClasses, "<i8", {2}, classes, sizeof(classes))};
+    std::vector<Field> out;
+    ASSERT_TRUE(RenderFields(in, box, 40, 60, ch, cw, 0.25, &out).ok());
+    cv::Mat resized, padded;
+    cv::resize(mask, resized, cv::Size(rw, rh), 0, 0, cv::INTER_NEAREST);
+    if (flip) cv::flip(resized, resized, 1);
+    cv::copyMakeBorder(resized, padded, 0, std::max(0, i + ch - rh), 0, std::max(0, j + cw - rw),
+                       cv::BORDER_CONSTANT, cv::Scalar(255));
+    cv::Mat want = padded(cv::Rect(j, i, cw, ch)).clone();
+    ASSERT_EQ(out[0].shape, (std::vector<uint64_t>{24, 50}));
+    EXPECT_EQ(std::memcmp(out[0].data.data(), want.data, want.total()), 0) << "flip " << flip;
+    // Box 0 scaled by 0.75, (flipped in 45 px), shifted by (-3, -6).
+    std::vector<float> b = As<float>(out[1].data);
+    ASSERT_EQ(b.size(), 8u) << "flip " << flip;
+    float x1 = 6 * 0.75f, x2 = 30 * 0.75f;
+    if (flip) std::tie(x1, x2) = std::make_pair(45 - x2, 45 - x1);
+    EXPECT_FLOAT_EQ(b[0], x1 - 3);
+    EXPECT_FLOAT_EQ(b[1], 0);  // 4 * 0.75 - 6 < 0: clipped
+    EXPECT_FLOAT_EQ(b[2], x2 - 3);
+    EXPECT_FLOAT_EQ(b[3], 20 * 0.75f - 6);
+    EXPECT_EQ(As<int64_t>(out[2].data), (std::vector<int64_t>{3, 9}));
+  }
 }
 
 TEST(FieldAugment, MaskOfAnotherShapeIsAnError) {

@@ -404,6 +404,105 @@ TEST(Flip, MirrorsLikeOpenCvAtEveryWidth) {
     }
 }
 
+// A flip-only augment keeps the prepared shape; the scale-jitter crop is
+// its crop size, as RandomResizedCrop.
+TEST(Augment, FlipKeepsThePreparedShapeAndScaleJitterCropIsItsSize) {
+  PrepareSpec p;
+  AugmentSpec a;
+  a.enabled = true;
+  a.kind = AugmentKind::kFlip;
+  EXPECT_FALSE(ServedSampleShape(p, a).fixed());
+  p.crop_h = 40;
+  p.crop_w = 50;
+  EXPECT_EQ(ServedSampleShape(p, a).height, 40);
+  EXPECT_EQ(ServedSampleShape(p, a).width, 50);
+  a.kind = AugmentKind::kScaleJitterCrop;
+  a.height = 30;
+  a.width = 20;
+  EXPECT_EQ(ServedSampleShape(p, a).height, 30);
+  EXPECT_EQ(ServedSampleShape(p, a).width, 20);
+}
+
+// Flip(p): the whole image mirrored, with probability p over samples, the
+// same for the same key; p 0 and 1 never and always.
+TEST(Augment, FlipOnlyMirrorsTheWholeImageWithItsProbability) {
+  AugmentSpec a;
+  a.enabled = true;
+  a.kind = AugmentKind::kFlip;
+  for (double p : {0.0, 0.3, 1.0}) {
+    a.flip_prob = p;
+    int flips = 0;
+    for (uint64_t id = 0; id < 2000; ++id) {
+      CropBox b = SampleCrop(a, 37, 53, AugmentKey(7, 1, id));
+      ASSERT_EQ(b.top, 0);
+      ASSERT_EQ(b.left, 0);
+      ASSERT_EQ(b.height, 37);
+      ASSERT_EQ(b.width, 53);
+      ASSERT_FALSE(b.windowed());
+      ASSERT_EQ(b.flip, SampleCrop(a, 37, 53, AugmentKey(7, 1, id)).flip);
+      flips += b.flip;
+    }
+    EXPECT_NEAR(flips / 2000.0, p, 0.04) << p;
+  }
+  cv::Mat img(37, 53, CV_8UC3);
+  cv::randu(img, 0, 256);
+  cv::Mat want;
+  cv::flip(img, want, 1);
+  std::vector<uint8_t> out(img.total() * 3), scratch;
+  ASSERT_TRUE(RenderSample({img.data, 37, 53, 3}, {0, 0, 37, 53, true}, 37, 53, OutputSpec{},
+                           out.data(), &scratch)
+                  .ok());
+  EXPECT_EQ(std::memcmp(out.data(), want.data, out.size()), 0);
+}
+
+// The segmentation reference's RandomResize(min, max) + flip + RandomCrop
+// with padding, written out here with OpenCV: resize (the same resampler),
+// flip, pad bottom and right with the fill, crop at torchvision's offset.
+TEST(Augment, ScaleJitterCropIsResizeFlipPadThenCrop) {
+  AugmentSpec a;
+  a.enabled = true;
+  a.kind = AugmentKind::kScaleJitterCrop;
+  a.height = 64;
+  a.width = 80;
+  a.jitter_min = 30;
+  a.jitter_max = 120;
+  a.fill = 7;
+  cv::Mat img(50, 70, CV_8UC3);
+  cv::randu(img, 0, 256);
+  int padded = 0, flipped = 0;
+  std::vector<uint8_t> out(64 * 80 * 3), scratch;
+  for (uint64_t id = 0; id < 60; ++id) {
+    CropBox b = SampleCrop(a, 50, 70, AugmentKey(3, 0, id));
+    ASSERT_TRUE(b.windowed());
+    // Shorter side (50) drawn from [30, 120], the longer one int(s * 70 / 50).
+    ASSERT_GE(b.resize_h, 30);
+    ASSERT_LE(b.resize_h, 120);
+    ASSERT_EQ(b.resize_w, static_cast<int>(b.resize_h * 70.0 / 50));
+    cv::Mat resized(b.resize_h, b.resize_w, CV_8UC3), ref;
+    ResizeAntialiased(img, resized);
+    if (b.flip) cv::flip(resized, resized, 1);
+    int ph = std::max(b.resize_h, 64), pw = std::max(b.resize_w, 80);
+    cv::copyMakeBorder(resized, ref, 0, ph - b.resize_h, 0, pw - b.resize_w, cv::BORDER_CONSTANT,
+                       cv::Scalar::all(7));
+    int j = b.flip ? b.resize_w - b.left - b.width : b.left;  // the reference's offset
+    ASSERT_GE(b.top, 0);
+    ASSERT_LE(b.top, ph - 64);
+    ASSERT_GE(j, 0);
+    ASSERT_LE(j, pw - 80);
+    cv::Mat want = ref(cv::Rect(j, b.top, 80, 64)).clone();
+    ASSERT_TRUE(
+        RenderSample({img.data, 50, 70, 3}, b, 64, 80, OutputSpec{}, out.data(), &scratch).ok());
+    ASSERT_EQ(std::memcmp(out.data(), want.data, out.size()), 0)
+        << "id " << id << " resized " << b.resize_h << "x" << b.resize_w << " flip " << b.flip;
+    padded += ph > b.resize_h || pw > b.resize_w;
+    flipped += b.flip;
+  }
+  EXPECT_GT(padded, 5);  // both cases were seen
+  EXPECT_LT(padded, 55);
+  EXPECT_GT(flipped, 10);
+  EXPECT_LT(flipped, 50);
+}
+
 // RenderSample mirrors as it converts (or into dst for uint8 HWC): the same
 // bytes as resizing, then cv::flip, then converting, in every output kind,
 // for colour and gray, at an odd output width (the flip's scalar tail).

@@ -283,3 +283,158 @@ def test_loader_serves_boxes_whose_centres_lie_on_their_class(tmp_path):
                 assert b["image"][n, cy, cx, 0] >= COLOURS[cls + 1] - 8
                 checked += 1
     assert checked > 12
+
+
+# ------------------------------------------------ Flip and ScaleJitterCrop
+def _jitter(**kw):
+    a = _augment(kind=_ssdfeed.AugmentKind.parse("scale_jitter_crop"), **kw)
+    return a
+
+
+def _reference_window(F, t, rh, rw, i, j, flip, ch, cw, fill):
+    """The segmentation reference after its resize: flip, pad bottom and
+    right to the crop size (pad_if_smaller), crop."""
+    if flip:
+        t = F.horizontal_flip(t)
+    pad_h, pad_w = max(ch - rh, 0), max(cw - rw, 0)
+    if pad_h or pad_w:
+        t = F.pad(t, [0, 0, pad_w, pad_h], fill=fill)
+    return F.crop(t, i, j, ch, cw)
+
+
+def test_scale_jitter_masks_and_boxes_equal_torchvision_resize_flip_pad_crop():
+    """Masks: resized as cv2's INTER_NEAREST (as every mask here), then
+    torchvision's flip, pad with 255 and crop; boxes: torchvision's resize,
+    flip, pad, crop and clamp on BoundingBoxes."""
+    cv2 = pytest.importorskip("cv2")
+    F, tv_tensors = _torchvision()
+    import torch
+    rng = np.random.default_rng(1)
+    H, W, ch, cw = 90, 120, 96, 100
+    mask = rng.integers(0, 30, (H, W), dtype=np.uint8)
+    xy = rng.uniform([0, 0], [W - 5, H - 5], size=(12, 2))
+    boxes = np.concatenate([xy, np.minimum(xy + rng.uniform(4, 60, (12, 2)), [W, H])],
+                           axis=1).astype(np.float32)
+    classes = np.arange(len(boxes), dtype=np.int64)
+    a = _jitter(height=ch, width=cw, jitter_min=45, jitter_max=180, mask_fill=255)
+    padded = flipped = 0
+    for epoch in range(2):
+        for i in range(40):
+            rh, rw, top, j, flip = _ssdfeed._jitter_params(a, 3, epoch, i, H, W)
+            assert min(rh, rw) in range(45, 181)
+            left = rw - j - cw if flip else j  # the hook's box: the mirrored window
+            got = _ssdfeed._render_fields(
+                [_field("mask", MASK, mask), _field("boxes", BOXES, boxes),
+                 _field("classes", CLASSES, classes)],
+                (top, left, ch, cw, flip), H, W, ch, cw, 0.0, resize=(rh, rw), mask_fill=255)
+            resized = torch.from_numpy(cv2.resize(mask, (rw, rh), interpolation=cv2.INTER_NEAREST))
+            ref = _reference_window(F, resized[None], rh, rw, top, j, flip, ch, cw, 255)[0]
+            np.testing.assert_array_equal(_array(got[0]), ref.numpy())
+            tb = tv_tensors.BoundingBoxes(torch.from_numpy(boxes), format="XYXY", canvas_size=(H, W))
+            tb = F.resize(tb, [rh, rw])
+            tb = _reference_window(F, tb, rh, rw, top, j, flip, ch, cw, 0)
+            ref_boxes = F.clamp_bounding_boxes(tb).numpy()
+            kept = _array(got[2])
+            np.testing.assert_allclose(_array(got[1]), ref_boxes[kept], atol=2e-3)
+            area = (ref_boxes[:, 2] - ref_boxes[:, 0]) * (ref_boxes[:, 3] - ref_boxes[:, 1])
+            assert set(np.flatnonzero(area > 1e-3)) <= set(kept)
+            padded += rh < ch or rw < cw
+            flipped += flip
+    assert 10 < padded < 70 and 10 < flipped < 70
+
+
+def test_scale_jitter_image_is_torchvision_resize_flip_pad_crop():
+    """The image: padding exactly `fill`, the rest torchvision's antialiased
+    resize to within resampling differences (ssdfeed has its own resampler,
+    the one of RandomResizedCrop)."""
+    F, _ = _torchvision()
+    import torch
+    H, W, ch, cw = 80, 100, 90, 90
+    y, x = np.mgrid[0:H, 0:W]
+    img = np.stack([x * 2.5, y * 3.0, (x + y) * 1.4], -1).astype(np.uint8)  # smooth
+    a = _jitter(height=ch, width=cw, jitter_min=40, jitter_max=160, fill=7)
+    for i in range(30):
+        rh, rw, top, j, flip = _ssdfeed._jitter_params(a, 0, 0, i, H, W)
+        ours = np.frombuffer(_ssdfeed._render_image(img.tobytes(), H, W, 3, a, 0, 0, i),
+                             np.uint8).reshape(ch, cw, 3)
+        t = F.resize(torch.from_numpy(img).permute(2, 0, 1), [rh, rw], antialias=True)
+        ref = _reference_window(F, t, rh, rw, top, j, flip, ch, cw, 7).permute(1, 2, 0).numpy()
+        pad = _reference_window(F, torch.zeros(1, rh, rw), rh, rw, top, j, flip, ch, cw,
+                                1)[0].numpy() == 1
+        assert (ours[pad] == 7).all() and (ref[pad] == 7).all()
+        diff = np.abs(ours.astype(int) - ref.astype(int))[~pad]
+        assert diff.mean() < 1.5 and diff.max() <= 12, (i, rh, rw, flip, diff.mean(), diff.max())
+
+
+def test_flip_only_mirrors_with_its_probability_and_keeps_the_shape():
+    img = np.random.default_rng(2).integers(0, 256, (33, 47, 3), dtype=np.uint8)
+    for p, lo, hi in [(0.0, 0, 0), (1.0, 200, 200), (0.5, 70, 130)]:
+        a = _augment(kind=_ssdfeed.AugmentKind.parse("flip"), flip_prob=p)
+        flips = 0
+        for i in range(200):
+            out = np.frombuffer(_ssdfeed._render_image(img.tobytes(), 33, 47, 3, a, 1, 0, i),
+                                np.uint8).reshape(33, 47, 3)
+            flipped = np.array_equal(out, img[:, ::-1])
+            assert flipped or np.array_equal(out, img)
+            flips += flipped
+        assert lo <= flips <= hi, (p, flips)
+
+
+@pytest.mark.parametrize("augment", ["flip", "jitter"])
+def test_loader_serves_flipped_and_jittered_masks_that_agree_with_their_images(tmp_path, augment):
+    """Detection tutorial's RandomHorizontalFlip and the segmentation
+    reference's scale jitter + padded crop through the Loader: masks follow
+    their images (the padding: image 0, mask 255)."""
+    pytest.importorskip("PIL")
+    from PIL import Image
+    import ssdfeed
+    rng = np.random.default_rng(4)
+    (tmp_path / "JPEGImages").mkdir()
+    (tmp_path / "SegmentationClass").mkdir()
+    for i in range(12):
+        mask = _scene(rng, 90, 120)
+        Image.fromarray(np.repeat(COLOURS[mask][..., None], 3, -1)).save(
+            tmp_path / "JPEGImages" / f"s{i:02d}.jpg", quality=95)
+        Image.fromarray(mask, mode="L").save(tmp_path / "SegmentationClass" / f"s{i:02d}.png")
+    uri = (f"files:{tmp_path}?image=JPEGImages/{{stem}}.jpg"
+           f"&mask=SegmentationClass/{{stem}}.png")
+    aug = (ssdfeed.Flip(p=0.5) if augment == "flip"
+           else ssdfeed.ScaleJitterCrop(100, min_size=45, max_size=150))
+    loader = ssdfeed.Loader(uri, cache=tmp_path / "cache",
+                            prepare=ssdfeed.Prepare(resize=(90, 120)), augment=aug,
+                            batch_size=4, workers=1)
+    plain = ssdfeed.Loader(uri, cache=tmp_path / "cache",
+                           prepare=ssdfeed.Prepare(resize=(90, 120)), batch_size=4, workers=1)
+    shape = (90, 120) if augment == "flip" else (100, 100)
+    clear = agree = padding = changed = 0
+    for b, p in zip(_dict_batches(loader), _dict_batches(plain)):
+        assert b["image"].shape[1:3] == shape and b["mask"].shape[1:] == shape
+        pad = b["mask"] == 255
+        padding += pad.sum()
+        assert (b["image"][pad] == 0).all()
+        grey = b["image"][..., 0].astype(int)
+        dist = np.abs(grey[..., None] - COLOURS.astype(int))
+        ok = (dist.min(-1) <= 6) & ~pad
+        clear += ok.sum()
+        agree += (dist.argmin(-1) == b["mask"])[ok].sum()
+        if augment == "flip":
+            for img, ref in zip(b["image"], p["image"]):
+                assert np.array_equal(img, ref) or np.array_equal(img, ref[:, ::-1])
+                changed += not np.array_equal(img, ref)
+    assert agree >= 0.98 * clear and clear > 12 * shape[0] * shape[1] // 3
+    if augment == "flip":
+        assert 2 <= changed <= 10
+    else:
+        assert padding > 0
+
+
+def test_augments_refuse_bad_arguments_naming_them():
+    import ssdfeed
+    with pytest.raises(ValueError, match="Flip p"):
+        ssdfeed.Flip(p=1.5)
+    with pytest.raises(ValueError, match="min_size <= max_size"):
+        ssdfeed.ScaleJitterCrop(64, min_size=100, max_size=50)
+    with pytest.raises(ValueError, match="fill"):
+        ssdfeed.ScaleJitterCrop(64, min_size=10, max_size=50, fill=300)
+    with pytest.raises(ValueError, match="augment must be"):
+        ssdfeed.Loader("synthetic:4", augment="flip")
