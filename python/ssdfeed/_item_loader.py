@@ -8,7 +8,8 @@ What a cached dataset gives this module (duck-typed, so no import cycle):
 ``_uri``, ``_identity``, ``__len__``, ``_compute_fields(i)`` (the item's
 record fields), ``_cache_root`` (None or "" for no cache), ``_capacity``
 (0: the default), ``_open_entry()`` (its ``ItemEntry``) and optionally
-``_group_shared`` (default False).
+``_group_shared`` (default False) and ``_entry_or_none()`` (the entry, or
+None while none can be had: then item 0 is computed, not stored).
 
 Batches have the structure of item 0 (``_items.tree_of``), each leaf
 replaced by the batch of that leaf: numbers, numpy arrays, tensors and PIL
@@ -57,7 +58,7 @@ def _first_fields(cached, skip: bool = False) -> list:
     tries = min(len(cached), 256) if skip else 1
     for i in range(tries):
         try:
-            entry = cached._entry_or_none() if cached._cache_root else None
+            entry = _entry_if_any(cached) if cached._cache_root else None
             if entry is not None:
                 return entry.get(i)
             return cached._compute_fields(i)
@@ -65,6 +66,12 @@ def _first_fields(cached, skip: bool = False) -> list:
             if i + 1 == tries:
                 raise
     raise AssertionError("unreachable")
+
+
+def _entry_if_any(cached):
+    """The cached dataset's entry, or None while none can be had."""
+    maybe = getattr(cached, "_entry_or_none", None)
+    return maybe() if maybe is not None else cached._open_entry()
 
 
 def refuse_image_options(given: Dict[str, Any]) -> None:

@@ -250,7 +250,8 @@ def test_torch_targets_carry_image_id_iscrowd_and_area_when_asked_for(coco):
         w, h = boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]
         assert t["area"].dtype == torch.float32
         assert np.array_equal(t["area"].numpy(), (w * h).astype(np.float32))
-        assert np.array_equal(t["labels"].numpy(), classes)
+        # label_offset=1 (the default): torchvision's background is label 0.
+        assert np.array_equal(t["labels"].numpy(), np.asarray(classes) + 1)
 
 
 def test_torch_segmentation_dict(seg):
