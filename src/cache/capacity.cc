@@ -367,13 +367,14 @@ bool ModeAllows(const FileInfo& dir, uint32_t want) {
 // does in about one run in four) shows the image's directory instead, and
 // the bare "lstat ROOT/entries: Permission denied" said nothing of that.
 // Keeps `cause` when the permission bits allow it (an ACL, say): then the
-// denial is something else.
+// denial is something else. An IOError as the kernel's denial was (Python
+// raises OSError for it, as before).
 Status RootDeniesUs(const std::string& root, const FileInfo& fi, uint32_t want,
                     const Status& cause) {
   if (ModeAllows(fi, want)) return cause;
   char mode[8];
   std::snprintf(mode, sizeof mode, "%04o", fi.mode & 07777);
-  return Status::InvalidArgument(
+  return Status::IOError(
       root + ": the cache root is owned by uid " + std::to_string(fi.uid) + " gid " +
       std::to_string(fi.gid) + " with mode " + mode + ", so uid " + std::to_string(::geteuid()) +
       " (gid " + std::to_string(::getegid()) + ") may not " + (want & 2 ? "write in" : "enter") +
