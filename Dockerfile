@@ -1,5 +1,5 @@
 # ssdfeed: the `ssdfeed` command and the Python package, run as a non-root
-# user, with the node's cache SSD mounted on /var/cache/ssdfeed.
+# user, with the node's cache SSD mounted on /var/cache/ssdfeed (-v).
 #
 #   docker build -t ssdfeed .        (or podman build -t ssdfeed .)
 #   podman build --build-arg BASE=localhost/debian-minbase --build-arg WHEELS=context ...
@@ -85,13 +85,19 @@ RUN /opt/ssdfeed/bin/ssdfeed --version \
 # works on a mounted cache directory that user owns (or shares with
 # --group-shared); the image's own /var/cache/ssdfeed is 0700 because the
 # cache refuses a root others may write to.
+# No VOLUME at /var/cache/ssdfeed: buildah 1.28 (Debian 12's) mounted the
+# image's declared VOLUME, a copy of this 0700 directory of uid 10001, over
+# the host directory given with -v at the same path in about one run in
+# four, and that container's warm-up failed with "lstat
+# /var/cache/ssdfeed/entries: Permission denied". The host's SSD is always
+# mounted there; without a mount the cache is the container's own layer,
+# which `ssdfeed doctor` flags.
 RUN groupadd --gid 10001 ssdfeed \
  && useradd --uid 10001 --gid 10001 --home-dir /home/ssdfeed --create-home --shell /usr/sbin/nologin ssdfeed \
  && mkdir -p /var/cache/ssdfeed && chown 10001:10001 /var/cache/ssdfeed && chmod 0700 /var/cache/ssdfeed
 ENV PATH=/opt/ssdfeed/bin:$PATH \
     SSDFEED_CACHE=/var/cache/ssdfeed \
     PYTHONDONTWRITEBYTECODE=1
-VOLUME /var/cache/ssdfeed
 USER 10001:10001
 WORKDIR /home/ssdfeed
 ENTRYPOINT ["ssdfeed"]

@@ -146,9 +146,11 @@ format-check:
 image: $(VENV)/.ssdfeed-base
 	PYTHON_FOR_WHEEL=$(PY) JOBS=$(JOBS) bash scripts/image.sh build
 
-# Builds the image, then two containers as two uids of one group warm one
-# dataset into one host cache at once (each sample prepared about once,
-# cache verify clean). Needs root (buildah, chown); not part of `make test`.
+# Builds the image, then two containers warm one dataset into one fresh host
+# cache mounted on /var/cache/ssdfeed at once, as one uid and as two uids of
+# one group (each sample prepared about once, cache verify clean). Needs root
+# (buildah, chown); not part of `make test`. `bash scripts/image.sh check`
+# runs the test alone on an image built before.
 image-test: $(VENV)/.ssdfeed-base
 	PYTHON_FOR_WHEEL=$(PY) JOBS=$(JOBS) bash scripts/image.sh test
 

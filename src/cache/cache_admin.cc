@@ -39,7 +39,8 @@ Result<std::vector<EntryInfo>> ListEntries(const CacheOptions& in) {
   RootPaths p(opts.root);
   SSDFEED_RETURN_IF_ERROR(ConfineIfPresent(opts));
   std::vector<EntryDirInfo> dirs;
-  SSDFEED_RETURN_IF_ERROR(ScanEntries(opts.env, p, opts, &dirs));
+  Status scan = ScanEntries(opts.env, p, opts, &dirs);
+  if (!scan.ok()) return ExplainRootDenial(opts.env, opts, 1, scan);
   std::vector<EntryInfo> out;
   for (const auto& d : dirs) {
     EntryInfo e;

@@ -361,6 +361,42 @@ std::string UntrustedOwner(const std::string& path, const FileInfo& fi, uint32_t
          "): it could hold planted cache entries; refusing it (remove it, or ask its owner to)";
 }
 
+// Whether this process may do `want` (the mode's bits: 1 search, 2 write) in
+// a directory with this owner and mode, by its permission bits (as the
+// kernel checks them without ACLs).
+bool ModeAllows(const FileInfo& dir, uint32_t want) {
+  if (::geteuid() == 0) return true;
+  uint32_t bits = dir.uid == ::geteuid() ? dir.mode >> 6
+                  : InOurGroups(dir.gid) ? dir.mode >> 3
+                                         : dir.mode;
+  return (bits & want) == want;
+}
+
+// A root of another user that we may not enter or write in. In a container
+// this is most often not the directory the user mounted: a runtime that
+// mounts the image's own VOLUME over the -v at the same path (buildah 1.28
+// does in about one run in four) shows the image's directory instead, and
+// the bare "lstat ROOT/entries: Permission denied" said nothing of that.
+// Keeps `cause` when the permission bits allow it (an ACL, say): then the
+// denial is something else. An IOError as the kernel's denial was (Python
+// raises OSError for it, as before).
+Status RootDeniesUs(const std::string& root, const FileInfo& fi, uint32_t want,
+                    const Status& cause) {
+  if (ModeAllows(fi, want)) return cause;
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", fi.mode & 07777);
+  return Status::IOError(
+      root + ": the cache root is owned by uid " + std::to_string(fi.uid) + " gid " +
+      std::to_string(fi.gid) + " with mode " + mode + ", so uid " + std::to_string(::geteuid()) +
+      " (gid " + std::to_string(::getegid()) + ") may not " + (want & 2 ? "write in" : "enter") +
+      " it (" + cause.message() +
+      "). Use a cache root you own (--cache, SSDFEED_CACHE), run as its owner, or share it with "
+      "a group (chgrp GROUP, chmod 2770, --group-shared). In a container, check that your host "
+      "directory is what is mounted there: a VOLUME the image declares at the same path can "
+      "shadow the -v mount (buildah 1.28 sometimes does), showing the image's own directory; "
+      "mount the host directory on a path the image does not declare as a VOLUME");
+}
+
 }  // namespace
 
 Status CheckRootTrusted(Env* env, const CacheOptions& opts) {
@@ -386,7 +422,7 @@ Status CheckRootTrusted(Env* env, const CacheOptions& opts) {
   for (const std::string* d : {&p.entries, &p.trash, &p.writers, &p.stats}) {
     auto fi = env->Lstat(*d);
     if (!fi.ok() && fi.status().IsNotFound()) continue;
-    SSDFEED_RETURN_IF_ERROR(fi.status());
+    if (!fi.ok()) return RootDeniesUs(opts.root, root, 1, fi.status());
     if (fi->is_symlink || !fi->is_dir)
       return Status::InvalidArgument(*d + ": not a directory (a symlink?); refusing it");
     if (!TrustedOwner(*fi, root.uid, opts))
@@ -400,7 +436,7 @@ Status CheckRootTrusted(Env* env, const CacheOptions& opts) {
   for (const std::string* f : {&p.lock, &p.ledger}) {
     auto fi = env->Lstat(*f);
     if (!fi.ok() && fi.status().IsNotFound()) continue;
-    SSDFEED_RETURN_IF_ERROR(fi.status());
+    if (!fi.ok()) return RootDeniesUs(opts.root, root, 1, fi.status());
     if (!TrustedOwner(*fi, root.uid, opts))
       return Status::InvalidArgument(UntrustedOwner(*f, *fi, root.uid));
   }
@@ -412,6 +448,11 @@ Status CheckEntryOwner(Env* env, const CacheOptions& opts, const std::string& di
   SSDFEED_ASSIGN_OR_RETURN(FileInfo root, env->Lstat(opts.root));
   if (TrustedOwner(entry, root.uid, opts)) return Status::OK();
   return Status::InvalidArgument(UntrustedOwner(dir, entry, root.uid));
+}
+
+Status ExplainRootDenial(Env* env, const CacheOptions& opts, uint32_t want, const Status& cause) {
+  auto root = env->Lstat(opts.root);
+  return root.ok() ? RootDeniesUs(opts.root, *root, want, cause) : cause;
 }
 
 Status PrepareRoot(Env* env, const CacheOptions& opts) {
@@ -428,7 +469,8 @@ Status PrepareRoot(Env* env, const CacheOptions& opts) {
     if (fi.ok() && (fi->is_symlink || !fi->is_dir))
       return Status::InvalidArgument(*d + ": not a directory (a symlink?); refusing it");
     if (!fi.ok()) {
-      SSDFEED_RETURN_IF_ERROR(env->CreateDir(*d, mode));
+      Status s = env->CreateDir(*d, mode);
+      if (!s.ok()) return ExplainRootDenial(env, opts, 3, s);
       created = true;
     }
   }

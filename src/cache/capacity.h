@@ -169,6 +169,10 @@ Result<std::unique_ptr<FileLock>> CreateStagingDir(Env* env, const CacheOptions&
                                                    const std::string& dir);
 // True while a live process holds the maker lock of staging dir `dir`.
 bool StagingInProgress(Env* env, const std::string& dir);
+// `cause`, or, when the root's permission bits deny this process `want` (1
+// search, 2 write, 3 both), an IOError that says whose the root is,
+// its mode, and what to do (in a container: check what is mounted there).
+Status ExplainRootDenial(Env* env, const CacheOptions& opts, uint32_t want, const Status& cause);
 // Creates root/, entries/ and trash/ with the cache's modes, then checks them.
 Status PrepareRoot(Env* env, const CacheOptions& opts);
 

@@ -406,5 +406,69 @@ TEST(RootConfinementCli, AnEntryPlantedInAStickyRootIsNotServedToAnotherUser) {
   EXPECT_NE(out.find("owned by uid 4321"), std::string::npos) << out;
 }
 
+// What a container's process sees when the runtime mounts the image's own
+// /var/cache/ssdfeed (uid 10001, 0700) over the host directory given with -v
+// (buildah 1.28 does in about one run in four): a root of another uid that
+// it may not enter. The error says whose root it is and what to do, where it
+// said "lstat ROOT/entries: Permission denied"; nothing is made in it.
+TEST(RootConfinementCli, ARootWeMayNotEnterSaysWhoseItIsAndWhatToDo) {
+  if (auto why = CannotRunAsOtherUids(); !why.empty()) GTEST_SKIP() << why;
+  test::TempDir tmp;
+  ASSERT_EQ(::chmod(tmp.path().c_str(), 0711), 0);
+  const std::string data_uri = test::MakeTestDataset(
+      {.dir = tmp.Sub("data"), .format = "folder", .count = 8, .min_side = 40, .max_side = 60});
+  ASSERT_FALSE(data_uri.empty());
+  ASSERT_EQ(test::RunCommand("chmod -R a+rX " + tmp.Sub("data")), 0);
+  std::string root = tmp.Sub("image-own");
+  ASSERT_EQ(::mkdir(root.c_str(), 0700), 0);
+  ASSERT_EQ(::chown(root.c_str(), 4321, 4321), 0);
+  const std::string cli = test::CliPath();
+  for (const std::string& cmd :
+       {cli + " warm --source " + data_uri + " --cache " + root + " --resize-short 32 --quiet",
+        cli + " cache ls --cache " + root, cli + " doctor --cache " + root}) {
+    std::string out;
+    int rc = test::RunCommand(AsUser(4322, cmd + " 2>&1"), &out);
+    EXPECT_NE(rc, 0) << cmd << ": " << out;
+    EXPECT_NE(out.find(root + ": the cache root is owned by uid 4321 gid 4321 with mode 0700, so "
+                              "uid 4322 (gid 4322) may not enter it"),
+              std::string::npos)
+        << cmd << ": " << out;
+    EXPECT_NE(out.find("a VOLUME the image declares at the same path"), std::string::npos) << out;
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(root));
+}
+
+// The same for a root we may enter but not write in (a host directory of
+// another uid, mode 0755): the warm-up says so where it said "mkdir
+// ROOT/entries: Permission denied". Reading it stays allowed.
+TEST(RootConfinementCli, ARootWeMayNotWriteInSaysWhoseItIsAndWhatToDo) {
+  if (auto why = CannotRunAsOtherUids(); !why.empty()) GTEST_SKIP() << why;
+  test::TempDir tmp;
+  ASSERT_EQ(::chmod(tmp.path().c_str(), 0711), 0);
+  const std::string data_uri = test::MakeTestDataset(
+      {.dir = tmp.Sub("data"), .format = "folder", .count = 8, .min_side = 40, .max_side = 60});
+  ASSERT_FALSE(data_uri.empty());
+  ASSERT_EQ(test::RunCommand("chmod -R a+rX " + tmp.Sub("data")), 0);
+  std::string root = tmp.Sub("theirs");
+  ASSERT_EQ(::mkdir(root.c_str(), 0755), 0);
+  ASSERT_EQ(::chmod(root.c_str(), 0755), 0);
+  ASSERT_EQ(::chown(root.c_str(), 4321, 4321), 0);
+  std::string out;
+  int rc =
+      test::RunCommand(AsUser(4322, test::CliPath() + " warm --source " + data_uri + " --cache " +
+                                        root + " --resize-short 32 --quiet 2>&1"),
+                       &out);
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(out.find(root +
+                     ": the cache root is owned by uid 4321 gid 4321 with mode 0755, so "
+                     "uid 4322 (gid 4322) may not write in it (mkdir " +
+                     root + "/entries: Permission denied)"),
+            std::string::npos)
+      << out;
+  EXPECT_TRUE(std::filesystem::is_empty(root));
+  EXPECT_EQ(test::RunCommand(AsUser(4322, test::CliPath() + " cache ls --cache " + root), &out), 0)
+      << out;
+}
+
 }  // namespace
 }  // namespace ssdfeed
