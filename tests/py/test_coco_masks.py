@@ -179,3 +179,18 @@ def test_masks_follow_their_boxes_through_crop_and_flip(coco_masks, tmp_path):
                         whole += 1
                     checked += 1
     assert checked > 50 and whole > 10
+
+
+def test_tf_masks_are_ragged_like_boxes(coco_masks):
+    pytest.importorskip("tensorflow")
+    import ssdfeed.tf
+
+    uri, ann_file = coco_masks
+    want = _expected(ann_file, crowd=False)
+    got = []
+    for b in ssdfeed.tf.dataset(uri + "&fields=masks", cache=False, batch_size=4):
+        assert b["masks"].shape.as_list() == [4, None, H, W]  # ragged in the boxes
+        got.extend(m.numpy() for m in b["masks"])
+    assert len(got) == N
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
