@@ -28,7 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     o.on_error = policy;
     o.coco_crowd = policy == ssdfeed::OnError::kSkip;
     // The skip pass also asks for the fields given on request.
-    std::string extra = policy == ssdfeed::OnError::kSkip ? "&fields=image_id,iscrowd,area" : "";
+    std::string extra =
+        policy == ssdfeed::OnError::kSkip ? "&fields=image_id,iscrowd,area,masks" : "";
     auto src = ssdfeed::OpenSource("coco:" + dir + "?annotations=" + path + extra, o);
     if (!src.ok()) continue;
     for (size_t i = 0; i < (*src)->size() && i < 64; ++i) {

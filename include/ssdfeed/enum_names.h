@@ -84,12 +84,16 @@ struct EnumTable<RecordCodec> {
 template <>
 struct EnumTable<FieldKind> {
   static constexpr const char* option = "field kind";
-  static constexpr Spelling<FieldKind> names[] = {
-      {FieldKind::kImage, "image"}, {FieldKind::kMask, "mask"},
-      {FieldKind::kBoxes, "boxes"}, {FieldKind::kClasses, "classes"},
-      {FieldKind::kLabel, "label"}, {FieldKind::kArray, "array"},
-      {FieldKind::kBytes, "bytes"}, {FieldKind::kBoxFloats, "box_floats"},
-      {FieldKind::kAuto, "auto"}};
+  static constexpr Spelling<FieldKind> names[] = {{FieldKind::kImage, "image"},
+                                                  {FieldKind::kMask, "mask"},
+                                                  {FieldKind::kBoxes, "boxes"},
+                                                  {FieldKind::kClasses, "classes"},
+                                                  {FieldKind::kLabel, "label"},
+                                                  {FieldKind::kArray, "array"},
+                                                  {FieldKind::kBytes, "bytes"},
+                                                  {FieldKind::kBoxFloats, "box_floats"},
+                                                  {FieldKind::kInstanceMasks, "instance_masks"},
+                                                  {FieldKind::kAuto, "auto"}};
 };
 
 template <typename E>

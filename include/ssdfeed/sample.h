@@ -18,17 +18,21 @@ namespace ssdfeed {
 // What a field is, which decides how preparation and augmentation treat it.
 // The values are stored in cache records: append only.
 enum class FieldKind : uint8_t {
-  kImage = 0,      // the sample's image: decoded, prepared, augmented (never a Field)
-  kMask = 1,       // class ids from a PNG (8/16-bit grey or palette indices):
-                   // "|u1" or "<u2" (H,W), resized nearest, cropped and flipped
-                   // with the image
-  kBoxes = 2,      // "<f4" (K,4) xyxy in pixels of the (prepared / served) image
-  kClasses = 3,    // "<i8" (K,): one class per box, dropped with its box
-  kLabel = 4,      // "<i8" (): a class label (the classic one is EncodedSample::label)
-  kArray = 5,      // a .npy file: any dtype and shape, passed through bit-exact
-  kBytes = 6,      // passed through untouched ("|u1" (n,)): .json, .txt, ...
-  kBoxFloats = 7,  // "<f4" (K,): one number per box (COCO's area), dropped
-                   // with its box as classes are; kept as the origin gives it
+  kImage = 0,          // the sample's image: decoded, prepared, augmented (never a Field)
+  kMask = 1,           // class ids from a PNG (8/16-bit grey or palette indices):
+                       // "|u1" or "<u2" (H,W), resized nearest, cropped and flipped
+                       // with the image
+  kBoxes = 2,          // "<f4" (K,4) xyxy in pixels of the (prepared / served) image
+  kClasses = 3,        // "<i8" (K,): one class per box, dropped with its box
+  kLabel = 4,          // "<i8" (): a class label (the classic one is EncodedSample::label)
+  kArray = 5,          // a .npy file: any dtype and shape, passed through bit-exact
+  kBytes = 6,          // passed through untouched ("|u1" (n,)): .json, .txt, ...
+  kBoxFloats = 7,      // "<f4" (K,): one number per box (COCO's area), dropped
+                       // with its box as classes are; kept as the origin gives it
+  kInstanceMasks = 8,  // "|u1" (K,H,W) 0/1: one mask per box (COCO's
+                       // segmentation), each plane resized nearest,
+                       // cropped and flipped with the image, and dropped
+                       // with its box as classes are
   // FieldSpec only, never stored: the kind its name implies, else its key's
   // (ResolveFieldKind).
   kAuto = 255,
@@ -62,7 +66,8 @@ struct EncodedField {
   FieldKind kind = FieldKind::kBytes;
   // mask: the PNG file; array: the .npy file; bytes: as stored;
   // boxes: float32 K*4 xyxy, little endian; classes: int64 K; label: int64;
-  // box_floats: float32 K.
+  // box_floats: float32 K; instance_masks: uint32 H, uint32 W, then K
+  // planes of H*W bytes (0/1, row-major), H x W being the origin image's.
   std::string bytes;
   // boxes only: coordinates are fractions of the image's width and height
   // (TFRecord object detection), not pixels of the origin image.

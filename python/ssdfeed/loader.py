@@ -574,8 +574,8 @@ class Loader:
     @property
     def fields(self) -> Dict[str, str]:
         """The source's fields, ``{name: kind}`` in order (kinds: "image",
-        "mask", "boxes", "classes", "box_floats", "label", "array",
-        "bytes"). Batches carry ``num_boxes`` beside boxes too."""
+        "mask", "boxes", "classes", "box_floats", "instance_masks", "label",
+        "array", "bytes"). Batches carry ``num_boxes`` beside boxes too."""
         return dict(self._fields)
 
     @property

@@ -84,7 +84,7 @@ def _rows(batch, kinds: dict) -> dict:
         return {"image": images, "label": labels}
     out = dict(batch)
     for name, kind in kinds.items():
-        if kind in ("boxes", "classes", "box_floats") and name in out:
+        if kind in ("boxes", "classes", "box_floats", "instance_masks") and name in out:
             count = "num_" + name if "num_" + name in out else "num_boxes"
             out[name] = [row[:k] for row, k in zip(out[name], out[count].tolist())]
     return out

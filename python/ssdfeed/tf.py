@@ -131,6 +131,8 @@ def _dict_signature(loader: Loader, images: tf.TensorSpec, probe: dict) -> dict:
             spec[name] = tf.TensorSpec(shape=(None, None), dtype=tf.int64)
         elif kind == "box_floats":
             spec[name] = tf.TensorSpec(shape=(None, None), dtype=tf.float32)
+        elif kind == "instance_masks":
+            spec[name] = tf.TensorSpec(shape=(None, None, h, w), dtype=tf.uint8)
         elif kind == "bytes":
             spec[name] = tf.TensorSpec(shape=(None,), dtype=tf.string)
         elif kind == "mask":
@@ -164,9 +166,10 @@ def _dict_batches(generate, spec: dict):
 
 
 def _ragged_boxes(kinds: dict):
-    """Boxes and classes cut to each image's num_boxes."""
+    """Boxes, classes (and per-box values and masks) cut to each image's
+    num_boxes."""
     boxes = [n for n, k in kinds.items() if k == "boxes"]
-    classes = [n for n, k in kinds.items() if k in ("classes", "box_floats")]
+    classes = [n for n, k in kinds.items() if k in ("classes", "box_floats", "instance_masks")]
 
     def ragged(batch):
         batch = dict(batch)

@@ -51,7 +51,9 @@ class Loader(_Loader):
     detection models reserve label 0 for the background). ``area`` is the
     box's unless a ``coco:`` source's ``fields=image_id,iscrowd,area`` gives
     COCO's own ``area`` and ``iscrowd`` (and then also ``"image_id"``), as
-    torchvision's COCO evaluation reads them. A torchvision detection model
+    torchvision's COCO evaluation reads them. With ``fields=masks`` each
+    target also holds ``"masks"``: (K,H,W) uint8 0/1, one per box, as
+    torchvision's Mask R-CNN reads them. A torchvision detection model
     of ``num_classes = classes + 1`` trains on it as it is::
 
         for batch in loader:   # dtype="float32", layout="NCHW"
@@ -316,6 +318,9 @@ def _tensors(batch: dict, kinds: dict, label_offset: int) -> dict:
         extra = {n: n for n, k in (("image_id", "label"), ("iscrowd", "classes"),
                                    ("area", "box_floats"))
                  if kinds.get(n) == k and n in out}
+        # Instance masks (coco: fields=masks): a (B,Kmax,H,W) padded
+        # tensor, or a list of (K,H,W) where the images' sizes differ.
+        masks = next((n for n, k in kinds.items() if k == "instance_masks" and n in out), None)
         targets = []
         for i, k in enumerate(counts):
             t = _target(out[boxes][i, :k], None if classes is None else out[classes][i, :k],
@@ -325,6 +330,8 @@ def _tensors(batch: dict, kinds: dict, label_offset: int) -> dict:
             for n in ("iscrowd", "area"):
                 if n in extra:
                     t[n] = out[n][i, :k]
+            if masks is not None:
+                t["masks"] = out[masks][i][:k]
             targets.append(t)
         out["targets"] = targets
     return out

@@ -120,7 +120,7 @@ std::string WalkFields(std::string_view section, uint32_t* count_out, Fn&& fn) {
     f.ndim = Load<uint8_t>(p + 1);
     size_t name_len = Load<uint8_t>(p + 2), dtype_len = Load<uint8_t>(p + 3);
     f.size = Load<uint64_t>(p + 8);
-    if (kind > static_cast<uint8_t>(FieldKind::kBoxFloats) || f.ndim > kMaxFieldDims ||
+    if (kind > static_cast<uint8_t>(FieldKind::kInstanceMasks) || f.ndim > kMaxFieldDims ||
         Load<uint32_t>(p + 4) != 0 || name_len == 0)
       return "field " + std::to_string(i) + " has a bad header";
     f.kind = static_cast<FieldKind>(kind);

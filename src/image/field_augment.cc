@@ -81,6 +81,46 @@ Status RenderMask(const FieldView& v, const CropBox& box, int in_h, int in_w, in
   return Status::OK();
 }
 
+// Instance masks "|u1" (K,H,W): each kept box's plane rendered as a mask
+// is, in the kept boxes' order (all planes when there are no boxes). A
+// scale-jitter window's padding is 0: no instance is there.
+Status RenderInstanceMasks(const FieldView& v, const CropBox& box, int in_h, int in_w, int out_h,
+                           int out_w, const FieldView* boxes, const std::vector<size_t>& kept,
+                           Field* out) {
+  if (v.dtype != "|u1" || v.shape.size() != 3 || v.shape[1] != static_cast<uint64_t>(in_h) ||
+      v.shape[2] != static_cast<uint64_t>(in_w) ||
+      (boxes != nullptr && v.shape[0] != boxes->shape[0]))
+    return Status::InvalidArgument(
+        "instance_masks '" + std::string(v.name) + "' are " + std::string(v.dtype) + " " +
+        Dims(v.shape) + ", not |u1 (K," + std::to_string(in_h) + "," + std::to_string(in_w) + ")" +
+        (boxes != nullptr ? " for " + std::to_string(boxes->shape[0]) + " boxes" : ""));
+  thread_local std::vector<int> ys, xs;
+  if (box.windowed()) {
+    WindowIndex(in_h, box.resize_h, box.top, out_h, false, &ys);
+    WindowIndex(in_w, box.resize_w, box.left, out_w, box.flip, &xs);
+  } else {
+    NearestIndex(box.height, out_h, 0, out_h, false, &ys);
+    NearestIndex(box.width, out_w, 0, out_w, box.flip, &xs);
+    for (int& y : ys) y += box.top;
+    for (int& x : xs) x += box.left;
+  }
+  const size_t n = boxes != nullptr ? kept.size() : v.shape[0];
+  const size_t in_plane = static_cast<size_t>(in_h) * in_w;
+  const size_t out_plane = static_cast<size_t>(out_h) * out_w;
+  out->dtype = "|u1";
+  out->shape = {n, static_cast<uint64_t>(out_h), static_cast<uint64_t>(out_w)};
+  out->data.resize(n * out_plane);
+  for (size_t k = 0; k < n; ++k) {
+    const uint8_t* src = v.data + (boxes != nullptr ? kept[k] : k) * in_plane;
+    uint8_t* dst = reinterpret_cast<uint8_t*>(out->data.data()) + k * out_plane;
+    if (box.windowed())
+      RemapNearestPadded(src, static_cast<size_t>(in_w), 1, ys, xs, 0, dst);
+    else
+      RemapNearest(src, static_cast<size_t>(in_w), 1, ys, xs, dst);
+  }
+  return Status::OK();
+}
+
 Status RenderBoxes(const FieldView& v, const CropBox& box, int in_h, int in_w, int out_h, int out_w,
                    double min_visible, Field* out, std::vector<size_t>* kept) {
   if (v.dtype != "<f4" || v.shape.size() != 2 || v.shape[1] != 4)
@@ -146,6 +186,9 @@ Status RenderFields(const std::vector<FieldView>& in, const CropBox& box, int in
     Field& f = (*out)[i];
     if (v.kind == FieldKind::kMask) {
       SSDFEED_RETURN_IF_ERROR(RenderMask(v, box, in_h, in_w, out_h, out_w, &f));
+    } else if (v.kind == FieldKind::kInstanceMasks) {
+      SSDFEED_RETURN_IF_ERROR(
+          RenderInstanceMasks(v, box, in_h, in_w, out_h, out_w, boxes, kept, &f));
     } else if ((v.kind == FieldKind::kClasses || v.kind == FieldKind::kBoxFloats) &&
                boxes != nullptr) {
       // One value per box (classes int64, box_floats float32): kept with it.

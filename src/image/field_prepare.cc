@@ -296,6 +296,48 @@ Status KeepClasses(const EncodedField& in, const std::vector<size_t>* kept, size
   return Status::OK();
 }
 
+// Instance masks: uint32 H, uint32 W, then K planes of H x W, which must be
+// the origin image's size. Each plane is resized and centre-cropped as the
+// image (nearest, as a mask); only the kept boxes' planes, in order, so
+// plane k stays box k's.
+Status PrepareInstanceMasks(const EncodedField& in, const PrepareGeometry& g,
+                            const std::vector<size_t>* kept, size_t boxes, Field* out) {
+  uint32_t dims[2];
+  if (in.bytes.size() < sizeof dims)
+    return Status::InvalidArgument("holds " + std::to_string(in.bytes.size()) +
+                                   " bytes, no mask height and width");
+  std::memcpy(dims, in.bytes.data(), sizeof dims);
+  if (dims[0] != static_cast<uint32_t>(g.origin_h) || dims[1] != static_cast<uint32_t>(g.origin_w))
+    return Status::InvalidArgument("masks are " +
+                                   Size(static_cast<int>(dims[1]), static_cast<int>(dims[0])) +
+                                   " (WxH) but its image is " + Size(g.origin_w, g.origin_h));
+  const size_t plane = static_cast<size_t>(g.origin_h) * static_cast<size_t>(g.origin_w);
+  const size_t bytes = in.bytes.size() - sizeof dims;
+  if (bytes % plane != 0)
+    return Status::InvalidArgument("holds " + std::to_string(bytes) +
+                                   " bytes of masks, not whole " + Size(g.origin_w, g.origin_h) +
+                                   " (WxH) planes");
+  const size_t planes = bytes / plane;
+  if (kept != nullptr && planes != boxes)
+    return Status::InvalidArgument("has " + std::to_string(planes) + " masks for " +
+                                   std::to_string(boxes) + " boxes");
+  std::vector<int> ys, xs;
+  NearestIndex(g.origin_h, g.resized_h, g.crop_top, g.out_h, false, &ys);
+  NearestIndex(g.origin_w, g.resized_w, g.crop_left, g.out_w, false, &xs);
+  const size_t n = kept != nullptr ? kept->size() : planes;
+  const size_t out_plane = static_cast<size_t>(g.out_h) * static_cast<size_t>(g.out_w);
+  out->dtype = "|u1";
+  out->shape = {n, static_cast<uint64_t>(g.out_h), static_cast<uint64_t>(g.out_w)};
+  out->data.resize(n * out_plane);
+  for (size_t k = 0; k < n; ++k) {
+    const size_t from = kept != nullptr ? (*kept)[k] : k;
+    RemapNearest(reinterpret_cast<const uint8_t*>(in.bytes.data()) + sizeof dims + from * plane,
+                 static_cast<size_t>(g.origin_w), 1, ys, xs,
+                 reinterpret_cast<uint8_t*>(out->data.data()) + k * out_plane);
+  }
+  return Status::OK();
+}
+
 Status PrepareOne(const EncodedField& in, const PrepareGeometry& g, const DecodeLimits& limits,
                   double min_visible, Field* out, std::vector<size_t>* kept) {
   switch (in.kind) {
@@ -333,8 +375,8 @@ Status PrepareFields(const std::vector<EncodedField>& in, const PrepareGeometry&
                                    " is outside the resized image " +
                                    Size(g.resized_w, g.resized_h));
   out->resize(in.size());
-  // Boxes first: the classes fields keep what their boxes keep, wherever
-  // they are listed.
+  // Boxes first: the classes (and per-box values and masks) fields keep
+  // what their boxes keep, wherever they are listed.
   std::vector<size_t> kept;
   size_t boxes = 0;
   const EncodedField* box_field = nullptr;
@@ -358,8 +400,11 @@ Status PrepareFields(const std::vector<EncodedField>& in, const PrepareGeometry&
     Field& f = (*out)[i];
     f.name = in[i].name;
     f.kind = in[i].kind;
+    const std::vector<size_t>* keep = box_field != nullptr ? &kept : nullptr;
     Status s = in[i].kind == FieldKind::kClasses || in[i].kind == FieldKind::kBoxFloats
-                   ? KeepClasses(in[i], box_field != nullptr ? &kept : nullptr, boxes, &f)
+                   ? KeepClasses(in[i], keep, boxes, &f)
+               : in[i].kind == FieldKind::kInstanceMasks
+                   ? PrepareInstanceMasks(in[i], g, keep, boxes, &f)
                    : PrepareOne(in[i], g, limits, min_visible, &f, nullptr);
     SSDFEED_RETURN_IF_ERROR(Named(s, in[i]));
   }

@@ -131,6 +131,35 @@ Status Pad(const Rows& r, const DescribeSample& describe, const std::vector<uint
   return Status::OK();
 }
 
+// Instance masks "|u1" (K,H,W) of one H,W: each sample's K planes, then
+// zero planes up to the batch's most (B,Kmax,H,W), as boxes are padded; the
+// batch's num_boxes tells the real ones. False (nothing written) when the
+// samples' planes differ in size: the batch then lists them.
+bool PadPlanes(const Rows& r, BatchField* out) {
+  const Field& first = *r[0];
+  if (first.shape.size() != 3) return false;
+  uint64_t most = 0;
+  for (const Field* f : r) {
+    if (f->dtype != "|u1" || f->shape.size() != 3 || f->shape[1] != first.shape[1] ||
+        f->shape[2] != first.shape[2] || f->data.size() != f->shape[0] * f->shape[1] * f->shape[2])
+      return false;
+    most = std::max(most, f->shape[0]);
+  }
+  const size_t plane = first.shape[1] * first.shape[2];
+  out->stacked = true;
+  out->dtype = "|u1";
+  out->shape = {r.size(), most, first.shape[1], first.shape[2]};
+  out->data.resize(r.size() * most * plane);
+  out->items.clear();
+  for (size_t j = 0; j < r.size(); ++j) {
+    uint8_t* dst = out->data.data() + j * most * plane;
+    size_t have = r[j]->data.size();
+    if (have > 0) std::memcpy(dst, r[j]->data.data(), have);
+    std::memset(dst + have, 0, most * plane - have);
+  }
+  return true;
+}
+
 void Counts(const Rows& boxes, BatchField* out) {
   out->name = BoxCountName(boxes[0]->name);
   out->kind = FieldKind::kLabel;
@@ -182,6 +211,8 @@ Status CollateFields(const std::vector<const StagedFields*>& samples, BatchBuffe
         out.kind == FieldKind::kBoxFloats) {
       SSDFEED_RETURN_IF_ERROR(Pad(r, describe, ids, &out));
       if (out.kind == FieldKind::kBoxes) Counts(r, &buf->fields[o++]);
+    } else if (out.kind == FieldKind::kInstanceMasks) {
+      if (!PadPlanes(r, &out)) Items(r, &out);
     } else if (out.kind != FieldKind::kBytes && SameLayout(r)) {
       Stack(r, &out);
     } else {

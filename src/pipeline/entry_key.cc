@@ -50,7 +50,7 @@ Status ParsePrepareJson(const std::string& text, PrepareSpec* spec, SourceOption
     so->fields.clear();
     for (const auto& f : j.value("fields", nlohmann::json::array())) {
       int kind = f.at(1).get<int>();
-      if (kind < 0 || kind > static_cast<int>(FieldKind::kBoxFloats))
+      if (kind < 0 || kind > static_cast<int>(FieldKind::kInstanceMasks))
         return Status::Corruption("manifest 'prepare' object: field kind " + std::to_string(kind));
       so->fields.push_back(
           {f.at(0).get<std::string>(), static_cast<FieldKind>(kind), f.at(2).get<std::string>()});

@@ -10,7 +10,8 @@ namespace ssdfeed {
 
 Status CheckFieldsOnly(const std::vector<EncodedField>& fields) {
   for (const EncodedField& f : fields)
-    if (f.kind == FieldKind::kMask || f.kind == FieldKind::kBoxes)
+    if (f.kind == FieldKind::kMask || f.kind == FieldKind::kBoxes ||
+        f.kind == FieldKind::kInstanceMasks)
       return Status::InvalidArgument("field '" + f.name + "' (" + EnumName(f.kind) +
                                      ") follows an image, and this source has none");
   return Status::OK();

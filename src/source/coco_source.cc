@@ -1,11 +1,13 @@
-// coco:IMAGES_DIR?annotations=FILE.json[&crowd=1][&fields=image_id,iscrowd,area]
+// coco:IMAGES_DIR?annotations=FILE.json[&crowd=1][&fields=image_id,iscrowd,area,masks]
 // — COCO object detection. Fields: image (IMAGES_DIR/file_name), boxes
 // (bbox [x,y,w,h] as float32 xyxy in the image's pixels) and classes
 // (category ids mapped to 0..K-1 in id order; the map is part of the
 // identity and categories() gives it); on request (fields=, or
 // SourceOptions::fields by COCO key) image_id (a label: the image's id),
-// iscrowd (one int64 per box, dropped with its box, as classes) and area
-// (one float32 per box, as the json gives it: box_floats).
+// iscrowd (one int64 per box, dropped with its box, as classes), area
+// (one float32 per box, as the json gives it: box_floats) and masks (each
+// box's segmentation rasterised as pycocotools' annToMask does, at the
+// json's height x width: instance_masks, dropped with its box).
 // Samples are the json's images sorted by file_name (then id): canonical
 // whatever order the json lists them in. An image without annotations stays
 // with zero boxes; iscrowd boxes are left out unless crowd=1 (or
@@ -20,11 +22,13 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "source/coco_masks.h"
 #include "source/field_specs.h"
 #include "source/origin_root.h"
 #include "source/shard_files.h"
 #include "source/sources.h"
 #include "ssdfeed/enum_names.h"
+#include "ssdfeed/image.h"
 
 namespace ssdfeed {
 
@@ -37,8 +41,16 @@ struct CocoImage {
   std::string file_name;
   std::vector<float> boxes;  // xyxy
   std::vector<int64_t> classes;
-  std::vector<int64_t> iscrowd;  // one per box
-  std::vector<float> area;       // one per box, when asked for
+  std::vector<int64_t> iscrowd;                 // one per box
+  std::vector<float> area;                      // one per box, when asked for
+  int64_t height = 0, width = 0;                // the json's, read when masks are asked for
+  std::vector<CocoSegmentation> segmentations;  // one per box, when asked for
+};
+
+// What the json is read for beyond boxes and classes.
+struct CocoWants {
+  bool area = false;
+  bool masks = false;
 };
 
 // The fields a coco: source gives on request, by COCO key, and their kind.
@@ -48,12 +60,26 @@ struct CocoExtra {
 };
 constexpr CocoExtra kCocoExtras[] = {{"image_id", FieldKind::kLabel},
                                      {"iscrowd", FieldKind::kClasses},
-                                     {"area", FieldKind::kBoxFloats}};
+                                     {"area", FieldKind::kBoxFloats},
+                                     {"masks", FieldKind::kInstanceMasks}};
 
 std::string CocoExtraKeys() {
   std::string s;
   for (const auto& e : kCocoExtras) s.append(s.empty() ? "" : ", ").append(e.key);
   return s;
+}
+
+// The image's instance masks as an encoded instance_masks field: its
+// height and width (so preparation can check them against the image's),
+// then one height x width plane of 0/1 per box, in box order.
+void RasteriseMasks(const CocoImage& im, std::string* out) {
+  const size_t plane = static_cast<size_t>(im.height) * static_cast<size_t>(im.width);
+  const uint32_t dims[2] = {static_cast<uint32_t>(im.height), static_cast<uint32_t>(im.width)};
+  out->assign(reinterpret_cast<const char*>(dims), sizeof dims);
+  out->resize(sizeof dims + plane * im.segmentations.size());
+  for (size_t k = 0; k < im.segmentations.size(); ++k)
+    RasteriseCocoSegmentation(im.segmentations[k], im.height, im.width,
+                              reinterpret_cast<uint8_t*>(out->data()) + sizeof dims + k * plane);
 }
 
 class CocoSource final : public Source {
@@ -85,6 +111,8 @@ class CocoSource final : public Source {
     const CocoImage& im = images_[id];
     out->label = -1;
     out->fields.clear();
+    // The image first: masks are rasterised only for a sample that is there.
+    SSDFEED_RETURN_IF_ERROR(env_->ReadFileToString(files_[id + 1].path, &out->bytes, read_));
     std::string origin = annotations_ + " image id " + std::to_string(im.id);
     EncodedField boxes{"boxes", FieldKind::kBoxes, {}, false, origin};
     boxes.bytes.resize(im.boxes.size() * sizeof(float));
@@ -99,13 +127,15 @@ class CocoSource final : public Source {
         AppendInt64(im.id, &e.bytes);
       } else if (f.key == "iscrowd") {
         for (int64_t c : im.iscrowd) AppendInt64(c, &e.bytes);
-      } else if (!im.area.empty()) {
+      } else if (f.key == "area") {
         e.bytes.assign(reinterpret_cast<const char*>(im.area.data()),
                        im.area.size() * sizeof(float));
+      } else {
+        RasteriseMasks(im, &e.bytes);
       }
       out->fields.push_back(std::move(e));
     }
-    return env_->ReadFileToString(files_[id + 1].path, &out->bytes, read_);
+    return Status::OK();
   }
   std::string Describe(size_t id) const override {
     return files_[id + 1].path + " (" + annotations_ + " image id " +
@@ -251,10 +281,29 @@ Status AreaOf(const json& a, const std::string& where, const std::string& ann, f
   return Status::OK();
 }
 
+// The image's height and width as the json gives them (masks need them).
+Status SizeOf(const json& im, const std::string& where, CocoImage* c) {
+  std::string what = where + ": image id " + std::to_string(c->id);
+  for (const char* key : {"height", "width"}) {
+    if (!im.contains(key) || !im[key].is_number_integer() || im[key].get<int64_t>() <= 0 ||
+        im[key].get<int64_t>() > (1 << 16))
+      return Status::Corruption(what + " has no " + key +
+                                " (a whole number of pixels, 1 to 65536), which masks need");
+  }
+  c->height = im["height"].get<int64_t>();
+  c->width = im["width"].get<int64_t>();
+  // Each mask is a plane of this size: no larger than an image may decode.
+  if (static_cast<uint64_t>(c->height * c->width) > DecodeLimits().max_pixels)
+    return Status::Corruption(what + " of " + std::to_string(c->width) + "x" +
+                              std::to_string(c->height) + " exceeds the decode limit of " +
+                              std::to_string(DecodeLimits().max_pixels) + " pixels");
+  return Status::OK();
+}
+
 // Parses the json's three lists into images (with their boxes) and the
 // category map; what does not fit COCO's schema is Corruption naming it.
-// want_area: each kept annotation's area is read too.
-Status ParseCoco(const json& doc, const std::string& where, bool crowd, bool want_area,
+// wants: what each kept annotation gives beyond its box and class.
+Status ParseCoco(const json& doc, const std::string& where, bool crowd, CocoWants wants,
                  std::vector<CocoImage>* images, std::vector<Source::Category>* categories) {
   if (!doc.is_object() || !doc.contains("images") || !doc["images"].is_array())
     return Status::Corruption(where + ": no \"images\" list (not COCO annotations)");
@@ -278,6 +327,7 @@ Status ParseCoco(const json& doc, const std::string& where, bool crowd, bool wan
     if (!SafeRelative(c.file_name))
       return Status::Corruption(where + ": image id " + std::to_string(c.id) + " file_name '" +
                                 c.file_name + "' is not a relative path inside IMAGES_DIR");
+    if (wants.masks) SSDFEED_RETURN_IF_ERROR(SizeOf(im, where, &c));
     if (!by_id.emplace(c.id, images->size()).second)
       return Status::Corruption(where + ": image id " + std::to_string(c.id) + " is listed twice");
     images->push_back(std::move(c));
@@ -304,10 +354,15 @@ Status ParseCoco(const json& doc, const std::string& where, bool crowd, bool wan
     dst.boxes.insert(dst.boxes.end(), xyxy, xyxy + 4);
     dst.classes.push_back(cat->second);
     dst.iscrowd.push_back(iscrowd);
-    if (want_area) {
+    if (wants.area) {
       float area = 0;
       SSDFEED_RETURN_IF_ERROR(AreaOf(a, where, ann, &area));
       dst.area.push_back(area);
+    }
+    if (wants.masks) {
+      CocoSegmentation s;
+      SSDFEED_RETURN_IF_ERROR(ParseCocoSegmentation(a, dst.height, dst.width, where, ann, &s));
+      dst.segmentations.push_back(std::move(s));
     }
   }
   std::sort(images->begin(), images->end(), [](const CocoImage& a, const CocoImage& b) {
@@ -316,13 +371,13 @@ Status ParseCoco(const json& doc, const std::string& where, bool crowd, bool wan
   return Status::OK();
 }
 
-Status LoadCoco(Env* env, const std::string& path, bool crowd, bool want_area,
+Status LoadCoco(Env* env, const std::string& path, bool crowd, CocoWants wants,
                 std::vector<CocoImage>* images, std::vector<Source::Category>* categories) {
   std::string text;
   SSDFEED_RETURN_IF_ERROR(env->ReadFileToString(path, &text, OriginReadOptions()));
   try {
     json doc = json::parse(text);
-    return ParseCoco(doc, path, crowd, want_area, images, categories);
+    return ParseCoco(doc, path, crowd, wants, images, categories);
   } catch (const json::exception& e) {
     return Status::Corruption(path + ": not COCO annotations (" + e.what() + ")");
   }
@@ -378,10 +433,13 @@ Result<std::unique_ptr<Source>> OpenCocoSource(const std::string& uri, const std
   SSDFEED_ASSIGN_OR_RETURN(OriginRoot origin, OriginRoot::Open(env, dir, query.follow_links));
   std::vector<CocoImage> found;
   std::vector<Source::Category> categories;
-  bool want_area =
-      std::any_of(extras.begin(), extras.end(), [](const FieldSpec& f) { return f.key == "area"; });
+  CocoWants wants;
+  for (const FieldSpec& f : extras) {
+    wants.area |= f.key == "area";
+    wants.masks |= f.key == "masks";
+  }
   SSDFEED_RETURN_IF_ERROR(
-      LoadCoco(env, query.annotations, query.crowd, want_area, &found, &categories));
+      LoadCoco(env, query.annotations, query.crowd, wants, &found, &categories));
   SSDFEED_ASSIGN_OR_RETURN(InputFile ann, StatInput(env, query.annotations));
   std::vector<InputFile> files{ann};
   std::vector<CocoImage> images;

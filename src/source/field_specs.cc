@@ -23,8 +23,12 @@ Result<std::vector<FieldSpec>> ResolveFields(const std::vector<FieldSpec>& in,
       return Status::InvalidArgument(layout + ": field '" + f.name + "' is given twice");
     FieldSpec r = f;
     r.kind = ResolveFieldKind(f);
-    if (static_cast<uint8_t>(r.kind) > static_cast<uint8_t>(FieldKind::kBoxFloats))
+    if (static_cast<uint8_t>(r.kind) > static_cast<uint8_t>(FieldKind::kInstanceMasks))
       return Status::InvalidArgument(layout + ": field '" + f.name + "' has an unknown kind");
+    // Raw planes have no size of their own: only coco: rasterises them.
+    if (r.kind == FieldKind::kInstanceMasks)
+      return Status::InvalidArgument(layout + ": field '" + f.name +
+                                     "' is instance_masks, which only coco: gives (fields=masks)");
     if (r.kind == FieldKind::kImage && ++images > 1)
       return Status::InvalidArgument(layout + ": field '" + f.name +
                                      "' is a second image (a sample has one image)");

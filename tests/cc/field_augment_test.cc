@@ -168,6 +168,61 @@ TEST(FieldAugment, ScaleJitterWindowPadsMasksWithTheirFillAndMovesBoxes) {
   }
 }
 
+TEST(FieldAugment, InstanceMasksFollowTheCropAndFlipAndTheirBoxes) {
+  // Plane k is box k's rectangle filled: after any crop and flip, each kept
+  // plane is the crop of its own plane (as a mask is), and its pixels lie in
+  // its kept box; dropped boxes take their planes with them.
+  const int H = 120, W = 160;
+  std::vector<float> boxes = {10,  20,  70,  90,    // kept by the crop below
+                              100, 5,   150, 60,    // kept
+                              0,   100, 8,   118};  // outside the crop: dropped
+  std::vector<uint8_t> planes(3 * H * W, 0);
+  for (int k = 0; k < 3; ++k)
+    for (int y = static_cast<int>(boxes[k * 4 + 1]); y < boxes[k * 4 + 3]; ++y)
+      for (int x = static_cast<int>(boxes[k * 4]); x < boxes[k * 4 + 2]; ++x)
+        planes[(k * H + y) * W + x] = 1;
+  std::vector<int64_t> classes = {4, 5, 6};
+  std::vector<FieldView> in = {
+      View("masks", FieldKind::kInstanceMasks, "|u1", {3, H, W}, planes.data(), planes.size()),
+      View("boxes", FieldKind::kBoxes, "<f4", {3, 4}, boxes.data(), boxes.size() * 4),
+      View("classes", FieldKind::kClasses, "<i8", {3}, classes.data(), classes.size() * 8)};
+  for (bool flip : {false, true}) {
+    CropBox box{4, 6, 100, 150, flip};
+    std::vector<Field> out;
+    ASSERT_TRUE(RenderFields(in, box, H, W, 64, 96, 0.25, &out).ok());
+    ASSERT_EQ(out[0].dtype, "|u1");
+    ASSERT_EQ(out[0].shape, (std::vector<uint64_t>{2, 64, 96}));
+    EXPECT_EQ(As<int64_t>(out[2].data), (std::vector<int64_t>{4, 5}));
+    std::vector<float> kept = As<float>(out[1].data);
+    for (int k = 0; k < 2; ++k) {
+      cv::Mat plane(H, W, CV_8UC1, planes.data() + k * H * W), ref;
+      cv::resize(plane(cv::Rect(box.left, box.top, box.width, box.height)), ref, cv::Size(96, 64),
+                 0, 0, cv::INTER_NEAREST);
+      if (flip) cv::flip(ref, ref, 1);
+      EXPECT_EQ(std::memcmp(out[0].data.data() + k * 64 * 96, ref.data, 64 * 96), 0) << k;
+      size_t on = 0;
+      for (int y = 0; y < 64; ++y)
+        for (int x = 0; x < 96; ++x) {
+          if (out[0].data[(k * 64 + y) * 96 + x] == 0) continue;
+          // A set pixel lies in its box, give or take the one output pixel
+          // nearest sampling (a pixel's corner, OpenCV's pick) moves an edge.
+          ++on;
+          EXPECT_GE(x + 1, kept[k * 4]);
+          EXPECT_LE(x, kept[k * 4 + 2]);
+          EXPECT_GE(y + 1, kept[k * 4 + 1]);
+          EXPECT_LE(y, kept[k * 4 + 3]);
+        }
+      EXPECT_GT(on, 100u);
+    }
+  }
+  // Planes that do not match the boxes are an error naming the field.
+  in[0].shape = {2, H, W};
+  std::vector<Field> out;
+  Status s = RenderFields(in, {0, 0, H, W, false}, H, W, H, W, 0.25, &out);
+  ASSERT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.message().find("instance_masks 'masks'"), std::string::npos) << s.message();
+}
+
 TEST(FieldAugment, MaskOfAnotherShapeIsAnError) {
   std::vector<uint8_t> m(10 * 12);
   std::vector<Field> out;

@@ -239,6 +239,59 @@ TEST(FieldPrepare, BoxesAreScaledCroppedClippedAndDroppedWithTheirClasses) {
   EXPECT_EQ(As<int64_t>(out[0].data), (std::vector<int64_t>{7, 8}));
 }
 
+TEST(FieldPrepare, InstanceMasksAreResizedCroppedAndDroppedWithTheirBoxes) {
+  // The geometry above: 200x100 (WxH) -> 100x50 -> centre crop 40x40 at
+  // left 30, top 5. Each plane goes as a mask would (OpenCV's nearest
+  // resize, then the crop); the planes of dropped boxes go with them.
+  PrepareSpec spec;
+  spec.resize_short = 50;
+  spec.crop_h = spec.crop_w = 40;
+  PrepareGeometry g = PlanPrepare(spec, 100, 200);
+  std::vector<cv::Mat> planes;
+  const uint32_t dims[2] = {100, 200};  // H, W
+  std::string bytes(reinterpret_cast<const char*>(dims), sizeof dims);
+  for (uint32_t k = 0; k < 3; ++k) {
+    planes.push_back(RandomMask(100, 200, CV_8UC1, 2, 10 + k));
+    bytes.append(reinterpret_cast<const char*>(planes.back().data), planes.back().total());
+  }
+  std::vector<EncodedField> in = {
+      {"masks", FieldKind::kInstanceMasks, bytes, false, "/d/a.json image id 1"},
+      {"boxes", FieldKind::kBoxes,
+       Floats({80, 20, 120, 60,   // kept
+               40, 20, 64, 40,    // dropped
+               50, 20, 70, 40}),  // kept
+       false, ""}};
+  std::vector<Field> out;
+  ASSERT_TRUE(PrepareFields(in, g, {}, &out).ok());
+  ASSERT_EQ(out[0].dtype, "|u1");
+  ASSERT_EQ(out[0].shape, (std::vector<uint64_t>{2, 40, 40}));
+  int from[2] = {0, 2};
+  for (int k = 0; k < 2; ++k) {
+    cv::Mat resized;
+    cv::resize(planes[from[k]], resized, cv::Size(100, 50), 0, 0, cv::INTER_NEAREST);
+    cv::Mat ref = resized(cv::Rect(30, 5, 40, 40)).clone();
+    EXPECT_EQ(std::memcmp(out[0].data.data() + k * 1600, ref.data, 1600), 0) << k;
+  }
+  // Planes that are not one per box, or not of the image's size (even of
+  // as many pixels), are errors naming the field and where it came from.
+  in[0].bytes.resize(8 + 2 * 100 * 200);
+  Status s = PrepareFields(in, g, {}, &out);
+  ASSERT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.message().find("2 masks for 3 boxes"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("/d/a.json image id 1"), std::string::npos) << s.message();
+  in[0].bytes.resize(8 + 3 * 100 * 200 + 7);
+  s = PrepareFields(in, g, {}, &out);
+  ASSERT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.message().find("200x100"), std::string::npos) << s.message();
+  const uint32_t turned[2] = {200, 100};
+  in[0].bytes.resize(8 + 3 * 100 * 200);
+  std::memcpy(in[0].bytes.data(), turned, sizeof turned);
+  s = PrepareFields(in, g, {}, &out);
+  ASSERT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.message().find("masks are 100x200 (WxH) but its image is 200x100"), std::string::npos)
+      << s.message();
+}
+
 TEST(FieldPrepare, NormalizedBoxesAreFractionsOfTheOrigin) {
   PrepareSpec spec;
   spec.resize_h = 50;

@@ -42,6 +42,24 @@ TEST(FieldSection, RoundTripsEveryField) {
   }
 }
 
+// Instance masks are kind byte 8 (docs/cache-format.md); a kind after the
+// last one this reader knows is a bad header, as older readers see 8.
+TEST(FieldSection, InstanceMasksAreKind8AndLaterKindsAreRefused) {
+  std::string sec;
+  ASSERT_TRUE(EncodeFields({MakeField("masks", FieldKind::kInstanceMasks, "|u1", {2, 1, 3},
+                                      std::string("\x01\x00\x01\x00\x01\x01", 6))},
+                           &sec)
+                  .ok());
+  ASSERT_EQ(static_cast<uint8_t>(sec[8]), 8u);  // after the u32 count and u32 zero
+  std::vector<FieldView> views;
+  ASSERT_EQ(ParseFields(sec, &views), "");
+  ASSERT_EQ(views.size(), 1u);
+  EXPECT_EQ(views[0].kind, FieldKind::kInstanceMasks);
+  EXPECT_EQ(views[0].shape, (std::vector<uint64_t>{2, 1, 3}));
+  sec[8] = 9;
+  EXPECT_NE(ParseFields(sec, &views).find("bad header"), std::string::npos);
+}
+
 TEST(FieldSection, EmptySectionHasNoFields) {
   std::vector<FieldView> views(1);
   EXPECT_EQ(ParseFields("", &views), "");

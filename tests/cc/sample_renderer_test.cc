@@ -283,6 +283,33 @@ TEST(CollateFields, PadsBoxesWithZeroAndClassesWithMinusOne) {
   EXPECT_EQ(As<int64_t>(*Get(buf, "num_boxes")), (std::vector<int64_t>{0}));
 }
 
+// Instance masks (K,H,W) pad with empty planes to the batch's most boxes,
+// as boxes do; planes of unequal sizes are listed instead.
+TEST(CollateFields, PadsInstanceMasksWithEmptyPlanes) {
+  auto planes = [](uint64_t k, uint64_t h, uint64_t w, char v) {
+    return MakeField("masks", FieldKind::kInstanceMasks, "|u1", {k, h, w},
+                     std::string(k * h * w, v));
+  };
+  std::vector<StagedFields> s = {Staged(0, {planes(1, 2, 3, 1)}), Staged(1, {planes(0, 2, 3, 0)}),
+                                 Staged(2, {planes(2, 2, 3, 1)})};
+  BatchBuffer buf;
+  ASSERT_TRUE(CollateFields(Ptrs(s), &buf, nullptr).ok());
+  const BatchField* m = Get(buf, "masks");
+  ASSERT_NE(m, nullptr);
+  EXPECT_TRUE(m->stacked);
+  EXPECT_EQ(m->dtype, "|u1");
+  EXPECT_EQ(m->shape, (std::vector<uint64_t>{3, 2, 2, 3}));
+  std::vector<uint8_t> want(3 * 2 * 6, 0);
+  std::fill(want.begin(), want.begin() + 6, 1);  // sample 0: one plane, one empty
+  std::fill(want.begin() + 24, want.end(), 1);   // sample 2: two planes
+  EXPECT_EQ(m->data, want);
+  std::vector<StagedFields> unequal = {Staged(0, {planes(1, 2, 3, 1)}),
+                                       Staged(1, {planes(1, 3, 2, 1)})};
+  ASSERT_TRUE(CollateFields(Ptrs(unequal), &buf, nullptr).ok());
+  EXPECT_FALSE(Get(buf, "masks")->stacked);
+  EXPECT_EQ(Get(buf, "masks")->items.size(), 2u);
+}
+
 TEST(CollateFields, UnequalShapesAndBytesBecomeItems) {
   Field a = MakeField("depth", FieldKind::kArray, "<f4", {2}, Bytes(std::vector<float>{1, 2}));
   Field b = MakeField("depth", FieldKind::kArray, "<f4", {3}, Bytes(std::vector<float>{3, 4, 5}));

@@ -727,6 +727,97 @@ TEST(CocoSource, AreaOnRequest) {
   EXPECT_TRUE(OpenSource(uri).ok());  // not asked for: not read
 }
 
+// masks on request: each kept annotation's segmentation rasterised at the
+// json's height x width (an instance_masks field, one plane per box). The
+// expected planes are pycocotools' annToMask of the same annotations: a
+// polygon, two polygons of one instance, an uncompressed RLE and a crowd's
+// compressed RLE (whose counts hold negative differences).
+TEST(CocoSource, MasksOnRequestAreWhatPycocotoolsRasterises) {
+  test::TempDir dir;
+  std::string uri = MakeCoco(dir);
+  WriteFile(dir.Sub("ann.json"),
+            R"({"images": [{"id": 1, "file_name": "a.jpg", "height": 5, "width": 6},
+                           {"id": 2, "file_name": "b.jpg", "height": 5, "width": 6}],
+                "categories": [{"id": 4, "name": "x"}],
+                "annotations": [
+                  {"id": 1, "image_id": 1, "category_id": 4, "bbox": [1,1,3,2],
+                   "segmentation": [[1,1,4,1,4,3,1,3]]},
+                  {"id": 2, "image_id": 1, "category_id": 4, "bbox": [0,0,6,5],
+                   "segmentation": [[0,0,2,0,0,2],[5,3,6,5,3,5]]},
+                  {"id": 3, "image_id": 1, "category_id": 4, "bbox": [0,0,6,5],
+                   "segmentation": {"size": [5,6], "counts": [3,4,20,3]}},
+                  {"id": 4, "image_id": 1, "category_id": 4, "bbox": [0,0,6,5], "iscrowd": 1,
+                   "segmentation": {"size": [5,6], "counts": "0180I2100000O"}}]})");
+  auto src = OpenSource(uri + "&fields=masks&crowd=1");
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  EXPECT_EQ((*src)->fields()[3].kind, FieldKind::kInstanceMasks);
+  EncodedSample s;
+  ASSERT_TRUE((*src)->Read(0, &s).ok());
+  const std::string want =  // four 5x6 planes, row-major
+      "000000"
+      "011100"
+      "011100"
+      "000000"
+      "000000"  // polygon
+      "100000"
+      "000000"
+      "000000"
+      "000010"
+      "000111"  // two polygons
+      "010000"
+      "010000"
+      "000001"
+      "100001"
+      "100001"  // RLE counts
+      "100000"
+      "001111"
+      "001111"
+      "001111"
+      "010000";  // compressed RLE
+  std::string got = FieldOf(s, "masks")->bytes;
+  ASSERT_GE(got.size(), 8u);
+  EXPECT_EQ(got.substr(0, 8), std::string("\x05\0\0\0\x06\0\0\0", 8));  // uint32 H, W
+  got.erase(0, 8);
+  for (char& c : got) c = static_cast<char>('0' + c);
+  EXPECT_EQ(got, want);
+  ASSERT_TRUE((*src)->Read(1, &s).ok());
+  EXPECT_EQ(FieldOf(s, "masks")->bytes.size(), 8u);  // no boxes: no planes
+  // Without crowd=1 the crowd's plane goes with its box.
+  src = OpenSource(uri + "&fields=masks");
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  ASSERT_TRUE((*src)->Read(0, &s).ok());
+  EXPECT_EQ(FieldOf(s, "masks")->bytes.size(), 8 + 3u * 30);
+}
+
+// A segmentation that is not COCO's, or an image without its size, is an
+// error naming the json and the annotation (or image).
+TEST(CocoSource, BadSegmentationsAreNamedErrors) {
+  test::TempDir dir;
+  std::string uri = MakeCoco(dir);
+  struct Case {
+    std::string image, segmentation, says;
+  };
+  const std::string img = R"({"id": 1, "file_name": "a.jpg", "height": 5, "width": 6})";
+  for (const Case& c : std::vector<Case>{
+           {R"({"id": 1, "file_name": "a.jpg"})", "[[0,0,1,0,1,1]]", "image id 1 has no height"},
+           {img, "7", "annotation id 9 segmentation is neither"},
+           {img, "[[0,0,1,0]]", "annotation id 9 segmentation holds [0,0,1,0]"},
+           {img, R"([[0,0,1,0,1,"a"]])", "annotation id 9 segmentation holds coordinate"},
+           {img, R"({"size": [6,5], "counts": [30]})", "RLE size [6,5] is not its image's [5, 6]"},
+           {img, R"({"size": [5,6], "counts": [3,4]})", "RLE runs cover 7 pixels"},
+           {img, R"({"size": [5,6], "counts": "0~"})", "not COCO's compressed encoding"}}) {
+    WriteFile(dir.Sub("ann.json"),
+              "{\"images\": [" + c.image + R"(], "categories": [{"id": 4}], "annotations": [)" +
+                  R"({"id": 9, "image_id": 1, "category_id": 4, "bbox": [0,0,1,1],)" +
+                  " \"segmentation\": " + c.segmentation + "}]}");
+    auto src = OpenSource(uri + "&fields=masks");
+    ASSERT_FALSE(src.ok()) << c.segmentation;
+    EXPECT_NE(src.status().message().find(c.says), std::string::npos) << src.status().message();
+    EXPECT_NE(src.status().message().find("ann.json"), std::string::npos) << src.status().message();
+    EXPECT_TRUE(OpenSource(uri).ok());  // not asked for: not read
+  }
+}
+
 // Ids and boxes beyond what int64 / float32 hold (1e30, 9.3e18, 1e300)
 // would be undefined conversions: each is an error naming the json file and
 // the image, category or annotation. (1e999 does not even parse: the json
