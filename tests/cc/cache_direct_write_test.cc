@@ -256,22 +256,31 @@ TEST(CacheDirectWrite, FailedWriteStopsAdmissionKeepsIndexedRecords) {
 }
 
 // ENOSPC inside a batch of direct writes in flight through io_uring. The
-// device is held still while the putters queue whole chunks behind its
-// first write, so the writer finds them queued and writes them together
-// (kWritesInFlight at once), whatever the speed of the putters: a timed
-// delay left that to a race, and under ASan on a loaded machine part-full
-// chunks were sealed and written one by one. The fourth write fails,
-// inside that batch: admission stops, every indexed record reads back,
-// nothing written before is lost, and a later fill completes the entry.
+// writer takes a chunk only once every copy into it is done, and takes at
+// most kWritesInFlight, so which writes share a batch depends on what is
+// queued, and copied, when it looks: neither a timed delay nor holding the
+// device until the putters had taken some ids fixed that (a putter
+// preempted while copying into a sealed chunk cut the batch there, and
+// writes 1, 2 and 3 after the fault was armed went down one by one, the
+// 4th failing alone). So the test fixes the queue: the device is held on
+// a write of one part-full chunk (record 1, sealed when idle), the putters
+// then stage over five whole chunks behind it and return (every copy done),
+// and only then is the device released. The writer's next batch is four
+// whole chunks: writes 2 and 3 reach the POSIX Env together, the 4th
+// fails inside that batch: admission stops, every indexed record reads
+// back, nothing written before is lost, and a later fill completes the entry.
 TEST(CacheDirectWrite, FailedWriteInsideABatchKeepsOnlyIntactRecords) {
   test::TempDir root;
   if (!test::DirectIoWorks(root.path())) GTEST_SKIP() << root.path() << " refuses O_DIRECT";
   BatchRecordingEnv rec(Env::Default());
   FaultInjectionEnv env(&rec);
   constexpr uint64_t kMany = 400;
-  // Puts taken while the device is held: ~6.3 MiB of records, over four
-  // whole chunks behind the held one, under the 8 MiB at which Add waits.
-  constexpr uint64_t kQueued = 70;
+  // Ids [2, queued) are staged while the device is held: over 5 MiB of
+  // records (five whole chunks behind the held one), under the 8 MiB of
+  // chunks at which Add would wait for room.
+  uint64_t queued = 2;
+  for (uint64_t bytes = 0; bytes < (5ull << 20);) bytes += RecordBytes(queued++);
+  size_t batches_before = 0;
   {
     auto e = CacheEntry::Open(Opts(root.path(), FillWrite::kDirect, &env), FakeKey(kMany));
     ASSERT_TRUE(e.ok());
@@ -279,22 +288,30 @@ TEST(CacheDirectWrite, FailedWriteInsideABatchKeepsOnlyIntactRecords) {
     // the putter: done before the device stops.
     ASSERT_TRUE(Put(e->get(), 0).ok());
     ASSERT_TRUE((*e)->Sync().ok());
-    env.FailAfter(Op::kWrite, 3, -1, Status::NoSpace("No space left on device"), ".dat");
+    batches_before = rec.batches().size();
     env.HoldWrites(".dat");
-    std::atomic<uint64_t> next{1};
-    std::vector<std::thread> ts;
-    for (int t = 0; t < 6; ++t)
-      ts.emplace_back([&] {
-        for (uint64_t id; (id = next++) < kMany;)
-          if (!Put(e->get(), id).ok()) break;
-      });
-    // Waits for a count, not for time; bounded so a regression fails below
-    // (no batch) instead of hanging.
-    for (int i = 0; i < 60000 && next.load() < kQueued; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    EXPECT_GE(next.load(), kQueued) << "the putters stopped before queueing whole chunks";
+    // Record 1 alone: the writer seals its chunk when idle and writes it,
+    // alone in its batch; the device holds that write (write 1 below).
+    EXPECT_TRUE(Put(e->get(), 1).ok());
+    bool held = env.WaitForHeldWrites(1, 60 * 1000 * 1000);
+    EXPECT_TRUE(held) << "the writer did not write the idle chunk";
+    env.FailAfter(Op::kWrite, 3, -1, Status::NoSpace("No space left on device"), ".dat");
+    std::atomic<uint64_t> next{2};
+    auto put_until = [&](uint64_t end) {
+      std::vector<std::thread> ts;
+      for (int t = 0; t < 6; ++t)
+        ts.emplace_back([&] {
+          for (uint64_t id; (id = next++) < end;)
+            if (!Put(e->get(), id).ok()) break;
+        });
+      for (auto& t : ts) t.join();
+    };
+    // Returns when every copy into the queued chunks is done (Add never
+    // waits for room here: the held write would keep it waiting).
+    if (held) put_until(queued);
     env.ReleaseWrites();
-    for (auto& t : ts) t.join();
+    next = queued;
+    put_until(kMany);
     EXPECT_FALSE((*e)->Sync().ok());
     EXPECT_FALSE((*e)->admitting());
     EXPECT_EQ((*e)->counters().write_errors.load(), 1u);
@@ -304,10 +321,19 @@ TEST(CacheDirectWrite, FailedWriteInsideABatchKeepsOnlyIntactRecords) {
     PresentReadBack(e->get(), kMany);
   }
   size_t batched = 0;
-  for (const auto& b : rec.batches()) {
+  std::string seen;
+  auto batches = rec.batches();
+  for (const auto& b : batches) {
     if (b.write && b.n > 1) ++batched;
+    if (b.write) seen += " " + std::to_string(b.n);
   }
-  EXPECT_GT(batched, 0u) << "no write batch reached the POSIX Env: io_uring was not under test";
+  EXPECT_GT(batched, 0u) << "no write batch reached the POSIX Env: io_uring was not under test"
+                         << " (write batches:" << seen << ")";
+  // After the held write (1), the batch of writes 2 to 5: the 4th and 5th
+  // failed, 2 and 3 went down together.
+  ASSERT_GE(batches.size(), batches_before + 2) << "write batches:" << seen;
+  EXPECT_EQ(batches[batches_before].n, 1u) << "write batches:" << seen;
+  EXPECT_EQ(batches[batches_before + 1].n, 2u) << "write batches:" << seen;
   env.ClearFaults();
   auto e = CacheEntry::Open(Opts(root.path()), FakeKey(kMany));
   ASSERT_TRUE(e.ok());

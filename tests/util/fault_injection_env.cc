@@ -1,5 +1,6 @@
 #include "util/fault_injection_env.h"
 
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -127,7 +128,13 @@ class FaultWritableFile final : public WritableFile {
 void FaultInjectionEnv::MaybeDelayWrite(const std::string& path) {
   {
     std::unique_lock<std::mutex> l(hold_mu_);
-    hold_cv_.wait(l, [&] { return !holding_ || path.find(hold_path_) == std::string::npos; });
+    auto free = [&] { return !holding_ || path.find(hold_path_) == std::string::npos; };
+    if (!free()) {
+      ++held_;
+      hold_cv_.notify_all();  // for WaitForHeldWrites
+      hold_cv_.wait(l, free);
+      --held_;
+    }
   }
   int64_t us = write_delay_us_.load();
   if (us > 0) base_->SleepForMicroseconds(us);
@@ -145,6 +152,12 @@ void FaultInjectionEnv::ReleaseWrites() {
     holding_ = false;
   }
   hold_cv_.notify_all();
+}
+
+bool FaultInjectionEnv::WaitForHeldWrites(int n, int64_t timeout_micros) {
+  std::unique_lock<std::mutex> l(hold_mu_);
+  return hold_cv_.wait_for(l, std::chrono::microseconds(timeout_micros),
+                           [&] { return held_ >= n; });
 }
 
 void FaultInjectionEnv::FailAfter(Op op, int skip, int count, Status error,

@@ -52,6 +52,9 @@ class FaultInjectionEnv : public EnvWrapper {
   // a loaded machine), so a test can wait for the queue it needs.
   void HoldWrites(std::string path_substr);
   void ReleaseWrites();
+  // Waits (at most timeout_micros) until n write calls are held; false if
+  // they were not. A test then knows which writes the device has taken.
+  bool WaitForHeldWrites(int n, int64_t timeout_micros);
 
   // Like a power cut: truncates every file written through this Env to its
   // size at its last successful Sync() (0 if never synced), then deletes the
@@ -103,6 +106,7 @@ class FaultInjectionEnv : public EnvWrapper {
   std::condition_variable hold_cv_;
   std::string hold_path_;  // non-empty: writes to matching files wait
   bool holding_ = false;
+  int held_ = 0;  // write calls waiting for ReleaseWrites
   void NoteCreated(const std::string& path, bool is_dir);
   void Forget(const std::string& path);
 
