@@ -51,6 +51,21 @@ void RemapNearestPadded(const uint8_t* src, size_t src_stride, int elem, const s
   }
 }
 
+// The source row and column of each output pixel of a mask under box
+// (-1 in a scale-jitter window's padding), as RenderMask samples them.
+void MaskIndex(const CropBox& box, int in_h, int in_w, int out_h, int out_w, std::vector<int>* ys,
+               std::vector<int>* xs) {
+  if (box.windowed()) {
+    WindowIndex(in_h, box.resize_h, box.top, out_h, false, ys);
+    WindowIndex(in_w, box.resize_w, box.left, out_w, box.flip, xs);
+    return;
+  }
+  NearestIndex(box.height, out_h, 0, out_h, false, ys);
+  NearestIndex(box.width, out_w, 0, out_w, box.flip, xs);
+  for (int& y : *ys) y += box.top;
+  for (int& x : *xs) x += box.left;
+}
+
 Status RenderMask(const FieldView& v, const CropBox& box, int in_h, int in_w, int out_h, int out_w,
                   Field* out) {
   int elem = v.dtype == "|u1" ? 1 : v.dtype == "<u2" ? 2 : 0;
@@ -60,15 +75,7 @@ Status RenderMask(const FieldView& v, const CropBox& box, int in_h, int in_w, in
                                    " " + Dims(v.shape) + ", its image is (" + std::to_string(in_h) +
                                    "," + std::to_string(in_w) + ")");
   thread_local std::vector<int> ys, xs;
-  if (box.windowed()) {
-    WindowIndex(in_h, box.resize_h, box.top, out_h, false, &ys);
-    WindowIndex(in_w, box.resize_w, box.left, out_w, box.flip, &xs);
-  } else {
-    NearestIndex(box.height, out_h, 0, out_h, false, &ys);
-    NearestIndex(box.width, out_w, 0, out_w, box.flip, &xs);
-    for (int& y : ys) y += box.top;
-    for (int& x : xs) x += box.left;
-  }
+  MaskIndex(box, in_h, in_w, out_h, out_w, &ys, &xs);
   out->dtype = v.dtype;
   out->shape = {static_cast<uint64_t>(out_h), static_cast<uint64_t>(out_w)};
   out->data.resize(static_cast<size_t>(out_h) * out_w * elem);
@@ -95,15 +102,7 @@ Status RenderInstanceMasks(const FieldView& v, const CropBox& box, int in_h, int
         Dims(v.shape) + ", not |u1 (K," + std::to_string(in_h) + "," + std::to_string(in_w) + ")" +
         (boxes != nullptr ? " for " + std::to_string(boxes->shape[0]) + " boxes" : ""));
   thread_local std::vector<int> ys, xs;
-  if (box.windowed()) {
-    WindowIndex(in_h, box.resize_h, box.top, out_h, false, &ys);
-    WindowIndex(in_w, box.resize_w, box.left, out_w, box.flip, &xs);
-  } else {
-    NearestIndex(box.height, out_h, 0, out_h, false, &ys);
-    NearestIndex(box.width, out_w, 0, out_w, box.flip, &xs);
-    for (int& y : ys) y += box.top;
-    for (int& x : xs) x += box.left;
-  }
+  MaskIndex(box, in_h, in_w, out_h, out_w, &ys, &xs);
   const size_t n = boxes != nullptr ? kept.size() : v.shape[0];
   const size_t in_plane = static_cast<size_t>(in_h) * in_w;
   const size_t out_plane = static_cast<size_t>(out_h) * out_w;
