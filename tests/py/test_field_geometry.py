@@ -8,38 +8,20 @@ not INTER_NEAREST_EXACT and not PIL's NEAREST, which sample pixel centres.
 Arrays (.npy) come back bit-exact as numpy wrote them.
 """
 import io
-import sys
-import types
 
 import numpy as np
 import pytest
 
 from ssdfeed import _ssdfeed
+from torchvision_util import import_torchvision
 
 MASK, BOXES, CLASSES, ARRAY = 1, 2, 3, 5
 
 
 def _torchvision():
-    """torchvision.transforms.v2.functional and tv_tensors.
-
-    PyPI's torchvision is built against PyPI's torch; beside the CPU build of
-    torch its C++ ops do not load and `import torchvision` fails registering
-    fake kernels for them ("operator torchvision::nms does not exist"). The
-    functional transforms used here are plain PyTorch, so they are imported
-    without those registrations."""
-    pytest.importorskip("torch")
-    try:
-        import torchvision.transforms.v2.functional as F
-    except ModuleNotFoundError:
-        pytest.skip("torchvision is not installed (tests/requirements.txt)")
-    except RuntimeError:
-        for name in [m for m in sys.modules if m.startswith("torchvision")]:
-            del sys.modules[name]
-        sys.modules["torchvision._meta_registrations"] = types.ModuleType(
-            "torchvision._meta_registrations")
-        import torchvision.transforms.v2.functional as F
-    from torchvision import tv_tensors
-    return F, tv_tensors
+    """torchvision.transforms.v2.functional and tv_tensors (see torchvision_util)."""
+    F = import_torchvision("torchvision.transforms.v2.functional")
+    return F, import_torchvision("torchvision.tv_tensors")
 
 
 def _augment(**kw):

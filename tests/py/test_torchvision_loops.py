@@ -8,8 +8,6 @@ classes from 1 and trains box regression only for boxes labelled > 0, so
 outputs are used as torchvision's detection and segmentation reference
 loops use a DataLoader's batches.
 """
-import sys
-import types
 
 import numpy as np
 import pytest
@@ -18,28 +16,15 @@ import ssdfeed
 
 torch = pytest.importorskip("torch")
 import ssdfeed.torch  # noqa: E402
+from torchvision_util import import_torchvision  # noqa: E402
 
 
 def _torchvision_detection():
-    """(RoIHeads, fastrcnn_loss, GeneralizedRCNNTransform).
-
-    PyPI's torchvision is built against PyPI's torch; beside the CPU build of
-    torch its C++ ops (nms, roi_align) do not load and `import torchvision`
-    fails registering fake kernels for them. The pieces used here are plain
-    PyTorch, so they are imported without those registrations (as
-    test_field_geometry.py does)."""
-    try:
-        import torchvision.models.detection.roi_heads as roi_heads
-    except ModuleNotFoundError:
-        pytest.skip("torchvision is not installed (tests/requirements.txt)")
-    except RuntimeError:
-        for name in [m for m in sys.modules if m.startswith("torchvision")]:
-            del sys.modules[name]
-        sys.modules["torchvision._meta_registrations"] = types.ModuleType(
-            "torchvision._meta_registrations")
-        import torchvision.models.detection.roi_heads as roi_heads
-    from torchvision.models.detection.transform import GeneralizedRCNNTransform
-    return roi_heads.RoIHeads, roi_heads.fastrcnn_loss, GeneralizedRCNNTransform
+    """(RoIHeads, fastrcnn_loss, GeneralizedRCNNTransform): plain PyTorch
+    pieces of torchvision (see torchvision_util)."""
+    roi_heads = import_torchvision("torchvision.models.detection.roi_heads")
+    transform = import_torchvision("torchvision.models.detection.transform")
+    return roi_heads.RoIHeads, roi_heads.fastrcnn_loss, transform.GeneralizedRCNNTransform
 
 
 @pytest.fixture(scope="module")
