@@ -374,6 +374,16 @@ std::string CannotRunAsOtherUids() {
   return "";
 }
 
+// A folder dataset in tmp/data that every uid can read (tmp itself 0711);
+// its URI, or "" if it could not be made.
+std::string DatasetEveryUidReads(const test::TempDir& tmp, size_t count) {
+  if (::chmod(tmp.path().c_str(), 0711) != 0) return "";
+  std::string uri = test::MakeTestDataset(
+      {.dir = tmp.Sub("data"), .format = "folder", .count = count, .min_side = 40, .max_side = 60});
+  if (uri.empty() || test::RunCommand("chmod -R a+rX " + tmp.Sub("data")) != 0) return "";
+  return uri;
+}
+
 std::string AsUser(int uid, const std::string& cmd) {
   return "/usr/bin/setpriv --reuid=" + std::to_string(uid) + " --regid=" + std::to_string(uid) +
          " --clear-groups /bin/sh -c 'umask 022; " + cmd + "'";
@@ -382,11 +392,8 @@ std::string AsUser(int uid, const std::string& cmd) {
 TEST(RootConfinementCli, AnEntryPlantedInAStickyRootIsNotServedToAnotherUser) {
   if (auto why = CannotRunAsOtherUids(); !why.empty()) GTEST_SKIP() << why;
   test::TempDir tmp;
-  ASSERT_EQ(::chmod(tmp.path().c_str(), 0711), 0);
-  const std::string data_uri = test::MakeTestDataset(
-      {.dir = tmp.Sub("data"), .format = "folder", .count = 16, .min_side = 40, .max_side = 60});
+  const std::string data_uri = DatasetEveryUidReads(tmp, 16);
   ASSERT_FALSE(data_uri.empty());
-  ASSERT_EQ(test::RunCommand("chmod -R a+rX " + tmp.Sub("data")), 0);
   std::string root = tmp.Sub("shared");
   ASSERT_EQ(::mkdir(root.c_str(), 0700), 0);
   ASSERT_EQ(::chmod(root.c_str(), 01777), 0);  // as /tmp
@@ -414,11 +421,8 @@ TEST(RootConfinementCli, AnEntryPlantedInAStickyRootIsNotServedToAnotherUser) {
 TEST(RootConfinementCli, ARootWeMayNotEnterSaysWhoseItIsAndWhatToDo) {
   if (auto why = CannotRunAsOtherUids(); !why.empty()) GTEST_SKIP() << why;
   test::TempDir tmp;
-  ASSERT_EQ(::chmod(tmp.path().c_str(), 0711), 0);
-  const std::string data_uri = test::MakeTestDataset(
-      {.dir = tmp.Sub("data"), .format = "folder", .count = 8, .min_side = 40, .max_side = 60});
+  const std::string data_uri = DatasetEveryUidReads(tmp, 8);
   ASSERT_FALSE(data_uri.empty());
-  ASSERT_EQ(test::RunCommand("chmod -R a+rX " + tmp.Sub("data")), 0);
   std::string root = tmp.Sub("image-own");
   ASSERT_EQ(::mkdir(root.c_str(), 0700), 0);
   ASSERT_EQ(::chown(root.c_str(), 4321, 4321), 0);
@@ -444,11 +448,8 @@ TEST(RootConfinementCli, ARootWeMayNotEnterSaysWhoseItIsAndWhatToDo) {
 TEST(RootConfinementCli, ARootWeMayNotWriteInSaysWhoseItIsAndWhatToDo) {
   if (auto why = CannotRunAsOtherUids(); !why.empty()) GTEST_SKIP() << why;
   test::TempDir tmp;
-  ASSERT_EQ(::chmod(tmp.path().c_str(), 0711), 0);
-  const std::string data_uri = test::MakeTestDataset(
-      {.dir = tmp.Sub("data"), .format = "folder", .count = 8, .min_side = 40, .max_side = 60});
+  const std::string data_uri = DatasetEveryUidReads(tmp, 8);
   ASSERT_FALSE(data_uri.empty());
-  ASSERT_EQ(test::RunCommand("chmod -R a+rX " + tmp.Sub("data")), 0);
   std::string root = tmp.Sub("theirs");
   ASSERT_EQ(::mkdir(root.c_str(), 0755), 0);
   ASSERT_EQ(::chmod(root.c_str(), 0755), 0);
