@@ -168,17 +168,16 @@ def _dict_batches(generate, spec: dict):
 def _ragged_boxes(kinds: dict):
     """Boxes, classes (and per-box values and masks) cut to each image's
     num_boxes."""
-    boxes = [n for n, k in kinds.items() if k == "boxes"]
-    classes = [n for n, k in kinds.items() if k in ("classes", "box_floats", "instance_masks")]
+    count = _compat.box_count_name(kinds)
+    per_box = [n for n, k in kinds.items() if k in _compat.PER_BOX_KINDS]
 
     def ragged(batch):
         batch = dict(batch)
-        for name in boxes + classes:
-            counts = batch["num_" + name] if "num_" + name in batch else batch["num_boxes"]
-            batch[name] = tf.RaggedTensor.from_tensor(batch[name], lengths=counts)
+        for name in per_box:
+            batch[name] = tf.RaggedTensor.from_tensor(batch[name], lengths=batch[count])
         return batch
 
-    return ragged if boxes else (lambda batch: batch)
+    return ragged if count else (lambda batch: batch)
 
 
 # glibc's mallopt parameters.
