@@ -79,3 +79,70 @@ def test_ray_cuts_a_boxes_field_not_named_boxes(od_bbox):
         rows = sray._rows(next(iter(loader)), loader.fields)
     assert [len(r) for r in rows["bbox"]] == counts
     assert [len(r) for r in rows["cls"]] == counts
+
+
+def test_cache_and_warm_are_the_functions_and_the_errors_are_exported():
+    import ssdfeed.cache  # noqa: F401  (the old module path: must not rebind the function)
+    import ssdfeed.warm  # noqa: F401
+    assert callable(ssdfeed.cache) and ssdfeed.cache.__name__ == "cache"
+    assert callable(ssdfeed.warm) and ssdfeed.warm.__name__ == "warm"
+    for name in ("SkippedItemsError", "WarmWorkerError", "CorruptionError",
+                 "CacheUnavailableError", "ItemFormatError"):
+        assert issubclass(getattr(ssdfeed, name), Exception) and name in ssdfeed.__all__
+
+
+def test_old_module_spellings_warn_and_reach_the_same_objects(monkeypatch):
+    with pytest.warns(DeprecationWarning, match="ssdfeed.SkippedItemsError"):
+        from ssdfeed.cache import SkippedItemsError
+    assert SkippedItemsError is ssdfeed.SkippedItemsError
+    with pytest.warns(DeprecationWarning, match="ssdfeed.WarmWorkerError"):
+        from ssdfeed.cache import WarmWorkerError
+    assert WarmWorkerError is ssdfeed.WarmWorkerError
+    import sys
+    old = sys.modules["ssdfeed.cache"]
+    with pytest.warns(DeprecationWarning, match="CachedDataset.RETRY_OPEN_SECONDS"):
+        monkeypatch.setattr(old, "RETRY_OPEN_SECONDS", 0.5)
+    assert ssdfeed.CachedDataset.RETRY_OPEN_SECONDS == 0.5
+    with pytest.warns(DeprecationWarning, match="ssdfeed.warm"):
+        assert sys.modules["ssdfeed.warm"].warm is ssdfeed.warm
+    with pytest.raises(AttributeError, match="migrating"):
+        old.no_such_name
+
+
+def test_one_capacity_name_everywhere(tmp_path):
+    """cache_capacity=, as the Loader, warm, ray and torch spell it; the old
+    capacity= of ssdfeed.cache and ssdfeed.tf.cache warns."""
+    import inspect
+    import ssdfeed.torch  # noqa: F401
+    for fn in (ssdfeed.Loader, ssdfeed.cache, ssdfeed.CachedDataset, ssdfeed.warm):
+        assert "cache_capacity" in inspect.signature(fn).parameters, fn
+    cached = ssdfeed.cache([1, 2], key="c", cache=tmp_path, cache_capacity=1 << 30)
+    assert cached._capacity == 1 << 30
+    with pytest.warns(DeprecationWarning, match=r"ssdfeed.cache\(cache_capacity=\)"):
+        old = ssdfeed.cache([1, 2], key="c", cache=tmp_path, capacity=1 << 30)
+    assert old._capacity == 1 << 30
+    with pytest.raises(TypeError, match="cache_capacity= only"):
+        ssdfeed.cache([1], cache=tmp_path, capacity=1, cache_capacity=1)
+
+
+def test_tf_datasets_give_stats_by_a_method(tmp_path, small_datasets):
+    tf = pytest.importorskip("tensorflow")
+    import ssdfeed.tf
+    assert "cache_capacity" in __import__("inspect").signature(ssdfeed.tf.cache).parameters
+    cached = ssdfeed.tf.cache(tf.data.Dataset.range(10), key="r", cache=tmp_path,
+                              cache_capacity=1 << 30)
+    assert isinstance(cached, tf.data.Dataset)
+    assert [int(x) for x in cached] == list(range(10))
+    assert [int(x) for x in cached] == list(range(10))
+    assert cached.stats()["cache_hits"] == 10, cached.stats()
+    with pytest.warns(DeprecationWarning, match=r"ds.stats\(\)"):
+        assert cached.ssdfeed_cache.stats() == cached.stats()
+    with pytest.warns(DeprecationWarning, match="cache_capacity"):
+        ssdfeed.tf.cache(tf.data.Dataset.range(3), key="r2", cache=tmp_path, capacity=1 << 30)
+
+    ds = ssdfeed.tf.dataset(small_datasets["folder"]["uri"], cache=tmp_path / "l", batch_size=4,
+                            prepare=ssdfeed.Prepare(resize=(16, 16)))
+    n = sum(1 for _ in ds)
+    assert ds.stats()["batches"] >= n > 0 and ds.loader.stats()["batches"] == ds.stats()["batches"]
+    with pytest.warns(DeprecationWarning, match="ds.loader"):
+        assert ds.ssdfeed_loader is ds.loader
