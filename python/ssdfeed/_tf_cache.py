@@ -23,6 +23,7 @@ import hashlib
 import io
 import itertools
 import math
+import re
 import struct
 import threading
 import warnings
@@ -141,6 +142,9 @@ def encode(components) -> list:
     return out
 
 
+_FIXED_BYTES = re.compile(r"^\|S[1-9][0-9]{0,8}$")
+
+
 def _bad(where: str, what: str):
     raise ItemFormatError(f"ssdfeed.tf.cache: {where}: {what}")
 
@@ -188,13 +192,20 @@ def decode(fields, specs, u8_as_pairs=False) -> list:
             _bad(where, f"component {j} stored twice")
         spec = specs[j]
         is_string = spec is not None and spec.dtype == tf.string
-        if kind != (BYTES if is_string else ARRAY) or (is_string and tag):
-            _bad(where, f"kind {kind} does not hold a {spec.dtype.name if spec else 'count'} "
-                        f"component")
-        if is_string:
+        if is_string and kind == BYTES and not tag:
             out[j] = _unstrings(bytes(data), where)
             if spec.shape.rank is not None and out[j].ndim != spec.shape.rank:
                 _bad(where, f"strings of shape {list(out[j].shape)}, not {spec.shape}")
+            continue
+        if kind != ARRAY:
+            _bad(where, f"kind {kind} does not hold a {spec.dtype.name if spec else 'count'} "
+                        f"component")
+        if is_string:  # a scalar string: numpy's fixed-width bytes ("|S5")
+            if tag or not _FIXED_BYTES.match(dtype) or list(shape) != [] or \
+                    len(data) != int(dtype[2:]):
+                _bad(where, f"a string component stored as {dtype!r} of shape {list(shape)} "
+                            f"and {len(data)} bytes, not a scalar \"|S<n>\" of n bytes")
+            out[j] = np.frombuffer(data, dtype=np.dtype(dtype)).reshape(shape)
             continue
         _check_array(where, spec, tag, dtype, shape, data)
         if tag:

@@ -137,7 +137,8 @@ def test_the_writer_reproduces_the_golden_item(tmp_path):
 def golden_element(tf):
     img = tf.cast(tf.reshape(tf.range(64), (8, 8)), tf.float32) / 255.0  # stored as uint8
     return {"img": img, "label": tf.constant(3, tf.int64), "name": tf.constant([b"a", b"bc"]),
-            "r": tf.ragged.constant([[1, 2], [3]], dtype=tf.int32), "f": tf.constant([0.5, -1.0])}
+            "r": tf.ragged.constant([[1, 2], [3]], dtype=tf.int32), "f": tf.constant([0.5, -1.0]),
+            "id": tf.constant(b"x7")}
 
 
 def _tf_dataset(tf):
@@ -160,13 +161,17 @@ def test_golden_tf_element_decodes_to_its_components():
     from ssdfeed import _tf_cache
     spec = _tf_dataset(tf).element_spec
     fields = parse_section(golden("tf-element.section"))
-    # f, img (float32 stored as uint8 k), label, name, r values, r row_splits
-    assert [f[0] for f in fields] == ["0", "1:u8/255", "2", "3", "4", "5"]
+    # f, id (a scalar string: "|S2"), img (float32 stored as uint8 k), label,
+    # name (strings), r values, r row_splits
+    assert [(f[0], f[1], f[2]) for f in fields] == [
+        ("0", 5, "<f4"), ("1", 5, "|S2"), ("2:u8/255", 5, "|u1"), ("3", 5, "<i8"),
+        ("4", 6, "|u1"), ("5", 5, "<i4"), ("6", 5, "<i8")]
     got = _tf_cache.decode(fields, _tf_cache.component_specs(spec))
-    want = _tf_cache.to_numpy(golden_element(tf))
+    want = [np.asarray(c) for c in _tf_cache.to_numpy(golden_element(tf))]
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.shape == w.shape
         assert g.tolist() == w.tolist() if g.dtype == object else g.tobytes() == w.tobytes()
+    assert got[1].dtype == np.dtype("S2") and got[1][()] == b"x7"
 
 
 def test_the_writer_reproduces_the_golden_tf_element(tmp_path):
