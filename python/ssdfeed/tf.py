@@ -7,7 +7,6 @@ Float output spans [0, 255] by default, as image_dataset_from_directory's.
 
 from __future__ import annotations
 
-import copy
 import threading
 
 import numpy as np
@@ -15,7 +14,7 @@ import tensorflow as tf
 
 from tensorflow.python.data.ops import dataset_ops
 
-from ssdfeed import _compat, _moved, _ssdfeed, _tf_cache
+from ssdfeed import _compat, _moved, _tf_cache
 from ssdfeed._tf_malloc import undo_tf_malloc_patch
 from ssdfeed.loader import Loader, _bool, _cache_root
 
@@ -88,7 +87,7 @@ def dataset(source=None, *, loader: Loader = None, **kwargs) -> tf.data.Dataset:
         spec = (images, tf.TensorSpec(shape=(None,), dtype=tf.int64))
         ds = tf.data.Dataset.from_generator(passes.generate, output_signature=spec)
     else:
-        spec = _dict_signature(loader, images, _probe(loader))
+        spec = _dict_signature(loader, images, loader.peek())
         ds = tf.data.Dataset.from_generator(_dict_batches(passes.generate, spec),
                                             output_signature=spec)
         ds = ds.map(_ragged_boxes(loader.fields), num_parallel_calls=None)
@@ -147,21 +146,6 @@ class _Held(dataset_ops.DatasetV2):
     def ssdfeed_cache(self):
         _moved.warn("ds.ssdfeed_cache", "ds.stats()")
         return self._owner
-
-
-def _probe(loader: Loader) -> dict:
-    """One batch of one sample of the loader's source, read from the origin
-    (no cache entry is made): the dtypes and inner shapes of its fields."""
-    o = copy.copy(loader._options)
-    o.cache.root = ""
-    o.batch_size, o.workers, o.shuffle, o.metrics = 1, 1, False, False
-    o.rank, o.world_size, o.validation_split = 0, 1, 0.0
-    o.id_end = min(o.id_end or loader._impl.source_size(), o.id_begin + 64)
-    probe = _ssdfeed.NativeLoader.open(o)
-    try:
-        return probe.next()
-    finally:
-        probe.stop()
 
 
 def _dict_signature(loader: Loader, images: tf.TensorSpec, probe: dict) -> dict:
@@ -235,27 +219,24 @@ class _Passes:
         self.loader = loader
         state = loader.state_dict()
         self.sized = not _resumed(state)
-        self.start = None  # the loader's state when the last pass began
+        self.started = False  # a pass of this dataset began
         self.lock = threading.Lock()
 
     def generate(self):
         loader = self.loader
         undo_tf_malloc_patch()  # applied again by tf as this pass's iterator started
         with self.lock:
-            if self.start is not None and loader._unfinished and not loader._epoch_chosen \
-                    and loader.state_dict()["batches_consumed"] < len(loader):
-                # The last pass was left with batches to go (ds.take(1)): start
-                # where it began instead of using up its epoch.
-                loader.load_state_dict(self.start)
-            loader._start_pass()
-            self.start = loader.state_dict()
-            if self.sized and _resumed(self.start):
+            # A pass left with batches to go (ds.take(1)) is started again
+            # where it began instead of using up its epoch.
+            batches = loader.start_pass(replay_left_pass=self.started)
+            self.started = True
+            if self.sized and _resumed(loader.state_dict()):
                 raise ValueError(
                     "this dataset promised tf a full epoch of batches, but the loader was "
                     "set to resume mid-epoch: load the state into the loader before making "
                     "the dataset (loader.load_state_dict(s); ds = ssdfeed.tf.dataset("
                     "loader=loader))")
-        yield from loader._rest_of_pass()
+        yield from batches
 
 
 def _resumed(state: dict) -> bool:
