@@ -55,5 +55,5 @@ model = tf.keras.Sequential([
 model.compile("adam", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
               metrics=["accuracy"])
 model.fit(ds, epochs=3)
-stats = cached.ssdfeed_cache.stats()
+stats = cached.stats()
 print("elements read from the cache:", stats.get("cache_hits", 0))

@@ -33,5 +33,5 @@ model = tf.keras.Sequential([
 model.compile("adam", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
               metrics=["accuracy"])
 model.fit(ds, epochs=2)
-print("loader stats:", {k: v for k, v in ds.ssdfeed_loader.stats().items()
+print("loader stats:", {k: v for k, v in ds.stats().items()
                         if k in ("cache_hits", "cache_misses", "wait_seconds")})

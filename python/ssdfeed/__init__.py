@@ -1,5 +1,9 @@
 """ssdfeed: prepare once, cache on local SSD, serve shuffled augmented batches."""
 
+from ssdfeed import _moved
+from ssdfeed._cache import CachedDataset, cache
+from ssdfeed._errors import SkippedItemsError, WarmWorkerError
+from ssdfeed._item_tree import ItemFormatError
 from ssdfeed._ssdfeed import (
     CacheUnavailableError,
     CorruptionError,
@@ -7,12 +11,14 @@ from ssdfeed._ssdfeed import (
     __version__,
     make_dataset,
 )
-from ssdfeed._item_tree import ItemFormatError
-from ssdfeed.cache import CachedDataset, cache
+from ssdfeed._warm import warm
 from ssdfeed.loader import (Flip, Loader, RandomResizedCrop, ScaleJitterCrop, default_cache_dir,
                              merge_states)
 from ssdfeed.prepare import Prepare
-from ssdfeed.warm import warm
+
+# ssdfeed.cache and ssdfeed.warm are the functions above; scripts that
+# imported from the modules of those names get their names with a warning.
+_moved.install()
 
 __all__ = [
     "CacheUnavailableError",
@@ -24,6 +30,8 @@ __all__ = [
     "RandomResizedCrop",
     "Flip",
     "ScaleJitterCrop",
+    "SkippedItemsError",
+    "WarmWorkerError",
     "default_cache_dir",
     "Source",
     "cache",

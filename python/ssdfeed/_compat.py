@@ -60,6 +60,24 @@ def native_mean_std(scale: float, mean, std) -> Tuple[Optional[list], Optional[l
     return m, s
 
 
+# The kinds whose rows are a sample's boxes (or one value per box), padded in
+# a batch to its most boxes and cut back by the box count.
+PER_BOX_KINDS = ("boxes", "classes", "box_floats", "instance_masks")
+
+
+def box_count_name(kinds: dict) -> Optional[str]:
+    """The batch key of the per-sample box count that goes with a source's
+    fields ``{name: kind}``, or None without a boxes field: "num_boxes" for
+    a field named "boxes", else "num_" + its name. The loader writes one
+    count, after its first boxes field, which every per-box field (classes,
+    box_floats, instance_masks) shares; the C++ side's BoxCountName
+    (src/pipeline/batch_fields.cc) names it the same way."""
+    boxes = next((n for n, k in kinds.items() if k == "boxes"), None)
+    if boxes is None:
+        return None
+    return "num_boxes" if boxes == "boxes" else "num_" + boxes
+
+
 def default_world_size(world_size):
     """world_size, or 1 when None: with a warning when torchrun says there
     are several ranks, since this loader would then serve each of them the

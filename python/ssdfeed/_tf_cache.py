@@ -22,6 +22,8 @@ from __future__ import annotations
 import hashlib
 import io
 import itertools
+import math
+import re
 import struct
 import threading
 import warnings
@@ -30,6 +32,8 @@ import numpy as np
 import tensorflow as tf
 
 from ssdfeed import _ssdfeed
+from ssdfeed._item_tree import ItemFormatError
+from ssdfeed._tf_malloc import undo_tf_malloc_patch
 
 ARRAY, BYTES = 5, 6  # FieldKind kArray, kBytes
 _PART = 65536  # elements per part entry (part of the identity): ImageNet is 20 entries
@@ -64,13 +68,22 @@ def _strings(a: np.ndarray) -> bytes:
     return head + lengths.tobytes() + b"".join(flat)
 
 
-def _unstrings(data: bytes) -> np.ndarray:
+def _unstrings(data: bytes, where: str) -> np.ndarray:
+    """_strings' inverse; ItemFormatError unless data is exactly that."""
+    if len(data) < 4:
+        _bad(where, "a string field shorter than its 4-byte rank")
     (ndim,) = struct.unpack_from("<I", data)
+    if ndim > 32 or len(data) < 4 + 8 * ndim:
+        _bad(where, f"a string field of rank {ndim} does not hold its dims")
     shape = struct.unpack_from(f"<{ndim}q", data, 4)
-    n = int(np.prod(shape, dtype=np.int64))
     off = 4 + 8 * ndim
+    if any(d < 0 for d in shape) or math.prod(shape) > (len(data) - off) // 8:
+        _bad(where, f"string dims {list(shape)} do not fit the field's {len(data)} bytes")
+    n = math.prod(shape)
     lengths = np.frombuffer(data, dtype="<i8", count=n, offset=off)
     off += 8 * n
+    if n and (lengths.min() < 0 or int(lengths.sum()) != len(data) - off):
+        _bad(where, "string lengths do not add up to the field's bytes")
     out = np.empty(n, dtype=object)
     for k, ln in enumerate(lengths.tolist()):
         out[k] = data[off:off + ln]
@@ -129,20 +142,73 @@ def encode(components) -> list:
     return out
 
 
+_FIXED_BYTES = re.compile(r"^\|S[1-9][0-9]{0,8}$")
+
+
+def _bad(where: str, what: str):
+    raise ItemFormatError(f"ssdfeed.tf.cache: {where}: {what}")
+
+
+def _component(name: str, n: int, where: str):
+    """(j, tag) of a field named "j" or "j:tag"."""
+    j, sep, tag = name.partition(":")
+    if not j.isdigit() or str(int(j)) != j or int(j) >= n:
+        _bad(where, f"names no component of the element's {n}")
+    if sep and tag not in _SCALES:
+        _bad(where, f"unknown stored form {tag!r}")
+    return int(j), tag
+
+
+def _check_array(where: str, spec, tag: str, dtype: str, shape, data) -> None:
+    """A field's dtype, shape and length are what its component's spec and
+    stored form allow (spec None: the meta entry's count, any int64)."""
+    want = np.dtype(np.uint8 if tag else
+                    (np.int64 if spec is None else spec.dtype.as_numpy_dtype)).str
+    if tag and (spec is None or spec.dtype != tf.float32):
+        _bad(where, "only a float32 component is stored as uint8")
+    if dtype != want:
+        _bad(where, f"dtype {dtype!r}, where the element_spec says {want!r}")
+    if spec is not None and (len(shape) != spec.shape.rank or any(
+            d is not None and d != s for d, s in zip(spec.shape.as_list(), shape))):
+        _bad(where, f"shape {list(shape)} is not the element_spec's {spec.shape}")
+    if len(data) != math.prod(shape) * np.dtype(want).itemsize:
+        _bad(where, f"{len(data)} bytes for shape {list(shape)} of {dtype}")
+
+
 def decode(fields, specs, u8_as_pairs=False) -> list:
     """ItemEntry fields -> component arrays, in component order. With
     u8_as_pairs, a float32 component stored as uint8 k comes back as the
-    pair (k, scale) instead of k / scale."""
+    pair (k, scale) instead of k / scale. The fields were written by some
+    process sharing the root: anything but one well-formed field per
+    component of the element_spec is an ItemFormatError naming the field."""
     if len(fields) != len(specs):
-        raise ValueError(f"ssdfeed.tf.cache: a cached element has {len(fields)} fields, its "
-                         f"element_spec {len(specs)} components")
+        raise ItemFormatError(f"ssdfeed.tf.cache: a cached element has {len(fields)} fields, "
+                              f"its element_spec {len(specs)} components")
     out = [None] * len(specs)
     for name, kind, dtype, shape, data in fields:
-        j, _, tag = name.partition(":")
-        j = int(j)
-        if kind == BYTES:
-            out[j] = _unstrings(data)
-        elif tag:
+        where = f"element field {name!r}"
+        j, tag = _component(name, len(specs), where)
+        if out[j] is not None:
+            _bad(where, f"component {j} stored twice")
+        spec = specs[j]
+        is_string = spec is not None and spec.dtype == tf.string
+        if is_string and kind == BYTES and not tag:
+            out[j] = _unstrings(bytes(data), where)
+            if spec.shape.rank is not None and out[j].ndim != spec.shape.rank:
+                _bad(where, f"strings of shape {list(out[j].shape)}, not {spec.shape}")
+            continue
+        if kind != ARRAY:
+            _bad(where, f"kind {kind} does not hold a {spec.dtype.name if spec else 'count'} "
+                        f"component")
+        if is_string:  # a scalar string: numpy's fixed-width bytes ("|S5")
+            if tag or not _FIXED_BYTES.match(dtype) or list(shape) != [] or \
+                    len(data) != int(dtype[2:]):
+                _bad(where, f"a string component stored as {dtype!r} of shape {list(shape)} "
+                            f"and {len(data)} bytes, not a scalar \"|S<n>\" of n bytes")
+            out[j] = np.frombuffer(data, dtype=np.dtype(dtype)).reshape(shape)
+            continue
+        _check_array(where, spec, tag, dtype, shape, data)
+        if tag:
             k = np.frombuffer(data, dtype=np.uint8).reshape(shape)
             out[j] = (k, _SCALES[tag]) if u8_as_pairs else _from_u8(k, _SCALES[tag])
         else:
@@ -250,8 +316,7 @@ def _undo_malloc_patch():
     # each element's buffers (MiBs for an image) would then be mapped,
     # faulted in and unmapped per element, 6-10 ms of page faults on a
     # 1.9 MB float image against 0.35 ms for the read itself.
-    from ssdfeed.tf import _undo_tf_malloc_patch
-    _undo_tf_malloc_patch()
+    undo_tf_malloc_patch()
 
 
 def _tf_owned(t):
@@ -280,7 +345,7 @@ class Plan:
 
 
 class TfCache:
-    """What ssdfeed.tf.cache returns the dataset of (``ds.ssdfeed_cache``)."""
+    """What ssdfeed.tf.cache returns the dataset of (its ``stats()``)."""
 
     def __init__(self, ds, key, root, capacity, shuffle, seed, part_size=_PART,
                  group_shared=False):
@@ -437,5 +502,4 @@ class TfCache:
         total = self.store.total() if self.known_total is None else self.known_total
         if total is not None:
             ds = ds.apply(tf.data.experimental.assert_cardinality(total))
-        ds.ssdfeed_cache = self
         return ds

@@ -6,14 +6,13 @@ waited for (the entry's claims), so concurrent fills share the work. Each
 stored item is kept whatever happens next: a rerun computes only the rest.
 A worker that cannot open the entry (the root full of entries in use, a lock
 held by a stopped process) warns, computes its items without storing them
-and tries the entry again every ``cache.RETRY_OPEN_SECONDS``. A worker that
+and tries the entry again every ``CachedDataset.RETRY_OPEN_SECONDS``. A worker that
 dies (the OOM killer, kill -9) fails the warm-up, naming it and its signal,
 once the others are done; what was stored stays.
 """
 
 from __future__ import annotations
 
-import importlib
 import multiprocessing
 import os
 import signal
@@ -22,16 +21,14 @@ import time
 import traceback
 import warnings
 
-from ssdfeed import _items
+from ssdfeed import _items, _ssdfeed
+from ssdfeed._errors import WarmWorkerError
 
-# The module, not the function `ssdfeed.cache` that shadows it in the package
-# (RETRY_OPEN_SECONDS is read when used, so a caller may change it).
-_cache = importlib.import_module("ssdfeed.cache")
 
 
 class _Entry:
     """A worker's ItemEntry, or None while none can be opened; warns once
-    and tries again every ``cache.RETRY_OPEN_SECONDS``."""
+    and tries again every ``CachedDataset.RETRY_OPEN_SECONDS``."""
 
     def __init__(self, cached, compute):
         self.cached, self.compute = cached, compute
@@ -43,13 +40,13 @@ class _Entry:
         if self.entry is None and time.monotonic() >= self.retry_at:
             try:
                 self.entry = self.cached._new_entry(self.compute)
-            except _cache._unavailable_error() as e:
+            except _ssdfeed.CacheUnavailableError as e:
                 if not self.warned:
                     self.warned = True
                     warnings.warn(f"ssdfeed warm: {e}; this worker computes its items without "
                                   f"storing them (tried again every "
-                                  f"{_cache.RETRY_OPEN_SECONDS:g} s)", stacklevel=2)
-                self.retry_at = time.monotonic() + _cache.RETRY_OPEN_SECONDS
+                                  f"{self.cached.RETRY_OPEN_SECONDS:g} s)", stacklevel=2)
+                self.retry_at = time.monotonic() + self.cached.RETRY_OPEN_SECONDS
         return self.entry
 
 
@@ -166,7 +163,7 @@ def _check_exits(cached, procs) -> None:
             how.append(f"worker {w} (pid {p.pid}) was killed by {name}")
         else:
             how.append(f"worker {w} (pid {p.pid}) exited with status {p.exitcode}")
-    raise _cache.WarmWorkerError(f"ssdfeed warm: {'; '.join(how)}; {cached.present()}/"
+    raise WarmWorkerError(f"ssdfeed warm: {'; '.join(how)}; {cached.present()}/"
                                  f"{len(cached)} items stored (kept); rerun warm to fill the rest")
 
 

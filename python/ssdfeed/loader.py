@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import numbers
 import os
 from dataclasses import dataclass
@@ -491,6 +492,7 @@ class Loader:
             _item_loader.track(self)
         self._epoch_chosen = False  # set_epoch / load_state_dict since the last pass began
         self._unfinished = False    # a pass was left before its end
+        self._pass_start = None     # state_dict() when the last pass began
         self._cache_logged = False
 
     # -- iteration --------------------------------------------------------
@@ -502,10 +504,25 @@ class Loader:
 
     def __iter__(self) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
         """One pass: the chosen epoch, else the one after the last pass."""
-        self._start_pass()
-        yield from self._rest_of_pass()
+        yield from self.start_pass()
 
-    def _start_pass(self) -> None:
+    def start_pass(self, *, replay_left_pass: bool = False) -> Iterator:
+        """Starts a pass now (``iter(loader)`` starts one at its first
+        ``next``) and returns its batches: the chosen epoch, else the one
+        after the last pass. ``replay_left_pass=True`` (default False):
+        when the last pass was left before its end and no epoch was chosen
+        since, start where that pass began instead, so a pass that only
+        previewed a batch (tf's ``ds.take(1)``) uses up no epoch; what
+        ``ssdfeed.tf.dataset``'s passes do."""
+        if replay_left_pass and self._pass_start is not None and self._unfinished \
+                and not self._epoch_chosen \
+                and self.state_dict()["batches_consumed"] < len(self):
+            self.load_state_dict(self._pass_start)
+        self._begin_pass()
+        self._pass_start = self.state_dict()
+        return self._rest_of_pass()
+
+    def _begin_pass(self) -> None:
         impl = self._impl
         if self._unfinished and not self._epoch_chosen:
             # The last pass was left early: a new pass is the next epoch.
@@ -603,6 +620,22 @@ class Loader:
         self.close()
 
     # -- numbers and state ---------------------------------------------------
+    def peek(self) -> dict:
+        """One batch of the source's first sample, read and prepared from the
+        origin with this loader's options (no cache entry is made, no epoch
+        used): the fields, dtypes and inner shapes its batches hold, for an
+        adapter that must declare them before the first batch (tf)."""
+        o = copy.copy(self._options)
+        o.cache.root = ""
+        o.batch_size, o.workers, o.shuffle, o.metrics = 1, 1, False, False
+        o.rank, o.world_size, o.validation_split = 0, 1, 0.0
+        o.id_end = min(o.id_end or self._impl.source_size(), o.id_begin + 64)
+        probe = _ssdfeed.NativeLoader.open(o)
+        try:
+            return probe.next()
+        finally:
+            probe.stop()
+
     def stats(self) -> dict:
         """cache_hits, cache_misses, cache_bytes, origin_bytes, decode_errors,
         corrupt_records, wait_seconds and more (cumulative): the numbers this

@@ -27,7 +27,7 @@ except ImportError as e:  # pragma: no cover - exercised only without ray
     raise ImportError("ssdfeed.ray needs Ray Data: pip install 'ssdfeed[ray]' "
                       "(or 'ray[data]')") from e
 
-from ssdfeed import _ssdfeed
+from ssdfeed import _compat, _ssdfeed
 from ssdfeed.loader import Loader, _fill_source_side, _int, default_cache_dir
 from ssdfeed.prepare import Prepare
 
@@ -83,9 +83,9 @@ def _rows(batch, kinds: dict) -> dict:
         images, labels = batch
         return {"image": images, "label": labels}
     out = dict(batch)
+    count = _compat.box_count_name(kinds)
     for name, kind in kinds.items():
-        if kind in ("boxes", "classes", "box_floats", "instance_masks") and name in out:
-            count = "num_" + name if "num_" + name in out else "num_boxes"
+        if kind in _compat.PER_BOX_KINDS and name in out:
             out[name] = [row[:k] for row, k in zip(out[name], out[count].tolist())]
     return out
 

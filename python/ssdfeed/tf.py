@@ -7,16 +7,16 @@ Float output spans [0, 255] by default, as image_dataset_from_directory's.
 
 from __future__ import annotations
 
-import copy
-import ctypes
-import platform
 import threading
 
 import numpy as np
 import tensorflow as tf
 
-from ssdfeed import _compat, _ssdfeed
-from ssdfeed.loader import Loader
+from tensorflow.python.data.ops import dataset_ops
+
+from ssdfeed import _compat, _moved, _tf_cache
+from ssdfeed._tf_malloc import undo_tf_malloc_patch
+from ssdfeed.loader import Loader, _bool, _cache_root
 
 _DTYPES = {"uint8": tf.uint8, "float32": tf.float32, "float16": tf.float16}
 
@@ -64,9 +64,9 @@ def dataset(source=None, *, loader: Loader = None, **kwargs) -> tf.data.Dataset:
     the state into the loader first and then make the dataset
     (``loader.load_state_dict(s); ds = dataset(loader=loader)``): its first
     pass continues right after the batch ``s`` was saved at, and its length
-    is left unknown. ``ds.ssdfeed_loader`` is the loader, for ``stats()`` and
-    ``state_dict()``; ``ds.class_names`` the class names of a folder source
-    (None for others).
+    is left unknown. ``ds.stats()`` gives the loader's counters, ``ds.loader``
+    the loader (for ``state_dict()``); ``ds.class_names`` the class names of
+    a folder source (None for others).
     """
     if loader is None and kwargs.get("subset") == "both":
         if kwargs.get("seed") is None:
@@ -87,7 +87,7 @@ def dataset(source=None, *, loader: Loader = None, **kwargs) -> tf.data.Dataset:
         spec = (images, tf.TensorSpec(shape=(None,), dtype=tf.int64))
         ds = tf.data.Dataset.from_generator(passes.generate, output_signature=spec)
     else:
-        spec = _dict_signature(loader, images, _probe(loader))
+        spec = _dict_signature(loader, images, loader.peek())
         ds = tf.data.Dataset.from_generator(_dict_batches(passes.generate, spec),
                                             output_signature=spec)
         ds = ds.map(_ragged_boxes(loader.fields), num_parallel_calls=None)
@@ -96,24 +96,56 @@ def dataset(source=None, *, loader: Loader = None, **kwargs) -> tf.data.Dataset:
         # A sized pass must give exactly this many batches: true from an
         # epoch's start, skips included (a skipped sample is replaced).
         ds = ds.apply(tf.data.experimental.assert_cardinality(len(loader)))
-    ds.ssdfeed_loader = loader  # for stats() and state
-    ds.class_names = _compat.folder_classes(loader.source)
-    return ds
+    return _Held(ds, loader, class_names=_compat.folder_classes(loader.source))
 
 
-def _probe(loader: Loader) -> dict:
-    """One batch of one sample of the loader's source, read from the origin
-    (no cache entry is made): the dtypes and inner shapes of its fields."""
-    o = copy.copy(loader._options)
-    o.cache.root = ""
-    o.batch_size, o.workers, o.shuffle, o.metrics = 1, 1, False, False
-    o.rank, o.world_size, o.validation_split = 0, 1, 0.0
-    o.id_end = min(o.id_end or loader._impl.source_size(), o.id_begin + 64)
-    probe = _ssdfeed.NativeLoader.open(o)
-    try:
-        return probe.next()
-    finally:
-        probe.stop()
+class _Held(dataset_ops.DatasetV2):
+    """The tf.data.Dataset ssdfeed.tf.dataset and ssdfeed.tf.cache return:
+    ``ds`` itself (the same graph: tf sees no extra op) with ``stats()`` of
+    what serves it, a Loader or a TfCache. Datasets made from it by
+    ``.map``, ``.batch``... are plain tf.data.Datasets, as from any other."""
+
+    def __init__(self, ds: tf.data.Dataset, owner, class_names=None):
+        self._ds, self._owner = ds, owner
+        self._class_names = class_names
+        super().__init__(ds._variant_tensor)
+
+    def _inputs(self):
+        return [self._ds]
+
+    @property
+    def element_spec(self):
+        return self._ds.element_spec
+
+    def stats(self) -> dict:
+        """The counters of what serves this dataset: the loader's
+        (``Loader.stats()``) for ssdfeed.tf.dataset; for ssdfeed.tf.cache
+        its cache entries' (this process's), summed."""
+        return self._owner.stats()
+
+    @property
+    def loader(self) -> Loader:
+        """ssdfeed.tf.dataset's loader, for ``state_dict()`` and
+        ``load_state_dict()``."""
+        if not isinstance(self._owner, Loader):
+            raise AttributeError("a dataset of ssdfeed.tf.cache has no loader")
+        return self._owner
+
+    @property
+    def class_names(self):
+        """A folder source's class names, as image_dataset_from_directory's
+        ``class_names``; None for other sources and for ssdfeed.tf.cache."""
+        return self._class_names
+
+    @property
+    def ssdfeed_loader(self) -> Loader:
+        _moved.warn("ds.ssdfeed_loader", "ds.loader, and ds.stats() for its counters")
+        return self.loader
+
+    @property
+    def ssdfeed_cache(self):
+        _moved.warn("ds.ssdfeed_cache", "ds.stats()")
+        return self._owner
 
 
 def _dict_signature(loader: Loader, images: tf.TensorSpec, probe: dict) -> dict:
@@ -168,37 +200,16 @@ def _dict_batches(generate, spec: dict):
 def _ragged_boxes(kinds: dict):
     """Boxes, classes (and per-box values and masks) cut to each image's
     num_boxes."""
-    boxes = [n for n, k in kinds.items() if k == "boxes"]
-    classes = [n for n, k in kinds.items() if k in ("classes", "box_floats", "instance_masks")]
+    count = _compat.box_count_name(kinds)
+    per_box = [n for n, k in kinds.items() if k in _compat.PER_BOX_KINDS]
 
     def ragged(batch):
         batch = dict(batch)
-        for name in boxes + classes:
-            counts = batch["num_" + name] if "num_" + name in batch else batch["num_boxes"]
-            batch[name] = tf.RaggedTensor.from_tensor(batch[name], lengths=counts)
+        for name in per_box:
+            batch[name] = tf.RaggedTensor.from_tensor(batch[name], lengths=batch[count])
         return batch
 
-    return ragged if boxes else (lambda batch: batch)
-
-
-# glibc's mallopt parameters.
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-
-
-def _undo_tf_malloc_patch() -> None:
-    """tf's generator dataset calls mallopt(M_TRIM_THRESHOLD, 128 KiB) when
-    its iterator starts ("Memory patch applied" in its log). That also
-    freezes glibc's mmap threshold, so the workers' per-sample buffers
-    (decoded images of 100 KiB to MiBs) are mmapped and unmapped, or trimmed
-    and refaulted, at every sample: page faults and the process-wide mmap
-    lock serialise the workers, and the cold epoch ran on one core, at one
-    of two speeds depending on where the threshold froze. These are the
-    values glibc's own dynamic threshold grows to."""
-    if platform.libc_ver()[0] != "glibc":
-        return
-    libc = ctypes.CDLL(None)
-    libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20)
-    libc.mallopt(_M_TRIM_THRESHOLD, 64 << 20)
+    return ragged if count else (lambda batch: batch)
 
 
 class _Passes:
@@ -208,27 +219,24 @@ class _Passes:
         self.loader = loader
         state = loader.state_dict()
         self.sized = not _resumed(state)
-        self.start = None  # the loader's state when the last pass began
+        self.started = False  # a pass of this dataset began
         self.lock = threading.Lock()
 
     def generate(self):
         loader = self.loader
-        _undo_tf_malloc_patch()  # applied again by tf as this pass's iterator started
+        undo_tf_malloc_patch()  # applied again by tf as this pass's iterator started
         with self.lock:
-            if self.start is not None and loader._unfinished and not loader._epoch_chosen \
-                    and loader.state_dict()["batches_consumed"] < len(loader):
-                # The last pass was left with batches to go (ds.take(1)): start
-                # where it began instead of using up its epoch.
-                loader.load_state_dict(self.start)
-            loader._start_pass()
-            self.start = loader.state_dict()
-            if self.sized and _resumed(self.start):
+            # A pass left with batches to go (ds.take(1)) is started again
+            # where it began instead of using up its epoch.
+            batches = loader.start_pass(replay_left_pass=self.started)
+            self.started = True
+            if self.sized and _resumed(loader.state_dict()):
                 raise ValueError(
                     "this dataset promised tf a full epoch of batches, but the loader was "
                     "set to resume mid-epoch: load the state into the loader before making "
                     "the dataset (loader.load_state_dict(s); ds = ssdfeed.tf.dataset("
                     "loader=loader))")
-        yield from loader._rest_of_pass()
+        yield from batches
 
 
 def _resumed(state: dict) -> bool:
@@ -238,8 +246,9 @@ def _resumed(state: dict) -> bool:
             or bool(state.get("resumed_from")))
 
 
-def cache(ds: tf.data.Dataset, *, key: str, cache=True, capacity: int = None,
-          shuffle: bool = False, seed: int = 0, group_shared: bool = False) -> tf.data.Dataset:
+def cache(ds: tf.data.Dataset, *, key: str, cache=True, cache_capacity: int = None,
+          shuffle: bool = False, seed: int = 0, group_shared: bool = False,
+          capacity: int = None) -> tf.data.Dataset:
     """``ds`` with its elements kept in an ssdfeed cache entry: the drop-in
     for ``ds.cache(filename)``.
 
@@ -261,8 +270,10 @@ def cache(ds: tf.data.Dataset, *, key: str, cache=True, capacity: int = None,
         cache: ``True`` (default): the default root (``$SSDFEED_CACHE``,
             else ``~/.cache/ssdfeed``); a path: that root; ``False``/``None``:
             no cache, ``ds`` is returned as it is.
-        capacity: most bytes the cache root may hold (default: no bound but
-            the disk's). Elements that do not fit are served from ``ds``.
+        cache_capacity: most bytes the cache root may hold, as
+            ``ssdfeed.Loader``'s (default None: no bound but the disk's).
+            Elements that do not fit are served from ``ds``. ``capacity=``,
+            its old name, is deprecated.
         shuffle, seed: once every element is stored, each pass reads them
             in a fresh global permutation (pass e of this dataset: one drawn
             from ``(seed, e)``), instead of a shuffle buffer. A pass that
@@ -273,18 +284,18 @@ def cache(ds: tf.data.Dataset, *, key: str, cache=True, capacity: int = None,
             every member fills and reads them. Default False: a
             group-writable root is refused.
 
-    ``cached.ssdfeed_cache.stats()`` sums the entries' counters (this process's).
+    ``cached.stats()`` sums the entries' counters (this process's).
     """
-    from ssdfeed import _tf_cache
-    from ssdfeed.loader import _bool, _cache_root
-
+    cache_capacity = _moved.renamed_argument("ssdfeed.tf.cache", "capacity", "cache_capacity",
+                                             capacity, cache_capacity)
     if cache is False or cache is None:
         return ds
     if not isinstance(key, str) or not key:
         raise ValueError(f"ssdfeed.tf.cache: key must be a non-empty str naming what ds "
                          f"computes (e.g. 'parse-v1'), not {key!r}")
-    if capacity is not None and (not isinstance(capacity, int) or capacity < 1):
-        raise ValueError(f"ssdfeed.tf.cache: capacity must be an int >= 1 (bytes), not "
-                         f"{capacity!r}")
-    return _tf_cache.TfCache(ds, key, _cache_root(cache), capacity, bool(shuffle),
-                             int(seed), group_shared=_bool("group_shared", group_shared)).dataset()
+    if cache_capacity is not None and (not isinstance(cache_capacity, int) or cache_capacity < 1):
+        raise ValueError(f"ssdfeed.tf.cache: cache_capacity must be an int >= 1 (bytes), not "
+                         f"{cache_capacity!r}")
+    cached = _tf_cache.TfCache(ds, key, _cache_root(cache), cache_capacity, bool(shuffle),
+                               int(seed), group_shared=_bool("group_shared", group_shared))
+    return _Held(cached.dataset(), cached)

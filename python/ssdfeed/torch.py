@@ -312,7 +312,7 @@ def _tensors(batch: dict, kinds: dict, label_offset: int) -> dict:
     boxes = next((n for n, k in kinds.items() if k == "boxes" and n in out), None)
     if boxes is not None and "targets" not in out:
         classes = next((n for n, k in kinds.items() if k == "classes" and n in out), None)
-        counts = out["num_boxes" if boxes == "boxes" else "num_" + boxes].tolist()
+        counts = out[_compat.box_count_name(kinds)].tolist()
         # What torchvision's COCO evaluation also reads, when the source
         # gives it (coco: fields=image_id,iscrowd,area).
         extra = {n: n for n, k in (("image_id", "label"), ("iscrowd", "classes"),

@@ -7,17 +7,12 @@
 #include <ctime>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <random>
-#include <set>
-#include <thread>
 
 #include "cli/entry_contents.h"
 #include "cli/options.h"
 #include "cli/printable.h"
-#include "pipeline/entry_key.h"
-#include "pipeline/fetcher.h"
-#include "pipeline/origin_check.h"
 #include "ssdfeed/defaults.h"
+#include "ssdfeed/entry_check.h"
 #include "util/units.h"
 
 namespace ssdfeed::cli {
@@ -108,71 +103,33 @@ int RunLs(const CacheArgs& ca, bool json) {
   return 0;
 }
 
-// --verify-source=content: every record against its origin sample.
-void CheckContent(const Source& src, const PrepareSpec& spec, CacheEntry* entry,
-                  nlohmann::json* out) {
-  OriginCheckReport oc;
-  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  Status s = CompareWithOrigin(src, spec, entry, threads, &oc);
-  nlohmann::json c = {{"compared", oc.compared},
-                      {"mismatched", oc.mismatched},
-                      {"unreadable", oc.unreadable},
-                      {"problems", oc.problems}};
-  if (!s.ok()) c["error"] = s.message();
-  (*out)["source_content"] = c;
+// CheckEntry's report as `cache verify --json` prints it.
+nlohmann::json VerifyJson(const std::string& name, const CheckEntryReport& r) {
+  nlohmann::json out = {{"entry", name},
+                        {"good", r.records.good},
+                        {"corrupt", r.records.corrupt},
+                        {"missing", r.records.missing},
+                        {"source", r.source}};
+  if (r.dropped) out["dropped"] = *r.dropped;
+  if (r.repaired) out["repaired"] = *r.repaired;
+  if (r.content) {
+    const ContentCheck& c = *r.content;
+    out["source_content"] = {{"compared", c.compared},
+                             {"mismatched", c.mismatched},
+                             {"unreadable", c.unreadable},
+                             {"problems", c.problems}};
+    if (!c.error.empty()) out["source_content"]["error"] = c.error;
+  }
+  return out;
 }
 
-// Python items: their origin (a dataset in some job) is out of reach, so a
-// repair is the drop VerifyEntry already made; the job computes them again.
-int DropItems(const EntryKey& key, const VerifyReport& r, bool repair, nlohmann::json* out) {
-  (*out)["source"] = "a Python dataset (" + key.source_uri + "): not checked from here";
-  if (repair && r.corrupt > 0) (*out)["dropped"] = r.corrupt;
-  return 0;
-}
-
-// Reopens an entry from its manifest (and its source, for repair).
+// One entry, checked by the library (CheckEntry).
 int VerifyOne(const CacheOptions& o, const EntryInfo& info, bool repair, bool content,
               nlohmann::json* out) {
-  auto read = ReadEntryKey(Env::Default(), info.dir);
-  if (!read.ok()) return Fail(read.status().message());
-  const EntryKey& key = *read;
-  CacheOptions inspect = o;
-  inspect.record_use = false;  // a nightly verify must not keep old entries from gc
-  auto entry = CacheEntry::Open(inspect, key);
-  if (!entry.ok()) return Fail(entry.status().message());
-  VerifyReport r;
-  if (Status s = VerifyEntry(entry->get(), &r); !s.ok()) return Fail(s.message());
-  (*out)["entry"] = info.name;
-  (*out)["good"] = r.good;
-  (*out)["corrupt"] = r.corrupt;
-  (*out)["missing"] = r.missing;
-  // The full source check: every file stat'ed again (size, mtime, inode,
-  // ctime, and the folder's label map), not the cheap one.
-  if (IsItemsKey(key)) return DropItems(key, r, repair, out);
-  PrepareSpec spec;
-  SourceOptions so;
-  Status ps = ParsePrepareJson(key.prepare_json, &spec, &so);
-  auto src = ps.ok() ? OpenSource(key.source_uri, so) : Result<std::unique_ptr<Source>>(ps);
-  std::string source_state = !src.ok() ? "unreadable: " + src.status().message()
-                             : (*src)->identity() != key.source_identity
-                                 ? "changed (entry is stale)"
-                                 : "unchanged";
-  (*out)["source"] = source_state;
-  if (content && src.ok()) CheckContent(**src, spec, entry->get(), out);
-  if (repair && r.corrupt > 0) {
-    if (source_state != "unchanged")
-      return Fail(info.name + ": cannot repair, source " + source_state);
-    SampleFetcher fetcher(src->get(), spec, entry->get(), 0);
-    FetchScratch scratch;
-    uint64_t fixed = 0;
-    for (uint64_t id : r.corrupt_ids) {
-      CachedSample cs;
-      if (fetcher.Fetch(id, &scratch, &cs).ok() && (*entry)->Contains(id)) ++fixed;
-    }
-    // Repaired records that never reach the disk are not repaired.
-    if (Status s = (*entry)->Sync(); !s.ok()) return Fail(info.name + ": repair: " + s.message());
-    (*out)["repaired"] = fixed;
-  }
+  CheckEntryReport r;
+  Status s = CheckEntry(o, info, {.repair = repair, .compare_content = content}, &r);
+  if (!s.ok()) return Fail(s.message());
+  *out = VerifyJson(info.name, r);
   return 0;
 }
 
@@ -385,22 +342,6 @@ int RunCompact(const CacheArgs& ca, const std::string& name) {
   return 0;
 }
 
-// --source-root OLD=NEW: the entry's source lives under NEW on this node.
-std::string RewriteSourceUri(const std::string& uri,
-                             const std::vector<std::pair<std::string, std::string>>& roots) {
-  size_t colon = uri.find(':');
-  bool scheme = colon != std::string::npos && colon > 0 &&
-                uri.find_first_not_of("abcdefghijklmnopqrstuvwxyz") == colon;
-  std::string head = scheme ? uri.substr(0, colon + 1) : "", path = uri.substr(head.size());
-  for (const auto& [from, to] : roots) {
-    if (from.empty() || path.rfind(from, 0) != 0) continue;
-    // Whole path components only: /data must not rewrite /database.
-    if (path.size() > from.size() && from.back() != '/' && path[from.size()] != '/') continue;
-    return head + to + path.substr(from.size());
-  }
-  return uri;
-}
-
 struct ImportArgs {
   std::string file = "-";
   std::vector<std::string> source_roots;  // OLD=NEW
@@ -413,85 +354,6 @@ struct ImportArgs {
   bool trust_items = false;
   bool json = false;
 };
-
-// An entry of Python items has no origin on this node to compare its records
-// with: reading them trusts whoever produced the stream. Refused unless the
-// user says so (--trust-items).
-Status CheckItemsTrusted(const EntryKey& k, bool trusted) {
-  if (!IsItemsKey(k) || trusted) return Status::OK();
-  return Status::InvalidArgument(
-      "the stream holds an entry of Python items (" + k.source_uri + ", spec " + k.spec +
-      "), whose records no origin on this node can check: import it only from a producer "
-      "you trust as you trust your own code, with --trust-items");
-}
-
-// The entry's source on this node, to compare imported records with.
-struct NodeOrigin {
-  std::unique_ptr<Source> source;
-  std::unique_ptr<SampleFetcher> fetcher;
-  bool all = false;        // every record compared
-  std::set<uint64_t> ids;  // else those
-  FetchScratch scratch;
-
-  Status Check(uint64_t id, const CachedSample& rec) {
-    if (!fetcher || (!all && ids.count(id) == 0)) return Status::OK();
-    CachedSample fresh;
-    SSDFEED_RETURN_IF_ERROR(fetcher->Fetch(id, &scratch, &fresh));
-    std::string diff = SampleDifference(rec, fresh);
-    if (diff.empty()) return Status::OK();
-    return Status::InvalidArgument(source->Describe(id) + ": sample " + std::to_string(id) +
-                                   " prepares differently here than in the exported entry (" +
-                                   diff +
-                                   "): not the same dataset (--check-origin 0 skips this check)");
-  }
-};
-
-// n distinct ids below total (n < total), unpredictable to the
-// stream's producer: evenly spaced ones would tell a forger which records
-// must be genuine (Floyd's sampling: n draws, whatever total is).
-std::set<uint64_t> RandomIds(uint64_t total, uint64_t n) {
-  std::set<uint64_t> ids;
-  std::random_device rd;
-  std::mt19937_64 rng((uint64_t{rd()} << 32) ^ rd());
-  for (uint64_t j = total - n; j < total; ++j) {
-    uint64_t t = std::uniform_int_distribution<uint64_t>(0, j)(rng);
-    if (!ids.insert(t).second) ids.insert(j);
-  }
-  return ids;
-}
-
-// The exported key as it is on this node: the source (moved by
-// --source-root) is opened here and its identity taken from the files here.
-Result<EntryKey> RebindKey(const EntryKey& k,
-                           const std::vector<std::pair<std::string, std::string>>& roots,
-                           uint64_t check_origin, NodeOrigin* origin) {
-  // Python items have no origin files to rebind to: the key (the dataset's
-  // code and key) holds on any node.
-  if (IsItemsKey(k)) return k;
-  std::string uri = RewriteSourceUri(k.source_uri, roots);
-  PrepareSpec spec;
-  SourceOptions so;
-  SSDFEED_RETURN_IF_ERROR(ParsePrepareJson(k.prepare_json, &spec, &so)
-                              .WithContext("the exported manifest's preparation"));
-  auto src = OpenSource(uri, so);
-  if (!src.ok())
-    return src.status().WithContext(
-        "cannot open the entry's source " + uri +
-        " on this node (pass --source-root OLD=NEW for where the dataset lives here, or "
-        "--keep-identity)");
-  if ((*src)->size() != k.samples_total)
-    return Status::InvalidArgument(uri + " holds " + std::to_string((*src)->size()) +
-                                   " samples here, the exported entry " +
-                                   std::to_string(k.samples_total) + ": not the same dataset");
-  EntryKey key = MakeEntryKey(**src, so, spec);
-  origin->source = std::move(*src);
-  if (check_origin > 0 && k.samples_total > 0) {
-    origin->all = check_origin >= k.samples_total;
-    if (!origin->all) origin->ids = RandomIds(k.samples_total, check_origin);
-    origin->fetcher = std::make_unique<SampleFetcher>(origin->source.get(), spec, nullptr, 0);
-  }
-  return key;
-}
 
 int RunExport(const CacheArgs& ca, const std::string& name, const std::string& to,
               const ExportOptions& eo) {
@@ -546,17 +408,12 @@ int RunImport(const CacheArgs& ca, const ImportArgs& ia) {
                 kExitUsage);
   int fd = ia.file == "-" ? 0 : ::open(ia.file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Fail(ia.file + ": " + std::strerror(errno));
-  ImportOptions io;
-  NodeOrigin origin;
-  io.rebind = [&](const EntryKey& k) -> Result<EntryKey> {
-    SSDFEED_RETURN_IF_ERROR(CheckItemsTrusted(k, ia.trust_items));
-    if (ia.keep_identity) return k;
-    return RebindKey(k, roots, ia.check_origin, &origin);
-  };
-  if (!ia.keep_identity)
-    io.check_record = [&](uint64_t id, const CachedSample& r) { return origin.Check(id, r); };
+  OriginImportOptions io{.keep_identity = ia.keep_identity,
+                         .source_roots = roots,
+                         .check_origin = ia.check_origin,
+                         .trust_items = ia.trust_items};
   TransferReport r;
-  Status s = ImportEntry(o, fd, io, &r);
+  Status s = ImportEntryFromOrigin(o, fd, io, &r);
   if (fd != 0) ::close(fd);
   std::string from = ia.file == "-" ? "stdin" : ia.file;
   if (!s.ok()) return Fail(from + ": " + s.message(), s.IsNoSpace() ? kExitPartial : kExitFailure);

@@ -198,19 +198,19 @@ int RunWarm(const WarmArgs& a) {
 // `python -c` puts the current directory first on sys.path, where anyone who
 // can write to it could plant an ssdfeed/ package that would run as this
 // user: it goes before any import searches the path (what -P does, which
-// needs Python 3.11; this works on every version). ssdfeed.warm puts it back
+// needs Python 3.11; this works on every version). ssdfeed._warm puts it back
 // for the user's module only, after checking who can write to it.
 constexpr const char* kPythonBootstrap = R"(import sys
 if sys.path and sys.path[0] == "":
     del sys.path[0]
 try:
-    import ssdfeed.warm
+    import ssdfeed._warm
 except ImportError as e:
     sys.stderr.write("ssdfeed: warm --python: the ssdfeed Python package is not importable by "
                      "%s (%s); install it into that interpreter or set SSDFEED_PYTHON to one "
                      "that has it\n" % (sys.executable, e))
     sys.exit(2)
-sys.exit(sys.modules["ssdfeed.warm"]._main(sys.argv[1:])))";
+sys.exit(sys.modules["ssdfeed._warm"]._main(sys.argv[1:])))";
 
 // ssdfeed.cache datasets are Python objects: the fill runs in Python (the
 // interpreter of $SSDFEED_PYTHON, else python3 on PATH), which replaces this

@@ -18,7 +18,7 @@ from PIL import Image  # noqa: E402
 
 import cache_own_data as data  # noqa: E402
 import ssdfeed  # noqa: E402
-from ssdfeed.cache import SkippedItemsError  # noqa: E402
+from ssdfeed import SkippedItemsError  # noqa: E402
 from test_items_codec import same  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -285,7 +285,7 @@ def test_bad_arguments_are_named(tmp_path):
     with pytest.raises(ValueError, match="on_error"):
         ssdfeed.cache([1], on_error="ignore")
     with pytest.raises(ValueError, match="capacity"):
-        ssdfeed.cache([1], capacity=0)
+        ssdfeed.cache([1], cache_capacity=0)
     cached = ssdfeed.cache([1, 2], cache=tmp_path / "c", key="list")
     with pytest.raises(IndexError, match="out of range"):
         cached[2]
@@ -504,7 +504,7 @@ def test_warm_reports_a_worker_killed_mid_fill(tmp_path):
 FULL_ROOT_WARM = """
 import json, sys, ssdfeed, cache_own_data as d
 cached = ssdfeed.cache(d.SizedDataset(int(sys.argv[2]), 8), key=sys.argv[3], cache=sys.argv[1],
-                       capacity=4 << 20)
+                       cache_capacity=4 << 20)
 r = cached.warm(workers=2, progress=False)
 bad = [i for i in range(0, len(cached), 97) if not d.sized_item_ok(cached[i], i, 8)]
 print(json.dumps({"warm": r, "bad": bad}))
@@ -519,7 +519,7 @@ def test_warm_and_items_under_a_root_full_of_entries_in_use(tmp_path, monkeypatc
     warning, until there is room again."""
     root = tmp_path / "c"
     full = ssdfeed.cache(data.SizedDataset(320, 16 << 10), key="full", cache=root,
-                         capacity=4 << 20)
+                         cache_capacity=4 << 20)
     r = full.warm(workers=1, progress=False)  # one writer: it stores until the root is full
     assert 0 < r["present"] < 320, r
     assert full.present() == r["present"]  # and its entry in use from here on
@@ -536,9 +536,8 @@ def test_warm_and_items_under_a_root_full_of_entries_in_use(tmp_path, monkeypatc
         assert res["warm"]["items"] == 30000 and res["warm"]["present"] == 0, res
         assert "without storing them" in err, err
 
-    cache_module = sys.modules["ssdfeed.cache"]
-    monkeypatch.setattr(cache_module, "RETRY_OPEN_SECONDS", 0.0)  # every access tries again
-    cached = ssdfeed.cache(data.SizedDataset(30000, 8), key="d", cache=root, capacity=4 << 20)
+    monkeypatch.setattr(ssdfeed.CachedDataset, "RETRY_OPEN_SECONDS", 0.0)  # every access tries again
+    cached = ssdfeed.cache(data.SizedDataset(30000, 8), key="d", cache=root, cache_capacity=4 << 20)
     with pytest.warns(UserWarning, match="computed from the dataset"):
         assert data.sized_item_ok(cached[7], 7, 8)
     with warnings.catch_warnings():

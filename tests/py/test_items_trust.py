@@ -373,3 +373,71 @@ def test_namedtuple_stored_by_warm_python_is_read_by_the_script(tmp_path):
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "True Point(x='a', y='b')"
+
+
+# -------------------------------- mutations of stored tf.cache elements
+
+
+def _tf_elements(tf):
+    """Real tf.cache elements, as ssdfeed.tf.cache flattens them: a float
+    image stored as uint8 k (k / 255), ints, strings (a scalar one is kept
+    as numpy's fixed-width bytes), a ragged tensor."""
+    img = tf.cast(tf.reshape(tf.range(64) % 256, (8, 8)), tf.float32) / 255.0
+    return [
+        {"img": img, "label": tf.constant(3, tf.int64), "name": tf.constant([b"a", b"bc"]),
+         "r": tf.ragged.constant([[1, 2], [3]], dtype=tf.int32), "id": tf.constant(b"x7")},
+        {"img": img + 0.5, "label": tf.constant(-1, tf.int64), "name": tf.constant([b""]),
+         "r": tf.ragged.constant([[]], dtype=tf.int32), "id": tf.constant(b"")},
+    ]
+
+
+def test_rewritten_tf_elements_fail_cleanly(tmp_path):
+    """The same mutation loop over the stored fields of ssdfeed.tf.cache
+    elements: every result is components of the element_spec's dtypes or an
+    ItemFormatError naming the field; no other error escapes (a stray
+    KeyError or struct.error would stop a training pipeline with a message
+    that names nothing)."""
+    tf = pytest.importorskip("tensorflow")
+    from ssdfeed import _tf_cache
+
+    elements = _tf_elements(tf)
+    spec = tf.data.Dataset.from_generator(lambda: iter(elements), output_signature={
+        k: tf.type_spec_from_value(v) if k != "r" else tf.RaggedTensorSpec([None, None], tf.int32)
+        for k, v in elements[0].items()}).element_spec
+    specs = _tf_cache.component_specs(spec)
+    comps = [_tf_cache.to_numpy(e) for e in elements]
+    entry = ssdfeed._ssdfeed.ItemEntry(str(tmp_path / "c"), "tf:fuzz", "id", len(comps),
+                                       lambda i: _tf_cache.encode(comps[i]))
+    stored = [entry.get(i) for i in range(len(comps))]
+    assert any(":" in f[0] for f in stored[0])  # the uint8 form is among them
+    for fields in stored:
+        _tf_cache.decode(fields, specs)
+    rng = random.Random(4321)
+    outcomes = collections.Counter()
+    for step in range(4000):
+        fields = list(rng.choice(stored))
+        r = rng.random()
+        j = rng.randrange(len(fields))
+        if r < 0.15:
+            del fields[j]
+        elif r < 0.3:
+            name = rng.choice(["9", "-1", "x", "0:u8", "0:zz", "1:u8/255", "", ":", "00"])
+            fields[j] = (name,) + tuple(fields[j][1:])
+        else:
+            fields[j] = _mutate_field(fields[j], rng)
+        try:
+            out = _tf_cache.decode(fields, specs)
+            assert len(out) == len(specs)
+            for c, s in zip(out, specs):
+                if s.dtype == tf.string:  # strings, or one as numpy's fixed-width bytes
+                    assert c.dtype == object or (c.dtype.kind == "S" and c.ndim == 0)
+                else:
+                    assert c.dtype == s.dtype.as_numpy_dtype
+            outcomes["decoded"] += 1
+        except ssdfeed.ItemFormatError:
+            outcomes["refused"] += 1
+        except Exception as e:  # noqa: BLE001 (the point: no other error class escapes)
+            raise AssertionError(f"step {step}: {type(e).__name__}: {e}\nfields: "
+                                 f"{[(f[0], f[1], f[2], f[3], bytes(f[4])[:80]) for f in fields]}")
+    entry.close()
+    assert outcomes["refused"] > 1000 and outcomes["decoded"] > 0, outcomes

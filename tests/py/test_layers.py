@@ -1,9 +1,11 @@
 """Source layering the architecture promises (docs/ARCHITECTURE.md): the
 image layer knows nothing of the cache or the loader, the metrics nothing of
 the loader, the public headers and the Python bindings use only public
-headers, and the CLI (a tool, like leveldb's db_bench) only the public ones
-and a named few private ones."""
+headers, the CLI (a tool, like leveldb's db_bench) only the public ones and
+a named few private ones, and the Python package's modules import one
+another without a cycle."""
 
+import ast
 import pathlib
 import re
 
@@ -30,12 +32,13 @@ def test_image_layer_includes_neither_cache_nor_loader():
 
 
 # The private headers the CLI may use: the work it does that is not a public
-# API (the fetcher, the entry key, the origin check, the size parser, the
-# record's field section: `cache ls` reads a tf.data cache's element count)
-# and the uninstalled benchmarks. Anything else it needs belongs in the
-# library.
+# API (the entry key, the size parser, the record's field section: `cache ls`
+# reads a tf.data cache's element count) and the uninstalled benchmarks.
+# Anything else it needs belongs in the library: `cache verify --repair` and
+# `cache import --check-origin` call ssdfeed/entry_check.h, not the fetcher
+# and the origin check.
 CLI_PRIVATE = {"bench/bench.h", "cache/field_section.h", "pipeline/entry_key.h",
-               "pipeline/fetcher.h", "pipeline/origin_check.h", "util/units.h"}
+               "util/units.h"}
 
 
 def test_cli_includes_public_headers_and_only_the_named_private_ones():
@@ -96,3 +99,68 @@ def test_every_source_file_is_listed_in_cmake():
     assert sources
     missing = sorted(str(p.relative_to(ROOT)) for p in sources if p.resolve() not in listed)
     assert not missing, f"not named in any CMakeLists.txt: {missing}"
+
+
+def python_imports(package: pathlib.Path) -> dict:
+    """{module: the package's modules it imports}, for every .py file of
+    the package, counting imports inside functions too (a cycle hidden by a
+    function-level import is still a cycle: each module needs the other).
+    A name imported from the package itself that is not a module is an edge
+    to ``__init__``; the C++ extension (``_ssdfeed``) imports none of them."""
+    modules = {p.stem for p in package.glob("*.py")} | {"_ssdfeed"}
+    name = package.name
+    graph = {}
+    for path in sorted(package.glob("*.py")):
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                if node.module == name:
+                    edges |= {a.name if a.name in modules else "__init__" for a in node.names}
+                    continue
+                targets = [node.module]
+            else:
+                continue
+            for t in targets:
+                parts = t.split(".")
+                if parts[0] == name and len(parts) > 1 and parts[1] in modules:
+                    edges.add(parts[1])
+        graph[path.stem] = edges - {path.stem}
+    return graph
+
+
+def import_cycles(graph: dict) -> list:
+    """Every module that lies on a cycle, with the cycle found from it."""
+    cycles = []
+    for start in sorted(graph):
+        stack, seen = [(start, [start])], set()
+        while stack:
+            node, path = stack.pop()
+            for nxt in sorted(graph.get(node, ())):
+                if nxt == start:
+                    cycles.append(path + [start])
+                    stack = []
+                    break
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append((nxt, path + [nxt]))
+    return cycles
+
+
+def test_python_modules_import_without_cycles():
+    package = ROOT / "python" / "ssdfeed"
+    if not package.is_dir():
+        pytest.skip(f"no source tree at {package} (installed package only)")
+    graph = python_imports(package)
+    assert graph["tf"] and graph["_tf_cache"] is not None  # the parse sees the modules
+    assert not import_cycles(graph), import_cycles(graph)
+
+
+def test_the_cycle_check_finds_a_cycle_behind_a_function_level_import(tmp_path):
+    pkg = tmp_path / "ssdfeed"
+    pkg.mkdir()
+    (pkg / "a.py").write_text("from ssdfeed import b\n")
+    (pkg / "b.py").write_text("def f():\n    from ssdfeed.a import x\n")
+    (pkg / "c.py").write_text("import ssdfeed.b\n")
+    assert import_cycles(python_imports(pkg)) == [["a", "b", "a"], ["b", "a", "b"]]

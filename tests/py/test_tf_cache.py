@@ -133,7 +133,7 @@ def test_a_too_small_capacity_serves_the_rest_from_the_upstream(tmp_path, record
             [100000], seed=tf.stack([e["pair"].index, tf.constant(0, tf.int64)]))})
     root = str(tmp_path / "c")
     cap = 4 << 20
-    cached = ssdfeed.tf.cache(ds, key="small", cache=root, capacity=cap)
+    cached = ssdfeed.tf.cache(ds, key="small", cache=root, cache_capacity=cap)
     want = [w.normalise(e) for e in ds]
     for _ in range(3):
         assert served(cached) == want

@@ -1,9 +1,11 @@
-"""ssdfeed.warm(): fill a cache entry before training, as ``ssdfeed warm``."""
+"""ssdfeed.warm(): fill a cache entry before training, as ``ssdfeed warm``;
+and ``ssdfeed warm --python``'s entry point (``_main``)."""
 
 import os
 from typing import Optional, Union
 
 from ssdfeed import _ssdfeed
+from ssdfeed._cache import CachedDataset, cache
 from ssdfeed.loader import _cache_root, _field_specs, _int
 from ssdfeed.prepare import Prepare
 
@@ -147,8 +149,6 @@ def _main(argv=None) -> int:
     import json
     import sys
 
-    from ssdfeed.cache import CachedDataset, cache
-
     p = argparse.ArgumentParser(prog="ssdfeed warm --python",
                                 description="Fill the cache entry of ssdfeed.cache(FACTORY())")
     p.add_argument("--python", required=True, metavar="MODULE:FACTORY")
@@ -166,7 +166,7 @@ def _main(argv=None) -> int:
         if isinstance(dataset, CachedDataset):
             cached = dataset
         else:
-            cached = cache(dataset, key=a.key, cache=a.cache or True, capacity=capacity,
+            cached = cache(dataset, key=a.key, cache=a.cache or True, cache_capacity=capacity,
                            on_error=a.on_error)
         if a.workers < 1:
             raise ValueError(f"--workers must be >= 1, not {a.workers}")

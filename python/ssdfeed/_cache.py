@@ -25,7 +25,8 @@ import types
 import warnings
 from typing import Any, Dict, List, Optional, Union
 
-from ssdfeed import _items
+from ssdfeed import _items, _moved, _ssdfeed
+from ssdfeed._errors import SkippedItemsError
 from ssdfeed.loader import _bool, _cache_root, _int
 
 _ON_ERROR = ("raise", "skip")
@@ -35,27 +36,14 @@ _ON_ERROR = ("raise", "skip")
 _SETTING_TYPES = (str, bytes, bool, int, float, type(None))
 
 
-# How long a cache that could not be opened (root full of entries in use, a
-# lock held by a stopped process) is left alone before the next try; items
-# are computed from the dataset meanwhile.
-RETRY_OPEN_SECONDS = 10.0
-
 # "<function f at 0x7f...>": an address differs from run to run.
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
-class SkippedItemsError(RuntimeError):
-    """Every item of a dataset failed under ``on_error="skip"``."""
-
-
-class WarmWorkerError(RuntimeError):
-    """A ``warm()`` worker died (killed by a signal: the OOM killer, kill -9)
-    before its items were done; what the workers stored stays."""
-
-
 def cache(dataset, *, key: Optional[str] = None,
-          cache: Union[bool, str, os.PathLike] = True, capacity: Optional[int] = None,
-          on_error: str = "raise", group_shared: bool = False) -> "CachedDataset":
+          cache: Union[bool, str, os.PathLike] = True, cache_capacity: Optional[int] = None,
+          on_error: str = "raise", group_shared: bool = False,
+          capacity: Optional[int] = None) -> "CachedDataset":
     """Wraps a map-style dataset (``__len__`` and ``__getitem__``) so that each
     item is computed once and then served from the local SSD cache.
 
@@ -73,8 +61,9 @@ def cache(dataset, *, key: Optional[str] = None,
         cache: True (default): the default cache root (``$SSDFEED_CACHE``,
             else ``~/.cache/ssdfeed``), as ``ssdfeed.Loader``; a directory
             path; or False: no cache (``cached[i]`` is ``dataset[i]``).
-        capacity: most bytes the cache root may hold (int >= 1); default: as
-            every other entry (now + 80% of free space).
+        cache_capacity: most bytes the cache root may hold (int >= 1), as
+            ``ssdfeed.Loader``'s; default None: as every other entry (now +
+            80% of free space). ``capacity=``, its old name, is deprecated.
         on_error: "raise" (default): an exception in ``dataset[i]``
             propagates as itself with the index added to its message.
             "skip": the item is counted, named on stderr and in
@@ -93,7 +82,7 @@ def cache(dataset, *, key: Optional[str] = None,
     If no entry can be opened or made (the root full of entries other jobs
     use, a lock held by a stopped process), ``cached[i]`` is ``dataset[i]``
     itself: a warning once a process, and the entry is tried again every
-    ``RETRY_OPEN_SECONDS`` (10 s), as the Loader trains from the origin.
+    ``CachedDataset.RETRY_OPEN_SECONDS`` (10 s), as the Loader trains from the origin.
 
     Supported items: numpy arrays and numpy scalars (any dtype but object,
     any shape), CPU torch tensors, PIL images, int, float, complex, bool,
@@ -102,8 +91,11 @@ def cache(dataset, *, key: Optional[str] = None,
     these, nested. Anything else is a TypeError naming its place, e.g.
     ``item[1]["boxes"]: set is not supported by ssdfeed.cache``.
     """
-    return CachedDataset(dataset, key=key, cache=cache, capacity=capacity, on_error=on_error,
-                         group_shared=group_shared)
+    return CachedDataset(dataset, key=key, cache=cache, on_error=on_error,
+                         group_shared=group_shared,
+                         cache_capacity=_moved.renamed_argument(
+                             "ssdfeed.cache", "capacity", "cache_capacity", capacity,
+                             cache_capacity))
 
 
 class CachedDataset:
@@ -112,8 +104,14 @@ class CachedDataset:
     Picklable (DataLoader ``spawn`` workers): the dataset and the options
     travel; each process opens the entry itself on first use."""
 
-    def __init__(self, dataset, *, key=None, cache=True, capacity=None, on_error="raise",
-                 group_shared=False):
+    # How long a cache that could not be opened (root full of entries in use,
+    # a lock held by a stopped process) is left alone before the next try;
+    # items are computed from the dataset meanwhile. Read when used, so a
+    # caller may change it (on the class: every cached dataset).
+    RETRY_OPEN_SECONDS = 10.0
+
+    def __init__(self, dataset, *, key=None, cache=True, cache_capacity=None, on_error="raise",
+                 group_shared=False, capacity=None):
         if not hasattr(dataset, "__getitem__") or not hasattr(dataset, "__len__"):
             raise TypeError(f"ssdfeed.cache needs a map-style dataset (with __len__ and "
                             f"__getitem__), not {type(dataset).__qualname__}")
@@ -124,7 +122,10 @@ class CachedDataset:
         self.dataset = dataset
         self._key = key
         self._cache_root = _cache_root(cache)
-        self._capacity = 0 if capacity is None else _int("capacity", capacity, 1)
+        cache_capacity = _moved.renamed_argument("ssdfeed.CachedDataset", "capacity",
+                                                 "cache_capacity", capacity, cache_capacity)
+        self._capacity = 0 if cache_capacity is None else _int("cache_capacity",
+                                                               cache_capacity, 1)
         self._on_error = on_error
         self._group_shared = _bool("group_shared", group_shared)
         self._size = len(dataset)
@@ -153,7 +154,7 @@ class CachedDataset:
         made (``CacheUnavailableError``: the root full of entries in use, a
         lock held by a stopped process). Warns once a process, as the Loader
         does when it trains from the origin, and tries again every
-        ``RETRY_OPEN_SECONDS``."""
+        ``CachedDataset.RETRY_OPEN_SECONDS``."""
         if self._entry is not None and self._pid == os.getpid():
             return self._entry
         mine = self._unavailable is not None and self._unavailable[0] == os.getpid()
@@ -165,14 +166,13 @@ class CachedDataset:
             if not mine:
                 warnings.warn(f"ssdfeed.cache: {e}; items of {self._uri} are computed from the "
                               f"dataset, not cached (tried again every "
-                              f"{RETRY_OPEN_SECONDS:g} s)", stacklevel=3)
-            self._unavailable = (os.getpid(), time.monotonic() + RETRY_OPEN_SECONDS)
+                              f"{CachedDataset.RETRY_OPEN_SECONDS:g} s)", stacklevel=3)
+            self._unavailable = (os.getpid(), time.monotonic() + CachedDataset.RETRY_OPEN_SECONDS)
             return None
         self._unavailable = None
         return entry
 
     def _new_entry(self, compute):
-        from ssdfeed import _ssdfeed
 
         entry = _ssdfeed.ItemEntry(self._cache_root, self._uri, self._identity, self._size,
                                    compute, capacity_bytes=self._capacity,
@@ -292,8 +292,6 @@ class CachedDataset:
 
 
 def _unavailable_error():
-    from ssdfeed import _ssdfeed
-
     return _ssdfeed.CacheUnavailableError
 
 
