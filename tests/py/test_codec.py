@@ -66,7 +66,10 @@ def test_apply_of_jpeg_is_the_decode_of_the_reencoded_image(small_datasets):
     assert _psnr(lossy, raw) > 22
     yuv = ssdfeed.Prepare(resize=(48, 48), codec="yuv420").apply(data)
     assert yuv.shape == raw.shape and not np.array_equal(yuv, raw)
-    assert _psnr(yuv, raw) > _psnr(lossy, raw), "only chroma is lost"
+    assert _psnr(yuv, raw) > 22  # tiny 48-px images of saturated colours
+    luma = np.array([0.299, 0.587, 0.114])
+    # Luma is kept but where a saturated colour clamps on decode.
+    assert np.abs((yuv - raw.astype(float)) @ luma).mean() < 1, "only chroma is lost"
 
 
 @pytest.mark.parametrize("kwargs, words", [
