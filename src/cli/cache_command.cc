@@ -41,7 +41,7 @@ std::string JsonText(const nlohmann::json& j) {
 }
 
 // The codec an entry's records use, from its spec's canonical text
-// (";codec=zstd-med-l1", ";codec=jpeg-q90-420"; none: raw).
+// (";codec=zstd-up-l1", ";codec=jpeg-q90-420"; none: raw).
 std::string CodecOf(const std::string& spec) {
   size_t at = spec.find(";codec=");
   if (at == std::string::npos) return "raw";

@@ -56,7 +56,7 @@ std::string CodecCanonical(const PrepareSpec& s) {
     case RecordCodec::kRaw:
       return "";  // raw entries keep the names they had before codecs
     case RecordCodec::kZstd:
-      return ";codec=zstd-med-l1";
+      return ";codec=zstd-up-l1";
     case RecordCodec::kJpeg:
       return ";codec=jpeg-q" + std::to_string(s.quality) + (s.gray ? "-gray" : "-420");
     case RecordCodec::kYuv420:

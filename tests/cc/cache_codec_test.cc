@@ -398,7 +398,7 @@ TEST(CodecCli, FlagsKeyFillListVerifyAndTravel) {
               jpeg = spec_of(" --codec jpeg --quality 80");
   EXPECT_EQ(spec_of(" --codec raw --quality 50"), raw) << "quality is jpeg's only";
   EXPECT_EQ(raw.find("codec"), std::string::npos) << raw;
-  EXPECT_NE(zstd.find(";codec=zstd-med-l1 "), std::string::npos) << zstd;
+  EXPECT_NE(zstd.find(";codec=zstd-up-l1 "), std::string::npos) << zstd;
   EXPECT_NE(jpeg.find(";codec=jpeg-q80-420 "), std::string::npos) << jpeg;
 
   std::string out =

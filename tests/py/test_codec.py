@@ -49,7 +49,7 @@ def test_codec_is_in_the_key_and_raw_keeps_its_text():
         raw.canonical()
     assert "codec" not in raw.canonical()
     assert ssdfeed.Prepare(resize_short=256, codec="zstd").canonical().endswith(
-        ";codec=zstd-med-l1")
+        ";codec=zstd-up-l1")
     assert ssdfeed.Prepare(resize_short=256, codec="jpeg", quality=75).canonical().endswith(
         ";codec=jpeg-q75-420")
     assert ssdfeed.Prepare(resize_short=256, codec="yuv420").canonical().endswith(
