@@ -26,10 +26,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   zstd16.codec = static_cast<uint8_t>(RecordCodec::kZstd);
   zstd16.channels = 3;
   zstd16.height = zstd16.width = 16;
-  for (const cf::RecordRules& rules : {cf::RecordRules{}, zstd16}) {
+  // A yuv420 entry's of the same images: a record that passes holds
+  // exactly their planes.
+  cf::RecordRules yuv16 = zstd16;
+  yuv16.codec = static_cast<uint8_t>(RecordCodec::kYuv420);
+  for (const cf::RecordRules& rules : {cf::RecordRules{}, zstd16, yuv16}) {
     if (!cf::CheckRecord(p, size, size > 8 ? data[8] : 0, rules, &h).empty()) continue;
     if (!cf::CheckRules(h, rules).empty() || h.codec != rules.codec) __builtin_trap();
     if (h.codec == 0) continue;
+    if (h.codec == yuv16.codec && h.pixel_bytes() > 0 && h.stored_len != 16 * 16 + 2 * 8 * 8)
+      __builtin_trap();  // yuv420 bytes other than the planes passed
     if (h.pixel_bytes() > 16 * 16 * 3) __builtin_trap();  // a decode sized past the rules
     static PixelCodecScratch scratch;
     uint8_t pixels[16 * 16 * 3];

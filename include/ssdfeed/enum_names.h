@@ -77,8 +77,10 @@ struct EnumTable<AugmentKind> {
 template <>
 struct EnumTable<RecordCodec> {
   static constexpr const char* option = "codec";
-  static constexpr Spelling<RecordCodec> names[] = {
-      {RecordCodec::kRaw, "raw"}, {RecordCodec::kZstd, "zstd"}, {RecordCodec::kJpeg, "jpeg"}};
+  static constexpr Spelling<RecordCodec> names[] = {{RecordCodec::kRaw, "raw"},
+                                                    {RecordCodec::kZstd, "zstd"},
+                                                    {RecordCodec::kJpeg, "jpeg"},
+                                                    {RecordCodec::kYuv420, "yuv420"}};
 };
 
 template <>

@@ -29,8 +29,10 @@ struct Image {
 
 // How a cache record stores the prepared pixels (docs/cache-format.md,
 // "Codecs"): raw as they are; zstd lossless (served bytes equal raw's);
-// jpeg re-encoded at PrepareSpec::quality (served pixels are its decode).
-enum class RecordCodec : uint8_t { kRaw = 0, kZstd = 1, kJpeg = 2 };
+// jpeg re-encoded at PrepareSpec::quality (served pixels are its decode);
+// yuv420 BT.601 YCbCr with half-resolution chroma, 0.5x raw's bytes (lossy
+// in chroma only: served pixels are its decode).
+enum class RecordCodec : uint8_t { kRaw = 0, kZstd = 1, kJpeg = 2, kYuv420 = 3 };
 
 // The deterministic preparation. Every field's default is "off".
 struct PrepareSpec {

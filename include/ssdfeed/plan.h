@@ -100,8 +100,10 @@ void ApplyPlanModel(std::vector<CodecPlan>* rows, int cores);
 int RecommendCodec(const std::vector<CodecPlan>& rows);
 
 struct CodecPlanOptions {
-  std::vector<std::pair<RecordCodec, int>> codecs = {
-      {RecordCodec::kRaw, 90}, {RecordCodec::kZstd, 90}, {RecordCodec::kJpeg, 90}};
+  std::vector<std::pair<RecordCodec, int>> codecs = {{RecordCodec::kRaw, 90},
+                                                     {RecordCodec::kZstd, 90},
+                                                     {RecordCodec::kJpeg, 90},
+                                                     {RecordCodec::kYuv420, 90}};
   int probes = 24;      // samples prepared from the source for the codec timings
   AugmentSpec augment;  // the crop timed (enabled: RandomResizedCrop)
   OutputSpec output;
@@ -111,7 +113,7 @@ struct CodecPlanOptions {
   DeviceReadOptions device;
 };
 
-// "raw,zstd,jpeg" (any of them, in any order, no repeats); jpeg at quality.
+// "raw,zstd,jpeg,yuv420" (any of them, in any order, no repeats); jpeg at quality.
 // InvalidArgument names option and the bad item.
 Result<std::vector<std::pair<RecordCodec, int>>> ParseCodecList(std::string_view text, int quality,
                                                                 std::string_view option);

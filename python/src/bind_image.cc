@@ -25,9 +25,10 @@ nb::object DecodeOrThrow(nb::bytes data, const PrepareSpec& spec, uint64_t max_p
     thread_local Decoder dec;
     dec.limits.max_pixels = max_pixels;
     s = dec.DecodeAndPrepare(std::string_view(data.c_str(), data.size()), spec, &img);
-    // jpeg is lossy: what a cache of this spec serves is the decode of the
-    // prepared image re-encoded (zstd serves the prepared pixels as they are).
-    if (s.ok() && spec.codec == RecordCodec::kJpeg) {
+    // jpeg and yuv420 are lossy: what a cache of this spec serves is the
+    // decode of the prepared image re-encoded (zstd serves the prepared
+    // pixels as they are).
+    if (s.ok() && IsLossy(spec.codec)) {
       thread_local PixelCodecScratch codec;
       std::string stored;
       s = EncodePixels(spec.codec, spec.quality, img.pixels.data(), img.height, img.width,
@@ -120,7 +121,7 @@ void BindImage(nb::module_& m) {
           [](PrepareSpec& s, const std::string& name) {
             s.codec = ValueOrThrow(ParseEnum<RecordCodec>(name));
           },
-          "How records store the pixels: 'raw', 'zstd' or 'jpeg'.")
+          "How records store the pixels: 'raw', 'zstd', 'jpeg' or 'yuv420'.")
       .def_rw("quality", &PrepareSpec::quality, "jpeg's quality, 1-100.")
       .def_prop_ro("channels", &PrepareSpec::channels)
       .def(
@@ -136,7 +137,8 @@ void BindImage(nb::module_& m) {
   m.def("_decode_with", &DecodeOrThrow, nb::arg("data"), nb::arg("spec"),
         nb::arg("max_pixels") = DecodeLimits{}.max_pixels,
         "Decodes JPEG/PNG bytes and prepares them with a PrepareSpec: the pixels a cache of "
-        "that spec serves (for codec 'jpeg', the decode of the prepared image re-encoded).");
+        "that spec serves (for codecs 'jpeg' and 'yuv420', the decode of the prepared image "
+        "re-encoded).");
 
   m.def(
       "crop_params",

@@ -62,7 +62,11 @@ class Prepare:
             0.75-0.8x raw's bytes on photos); the pixels served equal raw's.
             ``"jpeg"``: lossy; the prepared image is re-encoded at
             ``quality`` (4:2:0 chroma; about 0.1-0.2x raw) and the pixels
-            served, in every epoch, are its decode. Part of the cache key.
+            served, in every epoch, are its decode. ``"yuv420"``: lossy in
+            chroma only; BT.601 YCbCr with Cb and Cr at half resolution,
+            0.5x raw's bytes, decoded with a few integer operations per
+            pixel; the pixels served, in every epoch, are its decode.
+            Part of the cache key.
         quality: JPEG quality of ``codec="jpeg"``, an int 1-100 (default 90).
 
     Samples of one batch must have one shape: use resize or center_crop, or
@@ -80,8 +84,8 @@ class Prepare:
     def __post_init__(self):
         if self.color not in ("rgb", "gray"):
             raise ValueError(f"color must be 'rgb' or 'gray', not {self.color!r}")
-        if self.codec not in ("raw", "zstd", "jpeg"):
-            raise ValueError(f"codec must be 'raw', 'zstd' or 'jpeg', not {self.codec!r}")
+        if self.codec not in ("raw", "zstd", "jpeg", "yuv420"):
+            raise ValueError(f"codec must be 'raw', 'zstd', 'jpeg' or 'yuv420', not {self.codec!r}")
         if not _is_int(self.quality) or not 1 <= self.quality <= 100:
             raise ValueError(f"quality must be an int from 1 to 100, not {self.quality!r}")
         _positive("resize_short", self.resize_short)
@@ -116,5 +120,5 @@ class Prepare:
     def apply(self, data: bytes):
         """Decodes and prepares encoded image bytes: uint8 HWC numpy array,
         the pixels a cache of this preparation serves (for ``codec="jpeg"``
-        the decode of the prepared image re-encoded)."""
+        and ``"yuv420"`` the decode of the prepared image re-encoded)."""
         return _ssdfeed._decode_with(data, self._spec())

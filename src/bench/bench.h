@@ -223,6 +223,11 @@ struct CodecBenchRow {
   double page_cache_per_cpu_s_median = 0;
   // plan's rows, measured in this run: the device as it is, and throttled.
   CodecPlan plan, plan_throttled;
+  // The medians above over raw's, in this run (0 where raw's is not
+  // measured or raw is not among the codecs).
+  struct RatioToRaw {
+    double footprint = 0, page_cache = 0, page_cache_per_cpu_s = 0, dropped = 0, throttled = 0;
+  } x_raw;
 };
 
 struct CodecBenchResult {

@@ -156,7 +156,8 @@ class CacheEntryImpl final : public CacheEntry {
   }
 
   // What every read would refuse as damage (RulesOf the key: another codec,
-  // a shape the prepare spec never makes) is refused before it is written.
+  // a shape the prepare spec never makes, yuv420 bytes that are not the
+  // planes) is refused before it is written.
   // A shape no record can hold at all is the writer's to refuse.
   Status CheckRulesOnPut(uint64_t id, const CachedSample& s) const {
     if (s.height < 0 || s.width < 0 || s.channels < 0 || s.height > 65535 || s.width > 65535 ||
@@ -168,6 +169,8 @@ class CacheEntryImpl final : public CacheEntry {
     h.channels = static_cast<uint8_t>(s.channels);
     h.codec = static_cast<uint8_t>(s.codec);
     std::string bad = cf::CheckRules(h, index_.rules());
+    if (bad.empty() && s.codec != RecordCodec::kRaw)
+      bad = cf::CheckStoredLength(h, s.stored.size());
     if (bad.empty()) return Status::OK();
     return Status::InvalidArgument(dir_ + ": sample " + std::to_string(id) + ": " + bad);
   }

@@ -14,6 +14,7 @@
 
 #include "cache/field_section.h"
 #include "image/pixel_codec.h"
+#include "image/yuv420.h"
 #include "ssdfeed/cache.h"
 #include "ssdfeed/enum_names.h"
 
@@ -82,6 +83,15 @@ std::string CheckRules(const RecordHeader& h, const RecordRules& r) {
   return "";
 }
 
+std::string CheckStoredLength(const RecordHeader& h, uint64_t stored) {
+  if (h.codec != static_cast<uint8_t>(RecordCodec::kYuv420) || h.pixel_bytes() == 0) return "";
+  uint64_t planes = Yuv420StoredBytes(h.height, h.width, h.channels);
+  if (stored == planes) return "";
+  return "yuv420 " + std::to_string(h.height) + "x" + std::to_string(h.width) + "x" +
+         std::to_string(h.channels) + ": " + std::to_string(stored) +
+         " stored bytes, the planes are " + std::to_string(planes);
+}
+
 std::string CheckRecord(const char* rec, size_t len, uint64_t want_id, const RecordRules& rules,
                         RecordHeader* h) {
   if (len < kRecordHeaderSize) return "record shorter than its header";
@@ -97,7 +107,7 @@ std::string CheckRecord(const char* rec, size_t len, uint64_t want_id, const Rec
   h->checksum = Get<uint64_t>(rec + 32);
   if (h->payload_len != len - kRecordHeaderSize) return "record length mismatch";
   if (h->sample_id != want_id) return "record holds sample " + std::to_string(h->sample_id);
-  if (h->codec > static_cast<uint8_t>(RecordCodec::kJpeg))
+  if (h->codec > static_cast<uint8_t>(RecordCodec::kYuv420))
     return "unknown codec " + std::to_string(h->codec);
   std::string against = CheckRules(*h, rules);
   if (!against.empty()) return against;
@@ -113,6 +123,8 @@ std::string CheckRecord(const char* rec, size_t len, uint64_t want_id, const Rec
   uint64_t head = at + stored;
   if (h->num_fields == 0 ? head != h->payload_len : head >= h->payload_len)
     return "record shape does not match its length";
+  std::string planes = CheckStoredLength(*h, stored);
+  if (!planes.empty()) return planes;
   h->stored_at = static_cast<uint32_t>(at);
   h->stored_len = static_cast<uint32_t>(stored);
   const auto* payload = reinterpret_cast<const uint8_t*>(rec + kRecordHeaderSize);

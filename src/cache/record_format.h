@@ -77,6 +77,12 @@ struct RecordRules {
 // "" when h (its shape and codec) obeys r, else what is wrong.
 std::string CheckRules(const RecordHeader& h, const RecordRules& r);
 
+// "" when stored bytes of a record of h's codec and shape can be its
+// pixels, else what is wrong: a yuv420 record's are exactly its planes
+// (checked before anything is decoded or sized from them); the other
+// codecs' lengths are checked by their decoders.
+std::string CheckStoredLength(const RecordHeader& h, uint64_t stored);
+
 // Writes the 40 header bytes for payload into out (computes the checksum).
 void EncodeRecordHeader(RecordHeader* h, const uint8_t* payload, char* out);
 // Parses and checks a whole record (header + payload). Returns an empty

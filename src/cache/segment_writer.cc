@@ -81,7 +81,8 @@ namespace {
 // The payload of a record of another codec than raw: the stored bytes'
 // length, the stored bytes, then the field section.
 Status CodedPayloadOf(uint64_t id, const CachedSample& s, std::string* joined) {
-  if (s.codec != RecordCodec::kZstd && s.codec != RecordCodec::kJpeg)
+  if (s.codec != RecordCodec::kZstd && s.codec != RecordCodec::kJpeg &&
+      s.codec != RecordCodec::kYuv420)
     return Status::InvalidArgument("sample " + std::to_string(id) + ": unknown codec " +
                                    std::to_string(static_cast<int>(s.codec)));
   if (s.stored.size() > cf::kMaxPayload || (s.stored.empty() && s.bytes() > 0))

@@ -136,7 +136,13 @@ nlohmann::json CodecBenchJson(const CodecBenchResult& r, uint64_t bps) {
                     {"dropped_median", x.dropped_median},
                     {"throttled_median", x.throttled_median},
                     {"plan", plan(x.plan)},
-                    {"plan_throttled", plan(x.plan_throttled)}});
+                    {"plan_throttled", plan(x.plan_throttled)},
+                    {"x_raw",
+                     {{"footprint", x.x_raw.footprint},
+                      {"page_cache", x.x_raw.page_cache},
+                      {"page_cache_per_cpu_second", x.x_raw.page_cache_per_cpu_s},
+                      {"dropped", x.x_raw.dropped},
+                      {"throttled", x.x_raw.throttled}}}});
   auto name = [&](int i) { return i >= 0 ? std::string(EnumName(r.rows[i].codec)) : ""; };
   nlohmann::json j = {{"codecs", rows},
                       {"cores", r.cores},
@@ -172,6 +178,14 @@ void PrintCodecBench(const CodecBenchResult& r, int rounds, uint64_t bps) {
     PrintWarm(x.throttled_median,
               x.throttled.empty() ? 0 : x.plan_throttled.predicted_images_per_s);
     std::printf("\n");
+  }
+  if (raw != nullptr) {
+    for (const auto& x : r.rows)
+      std::printf(
+          "x raw    %-9s footprint %.2fx, page cache %.2fx (per CPU-second %.2fx), cache "
+          "dropped %.2fx, throttled %.2fx\n",
+          CodecLabel(x.codec, x.quality).c_str(), x.x_raw.footprint, x.x_raw.page_cache,
+          x.x_raw.page_cache_per_cpu_s, x.x_raw.dropped, x.x_raw.throttled);
   }
   std::printf(
       "medians of %d round(s), the codecs interleaved in each; %d loader core(s); "
@@ -492,8 +506,9 @@ void AddBench(CLI::App& app, RunState* st) {
   // The prepare options' --codec takes one codec; here a list compares them.
   l->remove_option(l->get_option("--codec"));
   l->add_option("--codec", a->codecs,
-                "How cache records store the pixels: raw (the default), zstd or jpeg (at "
-                "--quality); several, e.g. raw,zstd,jpeg, compare them side by side: footprint, "
+                "How cache records store the pixels: raw (the default), zstd, jpeg (at "
+                "--quality) or yuv420; several, e.g. raw,zstd,jpeg,yuv420, compare them side by "
+                "side: footprint, "
                 "cold fill, warm epochs in rounds and plan's predictions");
   l->add_option("--rounds", a->rounds,
                 "With several codecs: rounds of warm epochs, each codec once per round (default 3)")

@@ -56,8 +56,9 @@ void PrepareArgs::Add(CLI::App* c) {
   c->add_flag("--gray", gray, "Decode to one gray channel (default: RGB)");
   c->add_option("--codec", codec,
                 "How cache records store the pixels: raw (as they are; the default), zstd "
-                "(lossless: a row filter, then zstd; served pixels equal raw's) or jpeg (lossy: "
-                "re-encoded at --quality; served pixels are its decode)")
+                "(lossless: a row filter, then zstd; served pixels equal raw's), jpeg (lossy: "
+                "re-encoded at --quality; served pixels are its decode) or yuv420 (BT.601 YCbCr, "
+                "half-resolution chroma: 0.5x raw, lossy in chroma only)")
       ->check(CLI::IsMember(EnumNames<RecordCodec>()));
   c->add_option("--quality", quality, "JPEG quality of --codec jpeg, 1-100 (default 90)")
       ->check(CLI::Range(1, 100));

@@ -38,7 +38,7 @@ struct PlanArgs {
   int workers = 0;
   bool json = false;
   std::string cache;  // the root whose device is measured
-  std::string codecs = "raw,zstd,jpeg";
+  std::string codecs = "raw,zstd,jpeg,yuv420";
   int probes = 24, crop = 224;
   double device_seconds = 1;
   std::string scratch_size = "256M";
@@ -264,7 +264,7 @@ void AddPlan(CLI::App& app, RunState* st) {
                 "Cache root whose device is measured (default $SSDFEED_CACHE, then "
                 "~/.cache/ssdfeed; its nearest existing directory when it does not exist yet)");
   c->add_option("--codecs", a->codecs,
-                "Record codecs to compare, e.g. raw,zstd (default raw,zstd,jpeg; jpeg at "
+                "Record codecs to compare, e.g. raw,zstd (default raw,zstd,jpeg,yuv420; jpeg at "
                 "--quality)");
   c->add_option("--probes", a->probes,
                 "Samples prepared to time each codec's decode + crop (default 24)")

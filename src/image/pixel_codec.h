@@ -31,6 +31,14 @@ class PixelCodecScratch {
   State* state_;
 };
 
+// True for the codecs whose served pixels are the decode of their stored
+// bytes, not the prepared pixels (jpeg, yuv420): a sample prepared from the
+// origin is served through the same round trip, so every epoch serves the
+// same pixels.
+inline bool IsLossy(RecordCodec codec) {
+  return codec == RecordCodec::kJpeg || codec == RecordCodec::kYuv420;
+}
+
 // Stores h x w x c uint8 HWC pixels as codec's bytes, appended to *out.
 // quality: jpeg's (1-100); ignored by the others.
 Status EncodePixels(RecordCodec codec, int quality, const uint8_t* pixels, int h, int w, int c,

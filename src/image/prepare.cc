@@ -35,7 +35,8 @@ Status PrepareSpec::Validate() const {
     return Status::InvalidArgument("prepare: max_long only applies with resize_short");
   if (max_long > 0 && max_long < resize_short)
     return Status::InvalidArgument("prepare: max_long must be >= resize_short");
-  if (codec != RecordCodec::kRaw && codec != RecordCodec::kZstd && codec != RecordCodec::kJpeg)
+  if (codec != RecordCodec::kRaw && codec != RecordCodec::kZstd && codec != RecordCodec::kJpeg &&
+      codec != RecordCodec::kYuv420)
     return Status::InvalidArgument("prepare: codec must be " +
                                    QuotedChoices(EnumNames<RecordCodec>()) + ", not " +
                                    std::to_string(static_cast<int>(codec)));
@@ -58,6 +59,8 @@ std::string CodecCanonical(const PrepareSpec& s) {
       return ";codec=zstd-up-l1";
     case RecordCodec::kJpeg:
       return ";codec=jpeg-q" + std::to_string(s.quality) + (s.gray ? "-gray" : "-420");
+    case RecordCodec::kYuv420:
+      return ";codec=yuv420-bt601f-box2";
   }
   return ";codec=" + std::to_string(static_cast<int>(s.codec));
 }

@@ -53,7 +53,7 @@ void SampleFetcher::SyncCacheCounters() {
 }
 
 // The spec's codec's bytes of a sample prepared from the origin, in
-// out->stored (jpeg's are made already, by ServeLossy).
+// out->stored (a lossy codec's are made already, by ServeLossy).
 Status SampleFetcher::EncodeStored(FetchScratch* s, CachedSample* out) {
   out->codec = spec_.codec;
   if (spec_.codec == RecordCodec::kRaw || !out->stored.empty()) return Status::OK();
@@ -68,7 +68,7 @@ Status SampleFetcher::EncodeStored(FetchScratch* s, CachedSample* out) {
 // stored bytes, the very pixels every later hit serves, so an epoch's batch
 // does not depend on which samples were cached (or admitted) before.
 Status SampleFetcher::ServeLossy(FetchScratch* s, CachedSample* out) {
-  if (spec_.codec != RecordCodec::kJpeg || out->bytes() == 0) return Status::OK();
+  if (!IsLossy(spec_.codec) || out->bytes() == 0) return Status::OK();
   SSDFEED_RETURN_IF_ERROR(EncodeStored(s, out));
   s->coded.Reset(out->height, out->width, out->channels);
   SSDFEED_RETURN_IF_ERROR(DecodePixels(spec_.codec, out->stored, out->height, out->width,

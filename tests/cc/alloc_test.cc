@@ -43,7 +43,8 @@ constexpr uint64_t kN = 8;
 // objects per call (not per sample), as many for every codec.
 TEST(Alloc, WarmCodecReadsAllocateNothingPerSample) {
   size_t raw_many = 0;
-  for (RecordCodec codec : {RecordCodec::kRaw, RecordCodec::kZstd, RecordCodec::kJpeg}) {
+  for (RecordCodec codec :
+       {RecordCodec::kRaw, RecordCodec::kZstd, RecordCodec::kJpeg, RecordCodec::kYuv420}) {
     test::TempDir root;
     CacheOptions o;
     o.root = root.path();
@@ -80,7 +81,7 @@ TEST(Alloc, WarmCodecReadsAllocateNothingPerSample) {
 TEST(Alloc, WarmEncodeAndDecodeAllocateNothing) {
   int h, w;
   auto p = test::FakePixels(3, &h, &w);
-  for (RecordCodec codec : {RecordCodec::kZstd, RecordCodec::kJpeg}) {
+  for (RecordCodec codec : {RecordCodec::kZstd, RecordCodec::kJpeg, RecordCodec::kYuv420}) {
     PixelCodecScratch s;
     std::string stored;
     std::vector<uint8_t> out(p.size());

@@ -141,7 +141,7 @@ TEST(PlanCodecs, MeasuresEachCodecAndRecommendsFromItsOwnRows) {
   spec.resize_short = 96;
   auto rows = PlanCodecs(**src, spec, o);
   ASSERT_TRUE(rows.ok()) << rows.status().message();
-  ASSERT_EQ(rows->size(), 3u);
+  ASSERT_EQ(rows->size(), 4u);
   for (const auto& r : *rows) {
     SCOPED_TRACE(CodecLabel(r.codec, r.quality));
     EXPECT_GT(r.per_core_images_per_s, 0);
@@ -153,7 +153,8 @@ TEST(PlanCodecs, MeasuresEachCodecAndRecommendsFromItsOwnRows) {
     EXPECT_DOUBLE_EQ(r.predicted_images_per_s,
                      std::min(r.device_images_per_s, r.cores_images_per_s));
   }
-  // Photo-like pixels: the lossless codec stores less than raw, jpeg far less.
+  // Photo-like pixels: the lossless codec stores less than raw, jpeg far
+  // less.
   EXPECT_EQ((*rows)[0].codec, RecordCodec::kRaw);
   EXPECT_DOUBLE_EQ((*rows)[0].footprint_x_raw, 1);
   EXPECT_LT((*rows)[1].footprint_x_raw, 1);
@@ -163,6 +164,13 @@ TEST(PlanCodecs, MeasuresEachCodecAndRecommendsFromItsOwnRows) {
   EXPECT_TRUE((*rows)[1].identical);
   EXPECT_FALSE((*rows)[2].identical);
   EXPECT_GT((*rows)[2].psnr_db, 20);
+  // yuv420: the planes, half raw's pixels in records of the same headers;
+  // only chroma is lost.
+  EXPECT_EQ((*rows)[3].codec, RecordCodec::kYuv420);
+  EXPECT_GE((*rows)[3].footprint_x_raw, 0.5);
+  EXPECT_LT((*rows)[3].footprint_x_raw, 0.52);
+  EXPECT_FALSE((*rows)[3].identical);
+  EXPECT_GT((*rows)[3].psnr_db, (*rows)[2].psnr_db);
   EXPECT_GE(RecommendCodec(*rows), 0);
   // The scratch file is gone.
   for (const auto& e : std::filesystem::directory_iterator(d.path()))

@@ -178,5 +178,45 @@ TEST(CraftedRecords, AShapeThePrepareSpecNeverMakesIsRefusedByGetAndVerify) {
   EXPECT_NE(put.message().find("shape 20x20x3"), std::string::npos) << put.message();
 }
 
+// A yuv420 entry: its stored bytes are exactly the planes of the record's
+// shape, so a record whose stored length is another is refused from its
+// header and length alone, before anything is decoded; the writer refuses
+// such a sample too.
+TEST(CraftedRecords, Yuv420StoredBytesOtherThanThePlanesAreRefused) {
+  test::TempDir root;
+  PrepareSpec spec;
+  spec.codec = RecordCodec::kYuv420;
+  EntryKey key = test::SpecKey(kN, spec);
+  auto e = CacheEntry::Open(Opts(root.path()), key);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  for (uint64_t id = 0; id < kN; ++id)
+    ASSERT_TRUE(test::PutFakeCoded(e->get(), id, RecordCodec::kYuv420).ok()) << id;
+  const uint8_t yuv = static_cast<uint8_t>(RecordCodec::kYuv420);
+  // 9 x 11: a 99-byte Y plane and two 5 x 6 chroma planes, 159 bytes.
+  PlantRecords((*e)->dir(), {CraftedRecord(1, yuv, 9, 11, 3, std::string(158, '\x80')),
+                             CraftedRecord(2, yuv, 9, 11, 3, std::string(99 * 3, '\x80')),
+                             CraftedRecord(3, yuv, 9, 11, 3, std::string(159, '\x80'))});
+  ASSERT_TRUE((*e)->Refresh().ok());
+  ExpectRefused(e->get(), 1, "yuv420 9x11x3: 158 stored bytes, the planes are 159");
+  ExpectRefused(e->get(), 2, "yuv420 9x11x3: 297 stored bytes, the planes are 159");
+  std::string buf;
+  CachedSample good;
+  ASSERT_TRUE((*e)->Get(3, &buf, &good).ok());
+  EXPECT_EQ(good.pixels[0], 128);
+  std::vector<uint8_t> px(size_t{9} * 11 * 3, 7);
+  CachedSample s;
+  s.pixels = px.data();
+  s.height = 9;
+  s.width = 11;
+  s.channels = 3;
+  s.codec = RecordCodec::kYuv420;
+  s.stored = "xyz";
+  Status put = (*e)->Put(0, s);
+  EXPECT_TRUE(put.IsInvalidArgument()) << put.ToString();
+  EXPECT_NE(put.message().find("yuv420 9x11x3: 3 stored bytes, the planes are 159"),
+            std::string::npos)
+      << put.message();
+}
+
 }  // namespace
 }  // namespace ssdfeed

@@ -21,7 +21,7 @@ def _psnr(a, b):
     return 99.0 if se == 0 else 10 * np.log10(255.0 ** 2 / se)
 
 
-@pytest.mark.parametrize("codec", ["zstd", "jpeg"])
+@pytest.mark.parametrize("codec", ["zstd", "jpeg", "yuv420"])
 def test_codec_entries_serve_the_same_batches_cold_warm_and_by_workers(small_datasets, tmp_path,
                                                                       codec):
     src = small_datasets["folder"]["uri"]
@@ -52,6 +52,8 @@ def test_codec_is_in_the_key_and_raw_keeps_its_text():
         ";codec=zstd-up-l1")
     assert ssdfeed.Prepare(resize_short=256, codec="jpeg", quality=75).canonical().endswith(
         ";codec=jpeg-q75-420")
+    assert ssdfeed.Prepare(resize_short=256, codec="yuv420").canonical().endswith(
+        ";codec=yuv420-bt601f-box2")
 
 
 def test_apply_of_jpeg_is_the_decode_of_the_reencoded_image(small_datasets):
@@ -62,11 +64,17 @@ def test_apply_of_jpeg_is_the_decode_of_the_reencoded_image(small_datasets):
     lossy = ssdfeed.Prepare(resize=(48, 48), codec="jpeg", quality=90).apply(data)
     assert lossy.shape == raw.shape and not np.array_equal(lossy, raw)
     assert _psnr(lossy, raw) > 22
+    yuv = ssdfeed.Prepare(resize=(48, 48), codec="yuv420").apply(data)
+    assert yuv.shape == raw.shape and not np.array_equal(yuv, raw)
+    assert _psnr(yuv, raw) > 22  # tiny 48-px images of saturated colours
+    luma = np.array([0.299, 0.587, 0.114])
+    # Luma is kept but where a saturated colour clamps on decode.
+    assert np.abs((yuv - raw.astype(float)) @ luma).mean() < 1, "only chroma is lost"
 
 
 @pytest.mark.parametrize("kwargs, words", [
-    (dict(codec="lz4"), "codec must be 'raw', 'zstd' or 'jpeg', not 'lz4'"),
-    (dict(codec=None), "codec must be 'raw', 'zstd' or 'jpeg', not None"),
+    (dict(codec="lz4"), "codec must be 'raw', 'zstd', 'jpeg' or 'yuv420', not 'lz4'"),
+    (dict(codec=None), "codec must be 'raw', 'zstd', 'jpeg' or 'yuv420', not None"),
     (dict(codec="jpeg", quality=0), "quality must be an int from 1 to 100, not 0"),
     (dict(codec="jpeg", quality=101), "quality must be an int from 1 to 100, not 101"),
     (dict(quality=90.0), "quality must be an int from 1 to 100, not 90.0"),

@@ -12,7 +12,7 @@ import pytest
 
 import ssdfeed
 
-CODECS = ["raw", "zstd", "jpeg"]
+CODECS = ["raw", "zstd", "jpeg", "yuv420"]
 ROW_KEYS = {"codec", "quality", "identical", "psnr_db", "record_bytes", "footprint_x_raw", "per_core_images_per_s",
             "cores_images_per_s", "device_read_block", "device_read_qd", "device_read_direct",
             "device_mb_s", "device_images_per_s", "predicted_images_per_s"}
@@ -53,7 +53,11 @@ def test_plan_json_carries_each_codec_and_a_consistent_recommendation(photos, tm
         assert x["per_core_images_per_s"] > 0
     assert rows[0]["footprint_x_raw"] == 1
     assert rows[2]["footprint_x_raw"] < rows[1]["footprint_x_raw"] < 1
-    assert rows[0]["identical"] and rows[1]["identical"] and not rows[2]["identical"]
+    # yuv420: the planes (0.5x raw's pixels), in records of the same headers.
+    assert 0.5 <= rows[3]["footprint_x_raw"] < 0.52
+    assert rows[0]["identical"] and rows[1]["identical"]
+    assert not rows[2]["identical"] and not rows[3]["identical"]
+    assert rows[3]["psnr_db"] > 25  # 64-px crops of saturated colours
     assert plan["recommended"] == expected_pick(rows, plan["tie_fraction"])
     assert plan["device_dir"].startswith(str(tmp_path)), "measured where the cache will be"
     assert not [f for f in os.listdir(tmp_path) if "scratch" in f], "scratch file left behind"
@@ -118,7 +122,7 @@ def test_bench_loader_compares_every_codec(photos, tmp_path):
     try:
         r = run("bench", "loader", "--source", photos["uri"], "--resize-short", "96", "--crop",
                 "64", "--batch", "8", "--workers", "2", "--cache", cache, "--codec",
-                "raw,zstd,jpeg", "--rounds", "1", "--throttle-read-bps", "500M",
+                "raw,zstd,jpeg,yuv420", "--rounds", "1", "--throttle-read-bps", "500M",
                 "--plan-seconds", "0.05", "--json")
         assert r.returncode == 0, r.stderr
         res = json.loads(r.stdout)
@@ -131,6 +135,16 @@ def test_bench_loader_compares_every_codec(photos, tmp_path):
         assert len(x["page_cache_images_per_s"]) == 1 and x["page_cache_median"] > 0
         assert x["plan"]["predicted_images_per_s"] > 0
     assert rows[0]["footprint_x_raw"] == 1
+    # Each codec's medians as ratios to raw's, measured in this run.
+    for x in rows:
+        r = x["x_raw"]
+        assert r["footprint"] == pytest.approx(x["footprint_x_raw"])
+        assert r["page_cache"] == pytest.approx(x["page_cache_median"] / rows[0]["page_cache_median"])
+        assert r["page_cache_per_cpu_second"] == pytest.approx(
+            x["page_cache_per_cpu_second_median"] / rows[0]["page_cache_per_cpu_second_median"])
+        assert r["throttled"] == (pytest.approx(x["throttled_median"] / rows[0]["throttled_median"])
+                                  if rows[0]["throttled_median"] > 0 else 0)
+    assert rows[0]["x_raw"]["page_cache"] == 1
     assert res["recommended"] in CODECS
     if base == "/dev/shm" or os.geteuid() != 0:
         assert res["throttle_skipped"], "no block device / not root: skipped, with the reason"
@@ -152,6 +166,9 @@ def test_bench_loader_codec_text_has_a_row_per_codec(photos, tmp_path):
     assert any(l.startswith("raw ") for l in lines) and any(l.startswith("jpeg q90") for l in lines)
     assert "throttled: skipped: not asked for" in r.stdout
     assert "medians of 1 round(s)" in r.stdout
+    ratios = [l for l in lines if l.startswith("x raw ")]
+    assert [l.split()[2] for l in ratios] == ["raw", "jpeg"], r.stdout
+    assert "footprint 1.00x, page cache 1.00x" in ratios[0], ratios[0]
 
 
 @pytest.mark.serial
