@@ -25,6 +25,15 @@ void BindItems(nanobind::module_& m);
 // sets it as the Python error, with the item's index added, and returns
 // true: ThrowIfError then raises the user's own exception.
 bool RaiseStashed(const Status& s);
+// "<uri> item <i>:", how every Status message about item i starts: the tag
+// an exception compute raised is kept under (python/src/item_errors.cc).
+std::string ItemTag(const std::string& uri, uint64_t id);
+// Keeps exc, what compute raised for tag, for RaiseStashed (the newest 64:
+// under on_error=skip nobody takes them). GIL held, as for all three.
+void StashException(std::string tag, uint64_t item, nanobind::object exc);
+// Drops what compute raised for tag (a skipped item), or everything (at exit).
+void DropStashed(const std::string& tag);
+void DropAllStashed();
 
 // Raises the Python exception that fits the Status (no-op when OK).
 void ThrowIfError(const Status& s);
