@@ -16,6 +16,7 @@
 #include "image/pixel_codec.h"
 #include "ssdfeed/cache.h"
 #include "ssdfeed/enum_names.h"
+#include "ssdfeed/image.h"
 
 namespace ssdfeed::cache_format {
 

@@ -15,7 +15,13 @@
 #include <cstring>
 #include <vector>
 
+#include "ssdfeed/enum_names.h"
+
 namespace ssdfeed {
+
+// The spellings of RecordCodec (ssdfeed/enum_names.h).
+SSDFEED_ENUM_TABLE(RecordCodec, "codec", {RecordCodec::kRaw, "raw"}, {RecordCodec::kZstd, "zstd"},
+                   {RecordCodec::kJpeg, "jpeg"})
 
 namespace {
 

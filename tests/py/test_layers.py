@@ -80,6 +80,54 @@ def test_no_cache_header_in_the_cli_the_bindings_or_the_item_tests():
     assert not bad, bad
 
 
+def _resolve(inc):
+    for base in (ROOT / "include", ROOT / "src", ROOT):
+        if (base / inc).is_file():
+            return base / inc
+    return None
+
+
+def _closure(path):
+    """Every quoted header path reaches through its includes."""
+    seen, stack = set(), [path]
+    while stack:
+        for inc in INCLUDE.findall(stack.pop().read_text()):
+            if inc not in seen:
+                seen.add(inc)
+                if _resolve(inc) is not None:
+                    stack.append(_resolve(inc))
+    return seen
+
+
+UPPER = ("ssdfeed/loader.h", "ssdfeed/cache.h")
+
+
+def test_image_and_source_rooms_reach_neither_loader_nor_cache_headers():
+    """Through every include, not only the direct ones: enum_names.h declares
+    its enums rather than including their headers, so a file that spells an
+    option does not pull in the loader's and the cache's."""
+    bad = []
+    for room in ("image", "source"):
+        folder = ROOT / "src" / room
+        if not folder.is_dir():
+            pytest.skip("no source tree (installed package only)")
+        for path in sorted(folder.glob("*.[ch]*")):
+            bad += [(path.name, inc) for inc in _closure(path)
+                    if inc in UPPER or inc.startswith(("cache/", "pipeline/"))]
+    enum_names = ROOT / "include" / "ssdfeed" / "enum_names.h"
+    bad += [("enum_names.h", inc) for inc in _closure(enum_names) if inc != "ssdfeed/status.h"]
+    assert not bad, bad
+
+
+def test_util_headers_reach_nothing_above_util():
+    folder = ROOT / "src" / "util"
+    if not folder.is_dir():
+        pytest.skip("no source tree (installed package only)")
+    bad = [(p.name, inc) for p in sorted(folder.glob("*.h")) for inc in _closure(p)
+           if inc in UPPER or inc.startswith(("cache/", "pipeline/", "image/", "source/"))]
+    assert not bad, bad
+
+
 def test_metrics_include_nothing_of_the_loader():
     bad = [(p, inc) for p, inc in _includes("metrics")
            if inc.startswith("pipeline/") or inc == "ssdfeed/loader.h"]
