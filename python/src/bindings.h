@@ -46,7 +46,15 @@ class CacheUnavailableError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
-// Throws CacheUnavailableError for those two codes, else as ThrowIfError.
+// The cache root or its disk is full (Python: ssdfeed.CacheFullError, a
+// CacheUnavailableError, so an OSError): any NoSpace a call reports. Its
+// own class, so that callers never recognise it by its message.
+class CacheFullError : public CacheUnavailableError {
+ public:
+  using CacheUnavailableError::CacheUnavailableError;
+};
+// Throws CacheFullError for NoSpace, CacheUnavailableError for Busy, else
+// as ThrowIfError.
 void ThrowIfOpenError(const Status& s);
 
 template <typename T>

@@ -1,6 +1,7 @@
 """ssdfeed: prepare once, cache on local SSD, serve shuffled augmented batches."""
 
 from ssdfeed._ssdfeed import (
+    CacheFullError,
     CacheUnavailableError,
     CorruptionError,
     Source,
@@ -15,6 +16,7 @@ from ssdfeed.prepare import Prepare
 from ssdfeed.warm import warm
 
 __all__ = [
+    "CacheFullError",
     "CacheUnavailableError",
     "CachedDataset",
     "CorruptionError",
