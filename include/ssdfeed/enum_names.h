@@ -3,20 +3,29 @@
 // 'a' or 'b'" message come from here, so a new mode is added once.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "ssdfeed/augment.h"
-#include "ssdfeed/cache.h"
-#include "ssdfeed/image.h"
-#include "ssdfeed/loader.h"
-#include "ssdfeed/sample.h"
-#include "ssdfeed/source.h"
 #include "ssdfeed/status.h"
 
 namespace ssdfeed {
+
+// The enums spelled here, declared only (each as its definition, underlying
+// type included): a file that spells one includes this header without the
+// loader's, the cache's or the image's. Each table is defined beside its
+// enum (SSDFEED_ENUM_TABLE in that room's .cc).
+enum class OnError;                // ssdfeed/source.h, src/source/source.cc
+enum class ShardMode;              // ssdfeed/loader.h, src/pipeline/loader.cc
+enum class WarmRead;               // ssdfeed/cache.h, src/cache/cache_entry.cc
+enum class FillWrite;              // ssdfeed/cache.h, src/cache/cache_entry.cc
+enum class DType;                  // ssdfeed/augment.h, src/image/augment.cc
+enum class Layout;                 // ssdfeed/augment.h, src/image/augment.cc
+enum class AugmentKind;            // ssdfeed/augment.h, src/image/augment.cc
+enum class RecordCodec : uint8_t;  // ssdfeed/image.h, src/image/pixel_codec.cc
+enum class FieldKind : uint8_t;    // ssdfeed/sample.h, src/source/sample.cc
 
 template <typename E>
 struct Spelling {
@@ -24,84 +33,41 @@ struct Spelling {
   const char* name;
 };
 
-// Specialised per enum: `option` (the Python keyword; the CLI flag is its
-// --dashed form) and `names`, in declaration order.
+// Each enum's spellings, in declaration order, and its `option` (the
+// Python keyword; the CLI flag is its --dashed form).
 template <typename E>
-struct EnumTable;
-
-template <>
-struct EnumTable<OnError> {
-  static constexpr const char* option = "on_error";
-  static constexpr Spelling<OnError> names[] = {{OnError::kRaise, "raise"},
-                                                {OnError::kSkip, "skip"}};
-};
-template <>
-struct EnumTable<ShardMode> {
-  static constexpr const char* option = "shard";
-  static constexpr Spelling<ShardMode> names[] = {{ShardMode::kGlobal, "global"},
-                                                  {ShardMode::kSticky, "sticky"},
-                                                  {ShardMode::kRotate, "rotate"}};
-};
-template <>
-struct EnumTable<WarmRead> {
-  static constexpr const char* option = "warm_read";
-  static constexpr Spelling<WarmRead> names[] = {
-      {WarmRead::kAuto, "auto"}, {WarmRead::kBuffered, "buffered"}, {WarmRead::kDirect, "direct"}};
-};
-template <>
-struct EnumTable<FillWrite> {
-  static constexpr const char* option = "fill_write";
-  static constexpr Spelling<FillWrite> names[] = {{FillWrite::kAuto, "auto"},
-                                                  {FillWrite::kBuffered, "buffered"},
-                                                  {FillWrite::kDirect, "direct"}};
-};
-template <>
-struct EnumTable<DType> {
-  static constexpr const char* option = "dtype";
-  static constexpr Spelling<DType> names[] = {
-      {DType::kUint8, "uint8"}, {DType::kFloat32, "float32"}, {DType::kFloat16, "float16"}};
-};
-template <>
-struct EnumTable<Layout> {
-  static constexpr const char* option = "layout";
-  static constexpr Spelling<Layout> names[] = {{Layout::kNHWC, "NHWC"}, {Layout::kNCHW, "NCHW"}};
-};
-template <>
-struct EnumTable<AugmentKind> {
-  static constexpr const char* option = "augment kind";
-  static constexpr Spelling<AugmentKind> names[] = {
-      {AugmentKind::kResizedCrop, "resized_crop"},
-      {AugmentKind::kFlip, "flip"},
-      {AugmentKind::kScaleJitterCrop, "scale_jitter_crop"}};
-};
-template <>
-struct EnumTable<RecordCodec> {
-  static constexpr const char* option = "codec";
-  static constexpr Spelling<RecordCodec> names[] = {{RecordCodec::kRaw, "raw"},
-                                                    {RecordCodec::kZstd, "zstd"},
-                                                    {RecordCodec::kJpeg, "jpeg"},
-                                                    {RecordCodec::kYuv420, "yuv420"}};
-};
-
-template <>
-struct EnumTable<FieldKind> {
-  static constexpr const char* option = "field kind";
-  static constexpr Spelling<FieldKind> names[] = {{FieldKind::kImage, "image"},
-                                                  {FieldKind::kMask, "mask"},
-                                                  {FieldKind::kBoxes, "boxes"},
-                                                  {FieldKind::kClasses, "classes"},
-                                                  {FieldKind::kLabel, "label"},
-                                                  {FieldKind::kArray, "array"},
-                                                  {FieldKind::kBytes, "bytes"},
-                                                  {FieldKind::kBoxFloats, "box_floats"},
-                                                  {FieldKind::kInstanceMasks, "instance_masks"},
-                                                  {FieldKind::kAuto, "auto"}};
-};
-
+std::span<const Spelling<E>> Spellings();
 template <typename E>
-constexpr std::span<const Spelling<E>> Spellings() {
-  return EnumTable<E>::names;
-}
+const char* EnumOption();
+
+#define SSDFEED_DECLARE_ENUM_TABLE(E)          \
+  template <>                                  \
+  std::span<const Spelling<E>> Spellings<E>(); \
+  template <>                                  \
+  const char* EnumOption<E>();
+SSDFEED_DECLARE_ENUM_TABLE(OnError)
+SSDFEED_DECLARE_ENUM_TABLE(ShardMode)
+SSDFEED_DECLARE_ENUM_TABLE(WarmRead)
+SSDFEED_DECLARE_ENUM_TABLE(FillWrite)
+SSDFEED_DECLARE_ENUM_TABLE(DType)
+SSDFEED_DECLARE_ENUM_TABLE(Layout)
+SSDFEED_DECLARE_ENUM_TABLE(AugmentKind)
+SSDFEED_DECLARE_ENUM_TABLE(RecordCodec)
+SSDFEED_DECLARE_ENUM_TABLE(FieldKind)
+#undef SSDFEED_DECLARE_ENUM_TABLE
+
+// Defines enum E's table, in a .cc that includes E's header:
+// SSDFEED_ENUM_TABLE(OnError, "on_error", {OnError::kRaise, "raise"}, ...).
+#define SSDFEED_ENUM_TABLE(E, OPTION, ...)                 \
+  template <>                                              \
+  std::span<const Spelling<E>> Spellings<E>() {            \
+    static constexpr Spelling<E> kNames[] = {__VA_ARGS__}; \
+    return kNames;                                         \
+  }                                                        \
+  template <>                                              \
+  const char* EnumOption<E>() {                            \
+    return OPTION;                                         \
+  }
 
 template <typename E>
 const char* EnumName(E v) {
@@ -130,7 +96,7 @@ inline std::string QuotedChoices(const std::vector<std::string>& names) {
 // The value spelled `text`; otherwise InvalidArgument "OPTION must be 'a',
 // 'b' or 'c', not 'TEXT'" (OPTION: `option`, default the table's).
 template <typename E>
-Result<E> ParseEnum(std::string_view text, std::string_view option = EnumTable<E>::option) {
+Result<E> ParseEnum(std::string_view text, std::string_view option = EnumOption<E>()) {
   for (const auto& s : Spellings<E>())
     if (text == s.name) return s.value;
   return Status::InvalidArgument(std::string(option) + " must be " + QuotedChoices(EnumNames<E>()) +

@@ -54,7 +54,7 @@ struct FieldSpec {
 // boxes, "image/object/class/label" classes, "*npy" an array); else bytes.
 FieldKind ResolveFieldKind(const FieldSpec& spec);
 
-// "NAME=KEY" or "NAME:KIND=KEY" (KIND spelled as in EnumTable<FieldKind>),
+// "NAME=KEY" or "NAME:KIND=KEY" (KIND spelled as in Spellings<FieldKind>),
 // as the CLI's --field and URI queries take it. Malformed text, or a kind
 // said to be bytes for a name or key that implies another, is
 // InvalidArgument saying so.

@@ -32,6 +32,8 @@ void ThrowIfError(const Status& s) {
       break;
     case Status::Code::kCorruption:
       throw CorruptionError(s.message());
+    case Status::Code::kNoSpace:
+      throw CacheFullError(s.message());
     case Status::Code::kAborted:
       PyErr_SetString(PyExc_RuntimeError, msg);
       break;
@@ -42,8 +44,8 @@ void ThrowIfError(const Status& s) {
 }
 
 void ThrowIfOpenError(const Status& s) {
-  if (s.IsNoSpace() || s.IsBusy()) throw CacheUnavailableError(s.message());
-  ThrowIfError(s);
+  if (s.IsBusy()) throw CacheUnavailableError(s.message());
+  ThrowIfError(s);  // NoSpace: CacheFullError
 }
 
 nb::object ImageToArray(Image&& img) {
@@ -65,6 +67,12 @@ void BindAll(nb::module_& m) {
       "or a lock of it is held by a stopped process. ssdfeed.cache computes items from the "
       "dataset meanwhile and tries again later.";
   unavailable.attr("__module__") = "ssdfeed";
+  // Registered after its base: nanobind tries the newest translator first.
+  nb::exception<CacheFullError> full(m, "CacheFullError", unavailable);
+  full.attr("__doc__") =
+      "The cache root or its disk is full (a CacheUnavailableError, so an OSError): no entry "
+      "can be made, or nothing more stored, until space is freed or the capacity raised.";
+  full.attr("__module__") = "ssdfeed";
   m.def(
       "default_cache_root", [] { return DefaultCacheRoot(); },
       "$SSDFEED_CACHE, then ~/.cache/ssdfeed: the root the CLI uses too.");

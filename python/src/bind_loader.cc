@@ -372,6 +372,16 @@ void BindLoader(nb::module_& m) {
       "[(begin, end), ...] id runs the cache root of options holds for its source and "
       "preparation; creates nothing.");
 
+  m.def(
+      "epoch_order",
+      [](uint64_t n, bool shuffle, uint64_t seed, uint64_t epoch) {
+        std::vector<uint64_t> ids = EpochOrder(n, shuffle, seed, epoch, 0, 1, false);
+        return nb::bytes(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(uint64_t));
+      },
+      nb::arg("n"), nb::arg("shuffle"), nb::arg("seed"), nb::arg("epoch"),
+      "The ids of [0, n) in the order one process reads them in epoch `epoch` (the Loader's "
+      "EpochOrder, rank 0 of 1), as native uint64 bytes: ssdfeed.tf.cache(shuffle=True) "
+      "reads its passes in it.");
   m.def("split_ids", &SplitIds, nb::arg("begin"), nb::arg("end"), nb::arg("validation_split"),
         nb::arg("seed"), nb::arg("validation"),
         "The ids of one part of a seeded random split of [begin, end), as the loader draws it.");

@@ -25,6 +25,15 @@ void BindItems(nanobind::module_& m);
 // sets it as the Python error, with the item's index added, and returns
 // true: ThrowIfError then raises the user's own exception.
 bool RaiseStashed(const Status& s);
+// "<uri> item <i>:", how every Status message about item i starts: the tag
+// an exception compute raised is kept under (python/src/item_errors.cc).
+std::string ItemTag(const std::string& uri, uint64_t id);
+// Keeps exc, what compute raised for tag, for RaiseStashed (the newest 64:
+// under on_error=skip nobody takes them). GIL held, as for all three.
+void StashException(std::string tag, uint64_t item, nanobind::object exc);
+// Drops what compute raised for tag (a skipped item), or everything (at exit).
+void DropStashed(const std::string& tag);
+void DropAllStashed();
 
 // Raises the Python exception that fits the Status (no-op when OK).
 void ThrowIfError(const Status& s);
@@ -37,7 +46,15 @@ class CacheUnavailableError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
-// Throws CacheUnavailableError for those two codes, else as ThrowIfError.
+// The cache root or its disk is full (Python: ssdfeed.CacheFullError, a
+// CacheUnavailableError, so an OSError): any NoSpace a call reports. Its
+// own class, so that callers never recognise it by its message.
+class CacheFullError : public CacheUnavailableError {
+ public:
+  using CacheUnavailableError::CacheUnavailableError;
+};
+// Throws CacheFullError for NoSpace, CacheUnavailableError for Busy, else
+// as ThrowIfError.
 void ThrowIfOpenError(const Status& s);
 
 template <typename T>

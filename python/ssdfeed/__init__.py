@@ -5,6 +5,7 @@ from ssdfeed._cache import CachedDataset, cache
 from ssdfeed._errors import SkippedItemsError, WarmWorkerError
 from ssdfeed._item_tree import ItemFormatError
 from ssdfeed._ssdfeed import (
+    CacheFullError,
     CacheUnavailableError,
     CorruptionError,
     Source,
@@ -21,6 +22,7 @@ from ssdfeed.prepare import Prepare
 _moved.install()
 
 __all__ = [
+    "CacheFullError",
     "CacheUnavailableError",
     "CachedDataset",
     "CorruptionError",

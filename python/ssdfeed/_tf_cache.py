@@ -238,6 +238,11 @@ class Store:
         self._parts = {}
         self._meta = None
         self._full_warned = False
+        # compute(i) -> element i's components, by index (TfCache sets it
+        # where the pipeline allows random access): get() then computes a
+        # missing element under its claim, so two jobs filling one cache
+        # compute each element about once.
+        self.compute = None
 
     def _open(self, what, size):
         """The entry, or None where none can be had (the root full of entries
@@ -245,7 +250,7 @@ class Store:
         from the upstream."""
         ident = f"tf1 key={self.key} spec={_digest(self.spec_text)} P={self.part} {what}"
         try:
-            return _ssdfeed.ItemEntry(self.root, self.uri, ident, size, None,
+            return _ssdfeed.ItemEntry(self.root, self.uri, ident, size, self._part_compute(what),
                                       capacity_bytes=self.capacity,
                                       group_shared=self.group_shared)
         except _ssdfeed.CacheUnavailableError as e:  # full of entries in use, or busy
@@ -254,6 +259,12 @@ class Store:
                 warnings.warn(f"ssdfeed.tf.cache: {e}; what does not fit is computed by the "
                               "pipeline each pass", stacklevel=2)
             return None
+
+    def _part_compute(self, what):
+        if not what.startswith("part="):
+            return None  # the meta entry is only put
+        first = int(what[len("part="):]) * self.part
+        return lambda k: encode(self.compute(first + k))
 
     def entry(self, p):
         """Part p's entry (None: no room for it; tried once a process)."""
@@ -289,6 +300,12 @@ class Store:
         e = self.entry(i // self.part)
         f = None if e is None else e.lookup(i % self.part)
         return None if f is None else decode(f, specs)
+
+    def get(self, i, specs):
+        """Element i: stored, else computed by self.compute under its claim
+        (or read once the job that claimed it stored it). None: no entry."""
+        e = self.entry(i // self.part)
+        return None if e is None else decode(e.get(i % self.part), specs)
 
     def put(self, i, components):
         e = self.entry(i // self.part)
@@ -337,6 +354,15 @@ def _tf_owned(t):
     return t if t.dtype == tf.string else tf.raw_ops.DeepCopy(x=t)
 
 
+# What tf.data.experimental.at raises for a pipeline without random access.
+_NO_INDEX = (tf.errors.FailedPreconditionError, tf.errors.UnimplementedError,
+             tf.errors.InvalidArgumentError)
+
+
+class _NoRandomAccess(Exception):
+    """The upstream cannot give an element by index: fill it in order."""
+
+
 class Plan:
     __slots__ = ("read", "order")
 
@@ -360,6 +386,7 @@ class TfCache:
         self._random_access = None  # unknown until a resume asks
         card = int(ds.cardinality())
         self.known_total = card if card >= 0 else None
+        self.store.compute = self._at_index
 
     # One plan per pass, made when the pass starts; the read and the fill
     # datasets of that pass both follow it.
@@ -368,10 +395,9 @@ class TfCache:
         total = self.store.total()
         read = total is not None and self.store.present(total) >= total
         order = None
-        if read and self.shuffle:
-            order = np.random.default_rng([self.seed, epoch]).permutation(total)
-        elif read:
-            order = np.arange(total, dtype=np.int64)
+        if read:  # the Loader's order for (seed, epoch): one shuffle in C++ and Python
+            order = np.frombuffer(_ssdfeed.epoch_order(total, self.shuffle, self.seed, epoch),
+                                  np.uint64).astype(np.int64)
         pid = next(self._ids)
         self._plans[pid] = Plan(read, order)
         yield np.int64(pid)
@@ -447,17 +473,41 @@ class TfCache:
                 first = tf.data.experimental.at(self.upstream, i)
                 self._random_access = True
                 return itertools.chain([first], self._by_index(i + 1))
-            except (tf.errors.FailedPreconditionError, tf.errors.UnimplementedError,
-                    tf.errors.InvalidArgumentError):
+            except _NO_INDEX:
                 self._random_access = False
         return iter(self.upstream.skip(i))
+
+    def _at_index(self, i):
+        """Element i's components, computed by index: what a claimed fill
+        (Store.get) runs for an element no job has stored."""
+        try:
+            el = tf.data.experimental.at(self.upstream, i)
+        except _NO_INDEX as e:
+            raise _NoRandomAccess(str(e)) from None
+        return to_numpy(el)
+
+    def _claimed(self, i):
+        """Element i from the cache or, where the pipeline allows access by
+        index, computed here under its claim while another job computing it
+        is waited for; None when the upstream must go on from i."""
+        if self.known_total is None or self._random_access is False:
+            return self.store.lookup(i, self.specs)
+        try:
+            comps = self.store.get(i, self.specs)
+        except _NoRandomAccess:
+            self._random_access = False
+            return self.store.lookup(i, self.specs)
+        self._random_access = self._random_access or comps is not None
+        return comps
 
     def _by_index(self, start):
         for j in range(start, self.known_total):
             yield tf.data.experimental.at(self.upstream, j)
 
     def _fill(self, pid):
-        """A pass over an incomplete cache: stored elements are read, the
+        """A pass over an incomplete cache: stored elements are read; where
+        the upstream gives elements by index, a missing one is computed under
+        its claim (another job filling at once computes the others); else the
         first missing one starts the upstream there, and from then on the
         upstream feeds the pass and the cache to its end."""
         if self._plans.pop(int(pid)).read:
@@ -467,7 +517,7 @@ class TfCache:
         it, i = None, 0
         while total is None or i < total:
             if it is None:
-                comps = self.store.lookup(i, self.specs)
+                comps = self._claimed(i)
                 if comps is not None:
                     yield self._pack(comps)
                     i += 1

@@ -15,10 +15,17 @@
 #include "cache/segment_writer.h"
 #include "cache/writer_slot.h"
 #include "ssdfeed/cache.h"
+#include "ssdfeed/enum_names.h"
 #include "util/fd_limit.h"
 #include "util/hash.h"
 
 namespace ssdfeed {
+
+// The spellings of WarmRead, FillWrite (ssdfeed/enum_names.h).
+SSDFEED_ENUM_TABLE(WarmRead, "warm_read", {WarmRead::kAuto, "auto"},
+                   {WarmRead::kBuffered, "buffered"}, {WarmRead::kDirect, "direct"})
+SSDFEED_ENUM_TABLE(FillWrite, "fill_write", {FillWrite::kAuto, "auto"},
+                   {FillWrite::kBuffered, "buffered"}, {FillWrite::kDirect, "direct"})
 
 namespace cf = cache_format;
 

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "ssdfeed/cached_fields.h"
+
 namespace ssdfeed::cache_format {
 
 namespace {
@@ -192,3 +194,21 @@ Field ToField(const FieldView& v) {
 }
 
 }  // namespace ssdfeed::cache_format
+
+namespace ssdfeed {
+
+// Public (ssdfeed/cached_fields.h): readers outside src/cache get parsed
+// fields, never the section's layout.
+Status ParseFields(const CachedSample& cs, std::vector<FieldView>* out) {
+  out->clear();
+  if (cs.fields.empty()) return Status::OK();  // a sample of only an image and a label
+  std::string bad = cache_format::ParseFields(cs.fields, out);
+  if (!bad.empty()) return Status::Corruption("cached fields: " + bad);
+  return Status::OK();
+}
+
+Status EncodeFields(const std::vector<Field>& fields, std::string* section) {
+  return cache_format::EncodeFields(fields, section);
+}
+
+}  // namespace ssdfeed

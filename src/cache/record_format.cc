@@ -17,6 +17,7 @@
 #include "image/yuv420.h"
 #include "ssdfeed/cache.h"
 #include "ssdfeed/enum_names.h"
+#include "ssdfeed/image.h"
 
 namespace ssdfeed::cache_format {
 

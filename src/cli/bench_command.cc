@@ -7,7 +7,11 @@
 #include "bench/bench.h"
 #include "cli/options.h"
 #include "pipeline/entry_key.h"
+#include "ssdfeed/cache.h"
 #include "ssdfeed/enum_names.h"
+#include "ssdfeed/image.h"
+#include "ssdfeed/loader.h"
+#include "ssdfeed/source.h"
 #include "util/units.h"
 
 namespace ssdfeed::cli {

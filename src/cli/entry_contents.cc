@@ -4,7 +4,7 @@
 #include <cstring>
 #include <map>
 
-#include "cache/field_section.h"
+#include "ssdfeed/cached_fields.h"
 #include "ssdfeed/defaults.h"
 
 namespace ssdfeed::cli {
@@ -56,8 +56,8 @@ std::optional<uint64_t> ReadElementCount(const CacheOptions& opts, const EntryKe
   CachedSample cs;
   if (!(*entry)->Get(0, &buf, &cs).ok()) return std::nullopt;
   std::vector<FieldView> fields;
-  if (!cache_format::ParseFields(cs.fields, &fields).empty() || fields.size() != 1 ||
-      fields[0].dtype != "<i8" || fields[0].size != sizeof(int64_t))
+  if (!ParseFields(cs, &fields).ok() || fields.size() != 1 || fields[0].dtype != "<i8" ||
+      fields[0].size != sizeof(int64_t))
     return std::nullopt;
   int64_t n = 0;
   std::memcpy(&n, fields[0].data, sizeof n);

@@ -8,6 +8,8 @@
 
 #include "cli/options.h"
 #include "ssdfeed/enum_names.h"
+#include "ssdfeed/sample.h"
+#include "ssdfeed/source.h"
 
 namespace ssdfeed::cli {
 

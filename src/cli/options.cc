@@ -3,8 +3,11 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "ssdfeed/cache.h"
 #include "ssdfeed/defaults.h"
 #include "ssdfeed/enum_names.h"
+#include "ssdfeed/image.h"
+#include "ssdfeed/sample.h"
 #include "util/units.h"
 
 namespace ssdfeed::cli {

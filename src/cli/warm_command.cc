@@ -24,6 +24,8 @@
 #include "cli/options.h"
 #include "ssdfeed/defaults.h"
 #include "ssdfeed/enum_names.h"
+#include "ssdfeed/image.h"
+#include "ssdfeed/source.h"
 #include "ssdfeed/warm.h"
 #include "util/units.h"
 

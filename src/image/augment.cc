@@ -10,9 +10,18 @@
 
 #include "image/cv_call.h"
 #include "image/resample.h"
+#include "ssdfeed/enum_names.h"
 #include "util/hash.h"
 
 namespace ssdfeed {
+
+// The spellings of DType, Layout, AugmentKind (ssdfeed/enum_names.h).
+SSDFEED_ENUM_TABLE(DType, "dtype", {DType::kUint8, "uint8"}, {DType::kFloat32, "float32"},
+                   {DType::kFloat16, "float16"})
+SSDFEED_ENUM_TABLE(Layout, "layout", {Layout::kNHWC, "NHWC"}, {Layout::kNCHW, "NCHW"})
+SSDFEED_ENUM_TABLE(AugmentKind, "augment kind", {AugmentKind::kResizedCrop, "resized_crop"},
+                   {AugmentKind::kFlip, "flip"},
+                   {AugmentKind::kScaleJitterCrop, "scale_jitter_crop"})
 
 namespace {
 

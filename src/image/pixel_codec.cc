@@ -17,8 +17,13 @@
 #include <vector>
 
 #include "image/yuv420.h"
+#include "ssdfeed/enum_names.h"
 
 namespace ssdfeed {
+
+// The spellings of RecordCodec (ssdfeed/enum_names.h).
+SSDFEED_ENUM_TABLE(RecordCodec, "codec", {RecordCodec::kRaw, "raw"}, {RecordCodec::kZstd, "zstd"},
+                   {RecordCodec::kJpeg, "jpeg"}, {RecordCodec::kYuv420, "yuv420"})
 
 namespace {
 

@@ -12,8 +12,8 @@ EntryKey MakeEntryKey(const Source& source, const SourceOptions& so, const Prepa
 // Inverse of what MakeEntryKey records in prepare_json.
 Status ParsePrepareJson(const std::string& json, PrepareSpec* spec, SourceOptions* so);
 
-// An entry of Python items (ssdfeed.cache, ssdfeed.tf.cache: spec "items1",
-// ...): its origin is a Python dataset no tool outside that job can reopen,
+// An entry of items (ItemStore, ssdfeed.cache, ssdfeed.tf.cache: kItemsRecordSpec,
+// ...): its origin is a compute (Python, C++) no tool outside the job reopens,
 // so tools check and drop its records but never re-prepare them.
 inline bool IsItemsKey(const EntryKey& k) { return k.spec.rfind("items", 0) == 0; }
 

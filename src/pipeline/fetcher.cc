@@ -3,8 +3,12 @@
 #include "cache/capacity.h"
 #include "cache/field_section.h"
 #include "image/field_prepare.h"
+#include "ssdfeed/cache.h"
 #include "ssdfeed/enum_names.h"
+#include "ssdfeed/image.h"
 #include "ssdfeed/loader.h"
+#include "ssdfeed/sample.h"
+#include "ssdfeed/source.h"
 
 namespace ssdfeed {
 
@@ -200,16 +204,61 @@ bool SampleFetcher::WaitForOther(uint64_t id, FetchScratch* s, CachedSample* out
   return false;  // bounded: prepare it ourselves
 }
 
+// fields prepared with geometry, encoded into s->field_section.
+Status SampleFetcher::EncodeSection(const std::vector<EncodedField>& fields,
+                                    const PrepareGeometry& geometry, FetchScratch* s) {
+  SSDFEED_RETURN_IF_ERROR(PrepareFields(fields, geometry, s->decoder.limits, &s->fields));
+  s->field_section.clear();
+  return cache_format::EncodeFields(s->fields, &s->field_section);
+}
+
 // The sample's other fields, with the geometry its image was prepared with.
 Status SampleFetcher::PrepareFieldsOf(FetchScratch* s, CachedSample* out) {
   out->fields = {};
   if (s->encoded.fields.empty()) return Status::OK();
-  SSDFEED_RETURN_IF_ERROR(
-      PrepareFields(s->encoded.fields, s->geometry, s->decoder.limits, &s->fields));
-  s->field_section.clear();
-  SSDFEED_RETURN_IF_ERROR(cache_format::EncodeFields(s->fields, &s->field_section));
+  SSDFEED_RETURN_IF_ERROR(EncodeSection(s->encoded.fields, s->geometry, s));
   out->fields = s->field_section;
   return Status::OK();
+}
+
+Status SampleFetcher::Lookup(uint64_t id, FetchScratch* s, CachedSample* out) {
+  if (cache_ == nullptr) return Status::NotFound(source_->Describe(id) + ": no cache");
+  Status st = TimedGet(id, s, out);
+  if (st.IsNotFound()) {
+    MaybeRefresh();
+    st = TimedGet(id, s, out);
+  }
+  if (st.IsCorruption()) {  // dropped from the index by Get
+    stats_->Add(Ctr::kCorruptRecords);
+    env_->Warn(st.message() + "; it will be prepared again");
+    return Status::NotFound(st.message());
+  }
+  if (st.ok()) CountHit(*out);
+  return st;
+}
+
+Status SampleFetcher::Store(uint64_t id, const std::vector<EncodedField>& fields, FetchScratch* s,
+                            bool* stored) {
+  *stored = false;
+  if (!image_less_)
+    return Status::InvalidArgument(source_->Describe(id) +
+                                   ": only samples without an image can be stored as given");
+  SSDFEED_RETURN_IF_ERROR(CheckFieldsOnly(fields).WithContext(source_->Describe(id)));
+  SSDFEED_RETURN_IF_ERROR(
+      EncodeSection(fields, kFieldsOnlyGeometry, s).WithContext(source_->Describe(id)));
+  if (cache_ == nullptr || cache_->Contains(id) || !cache_->admitting()) return Status::OK();
+  if (!cache_->TryClaim(id)) return Status::OK();  // its claimer stores it
+  static const uint8_t kNoPixels = 0;              // records copy pixels with memcpy: never null
+  CachedSample cs;
+  cs.pixels = &kNoPixels;
+  cs.fields = s->field_section;
+  Status st = cache_->Put(id, cs);
+  SyncCacheCounters();
+  cache_->ReleaseClaim(id);
+  *stored = st.ok();
+  // No room or a failed write stops admission; the sample is simply not stored.
+  if (st.IsNoSpace() || st.code() == Status::Code::kIOError) return Status::OK();
+  return st;
 }
 
 Status SampleFetcher::FromOrigin(uint64_t id, FetchScratch* s, CachedSample* out) {

@@ -70,6 +70,20 @@ class SampleFetcher {
   // another process, or prepare from the origin (repairing a corrupt record).
   Status Resolve(uint64_t id, Status got, FetchScratch* scratch, CachedSample* out);
 
+  // Sample id from the cache only, never the origin: a miss looks again
+  // after picking up other processes' records (at most every 20 ms). A hit
+  // counts as Fetch's do. NotFound when absent; a corrupt record is dropped
+  // from the index, counted and NotFound (the next Fetch prepares it again).
+  Status Lookup(uint64_t id, FetchScratch* scratch, CachedSample* out);
+  // Stores an image-less sample given by its caller (not read from the
+  // origin) as id, its fields prepared and encoded as Fetch's are. Nothing
+  // is stored (*stored false) when id is present, the entry no longer
+  // admits, or another process holds its claim (that one stores it). A full
+  // disk or a failed write only stops admission, as in Fetch; fields no
+  // image-less sample may have are InvalidArgument.
+  Status Store(uint64_t id, const std::vector<EncodedField>& fields, FetchScratch* scratch,
+               bool* stored);
+
   // The one place these counters live: Loader::stats(), `ssdfeed warm` and
   // the exporter all read them from here.
   StatsPublisher& stats() { return *stats_; }
@@ -89,6 +103,8 @@ class SampleFetcher {
   Status FromOrigin(uint64_t id, FetchScratch* s, CachedSample* out);
   Status DecodeImage(FetchScratch* s);
   Status PrepareFieldsOf(FetchScratch* s, CachedSample* out);
+  Status EncodeSection(const std::vector<EncodedField>& fields, const PrepareGeometry& geometry,
+                       FetchScratch* s);
   Status EncodeStored(FetchScratch* s, CachedSample* out);
   Status ServeLossy(FetchScratch* s, CachedSample* out);
   void MaybeRefresh();

@@ -20,9 +20,14 @@
 #include "pipeline/fetcher.h"
 #include "pipeline/sample_renderer.h"
 #include "ssdfeed/defaults.h"
+#include "ssdfeed/enum_names.h"
 #include "ssdfeed/metrics.h"
 
 namespace ssdfeed {
+
+// The spellings of ShardMode (ssdfeed/enum_names.h).
+SSDFEED_ENUM_TABLE(ShardMode, "shard", {ShardMode::kGlobal, "global"},
+                   {ShardMode::kSticky, "sticky"}, {ShardMode::kRotate, "rotate"})
 
 namespace {
 

@@ -22,7 +22,10 @@
 #include "image/augment.h"
 #include "image/pixel_codec.h"
 #include "pipeline/fetcher.h"
+#include "ssdfeed/cache.h"
 #include "ssdfeed/enum_names.h"
+#include "ssdfeed/image.h"
+#include "ssdfeed/source.h"
 #include "ssdfeed/warm.h"
 
 namespace ssdfeed {

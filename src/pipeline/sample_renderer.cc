@@ -4,10 +4,10 @@
 #include <string>
 #include <utility>
 
-#include "cache/field_section.h"
 #include "image/augment.h"
 #include "image/field_augment.h"
 #include "image/flip.h"
+#include "ssdfeed/cached_fields.h"
 
 namespace ssdfeed {
 
@@ -92,11 +92,7 @@ void CopyView(const FieldView& v, Field* f) {
 
 Status SampleRenderer::RenderSampleFields(const CachedSample& cs, const CropBox& box, int out_h,
                                           int out_w, StagedFields* fields) const {
-  fields->views.clear();
-  if (!cs.fields.empty()) {
-    std::string bad = cache_format::ParseFields(cs.fields, &fields->views);
-    if (!bad.empty()) return Status::Corruption("cached fields: " + bad);
-  }
+  SSDFEED_RETURN_IF_ERROR(ParseFields(cs, &fields->views));
   const std::vector<FieldView>& in = fields->views;
   bool identity = box.top == 0 && box.left == 0 && box.height == cs.height &&
                   box.width == cs.width && !box.flip && out_h == cs.height && out_w == cs.width;

@@ -29,6 +29,8 @@
 #include "source/sources.h"
 #include "ssdfeed/enum_names.h"
 #include "ssdfeed/image.h"
+#include "ssdfeed/sample.h"
+#include "ssdfeed/source.h"
 
 namespace ssdfeed {
 

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "ssdfeed/enum_names.h"
+#include "ssdfeed/sample.h"
 
 namespace ssdfeed {
 

@@ -7,6 +7,14 @@
 
 namespace ssdfeed {
 
+// The spellings of FieldKind (ssdfeed/enum_names.h).
+SSDFEED_ENUM_TABLE(FieldKind, "field kind", {FieldKind::kImage, "image"},
+                   {FieldKind::kMask, "mask"}, {FieldKind::kBoxes, "boxes"},
+                   {FieldKind::kClasses, "classes"}, {FieldKind::kLabel, "label"},
+                   {FieldKind::kArray, "array"}, {FieldKind::kBytes, "bytes"},
+                   {FieldKind::kBoxFloats, "box_floats"},
+                   {FieldKind::kInstanceMasks, "instance_masks"}, {FieldKind::kAuto, "auto"})
+
 namespace {
 
 bool EndsWith(std::string_view s, std::string_view suffix) {

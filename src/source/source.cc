@@ -3,8 +3,12 @@
 
 #include "source/field_specs.h"
 #include "source/sources.h"
+#include "ssdfeed/enum_names.h"
 
 namespace ssdfeed {
+
+// The spellings of OnError (ssdfeed/enum_names.h).
+SSDFEED_ENUM_TABLE(OnError, "on_error", {OnError::kRaise, "raise"}, {OnError::kSkip, "skip"})
 
 namespace {
 

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "ssdfeed/cache.h"  // RaiseFdLimit, defined here
+
 namespace ssdfeed {
 
 // Two system calls, on every open of an entry: cheap, and unlike a

@@ -5,11 +5,11 @@
 
 #include <cstddef>
 
-#include "ssdfeed/cache.h"
-
 namespace ssdfeed {
 
-// RaiseFdLimit() is public (ssdfeed/cache.h): the CLI calls it at start.
+// RaiseFdLimit() is public (ssdfeed/cache.h, defined in fd_limit.cc): the
+// CLI calls it at start. This header includes nothing of the cache: util
+// sits below it (fd_limit.cc includes cache.h for the declaration).
 
 // How many segment files one entry's reader may keep open at once: a share
 // of the soft limit, so that several entries, the writer's own files and

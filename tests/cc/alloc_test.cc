@@ -10,6 +10,7 @@
 #include "image/pixel_codec.h"
 #include "ssdfeed/cache.h"
 #include "ssdfeed/enum_names.h"
+#include "ssdfeed/image.h"
 #include "test_util.h"
 
 // GCC 12 at -O2 (the TSan build) inlines std::allocator's free into this

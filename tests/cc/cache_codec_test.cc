@@ -12,6 +12,7 @@
 #include "cache_test_util.h"
 #include "ssdfeed/cache.h"
 #include "ssdfeed/enum_names.h"
+#include "ssdfeed/image.h"
 #include "ssdfeed/loader.h"
 #include "test_util.h"
 

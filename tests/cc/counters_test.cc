@@ -11,10 +11,12 @@
 #include <string>
 
 #include "metrics/families.h"
+#include "ssdfeed/augment.h"
 #include "ssdfeed/cache.h"
 #include "ssdfeed/enum_names.h"
 #include "ssdfeed/loader.h"
 #include "ssdfeed/metrics.h"
+#include "ssdfeed/source.h"
 
 namespace ssdfeed {
 namespace {

@@ -6,18 +6,16 @@
 #include <atomic>
 #include <cstring>
 
-#include "cache/field_section.h"
 #include "pipeline/entry_key.h"
 #include "pipeline/fetcher.h"
 #include "pipeline/sample_renderer.h"
 #include "ssdfeed/cache.h"
+#include "ssdfeed/cached_fields.h"
 #include "ssdfeed/loader.h"
 #include "test_util.h"
 
 namespace ssdfeed {
 namespace {
-
-namespace cf = cache_format;
 
 // A .npy (version 1) of float32 (3,) as numpy.lib.format writes it.
 std::string NpyF32(const float v[3]) {
@@ -75,7 +73,7 @@ CacheOptions Opts(const std::string& root) {
 void ExpectItem(const CachedSample& s, uint64_t id) {
   EXPECT_EQ(s.bytes(), 0u) << "no pixels";
   std::vector<FieldView> views;
-  ASSERT_EQ(cf::ParseFields(s.fields, &views), "");
+  ASSERT_TRUE(ParseFields(s, &views).ok());
   ASSERT_EQ(views.size(), 2u);
   EXPECT_EQ(views[0].name, "vec");
   EXPECT_EQ(views[0].dtype, "<f4");
@@ -212,7 +210,7 @@ TEST(ImageLess, RendererServesFieldsAndRefusesPixels) {
   StagedFields staged;
   std::vector<Field> fields = {{"txt", FieldKind::kBytes, "|u1", {2}, "ab"}};
   std::string section;
-  ASSERT_TRUE(cf::EncodeFields(fields, &section).ok());
+  ASSERT_TRUE(EncodeFields(fields, &section).ok());
   CachedSample cs;
   cs.fields = section;
   ASSERT_TRUE(r.Render(cs, 0, 7, buf.get(), 0, nullptr, &scratch, &staged).ok());

@@ -12,6 +12,7 @@
 #include "cache/record_format.h"
 #include "cache_test_util.h"
 #include "ssdfeed/cache.h"
+#include "ssdfeed/items.h"
 #include "test_util.h"
 
 namespace ssdfeed {
@@ -76,7 +77,7 @@ TEST(RecordRules, FollowTheRecordedPrepareSpec) {
   // No recorded spec (a C++ key of its own, an items entry), or one the
   // fingerprinted spec text does not match: raw records of any shape.
   for (EntryKey k : {test::FakeKey(4), test::SpecKey(4, crop)}) {
-    if (k.spec != "spec") k.spec = "items1";
+    if (k.spec != "spec") k.spec = kItemsRecordSpec;
     r = RulesOf(k);
     EXPECT_EQ(cf::CheckRules(Header(65535, 65535, 255), r), "");
     EXPECT_EQ(cf::CheckRules(Header(224, 224, 3, RecordCodec::kZstd), r),

@@ -562,3 +562,14 @@ def test_manifest_strings_reach_the_terminal_escaped(tmp_path):
         assert raw not in r.stdout, r.stdout
     [listed] = json.loads(r.stdout)
     assert listed["source"] == uri, "JSON escapes: the URI reads back as it was"
+
+
+def test_a_full_cache_root_is_its_own_exception_class(tmp_path):
+    """A root too small for any entry raises ssdfeed.CacheFullError, an
+    OSError that callers catch by class (as CacheUnavailableError, which
+    ssdfeed.cache and tf.cache fall back on), never by its message."""
+    with pytest.raises(ssdfeed.CacheFullError) as e:
+        _ssdfeed.ItemEntry(str(tmp_path), "python:full", "full", 4, None, capacity_bytes=1)
+    assert isinstance(e.value, ssdfeed.CacheUnavailableError)
+    assert isinstance(e.value, OSError)
+    assert str(tmp_path) in str(e.value)

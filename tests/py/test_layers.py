@@ -32,13 +32,12 @@ def test_image_layer_includes_neither_cache_nor_loader():
 
 
 # The private headers the CLI may use: the work it does that is not a public
-# API (the entry key, the size parser, the record's field section: `cache ls`
-# reads a tf.data cache's element count) and the uninstalled benchmarks.
+# API (the entry key, the size parser) and the uninstalled benchmarks.
 # Anything else it needs belongs in the library: `cache verify --repair` and
 # `cache import --check-origin` call ssdfeed/entry_check.h, not the fetcher
-# and the origin check.
-CLI_PRIVATE = {"bench/bench.h", "cache/field_section.h", "pipeline/entry_key.h",
-               "util/units.h"}
+# and the origin check; a record's fields it reads parsed
+# (ssdfeed/cached_fields.h), never through the cache's private headers.
+CLI_PRIVATE = {"bench/bench.h", "pipeline/entry_key.h", "util/units.h"}
 
 
 def test_cli_includes_public_headers_and_only_the_named_private_ones():
@@ -62,17 +61,72 @@ BINDING_HOOKS = {"source/s3_sigv4.h", "image/augment.h", "image/field_augment.h"
 # The record codecs: _decode_with (ssdfeed.decode) gives a jpeg spec's pixels
 # as a jpeg entry serves them, the prepared image's round trip.
 BINDING_HOOKS |= {"image/pixel_codec.h"}
-# ssdfeed.cache's item entry (python/src/bind_items.cc) drives the fetcher
-# itself, as the CLI does: the same claims, capacity and checksums as an
-# image entry, for items whose origin is a Python callable. Only that file
-# may include these; a public item-store header would retire the exception.
-ITEMS_BINDING = {"cache/field_section.h", "pipeline/entry_key.h", "pipeline/fetcher.h"}
 
 
+# The item bindings (python/src/bind_items.cc) are glue over the public
+# ItemStore (ssdfeed/items.h): no exception for them.
 def test_bindings_include_only_public_headers():
     bad = [(p, inc) for p, inc in _includes("src", under="python")
-           if not inc.startswith(("ssdfeed/", "python/src/")) and inc not in BINDING_HOOKS
-           and not (p.name == "bind_items.cc" and inc in ITEMS_BINDING)]
+           if not inc.startswith(("ssdfeed/", "python/src/")) and inc not in BINDING_HOOKS]
+    assert not bad, bad
+
+
+def test_no_cache_header_in_the_cli_the_bindings_or_the_item_tests():
+    """The cache's private headers (cache/*.h) are the cache's (and the
+    library's pipeline, benchmarks and fuzzers'): the CLI, the bindings and
+    the item tests read a record's fields parsed (ssdfeed/cached_fields.h)."""
+    bad = [(p, inc) for folder, under in (("cli", "src"), ("src", "python"))
+           for p, inc in _includes(folder, under) if inc.startswith("cache/")]
+    bad += [(p, inc) for p, inc in _includes("cc", under="tests")
+            if inc.startswith("cache/") and p.name in ("items_test.cc", "item_store_test.cc")]
+    assert not bad, bad
+
+
+def _resolve(inc):
+    for base in (ROOT / "include", ROOT / "src", ROOT):
+        if (base / inc).is_file():
+            return base / inc
+    return None
+
+
+def _closure(path):
+    """Every quoted header path reaches through its includes."""
+    seen, stack = set(), [path]
+    while stack:
+        for inc in INCLUDE.findall(stack.pop().read_text()):
+            if inc not in seen:
+                seen.add(inc)
+                if _resolve(inc) is not None:
+                    stack.append(_resolve(inc))
+    return seen
+
+
+UPPER = ("ssdfeed/loader.h", "ssdfeed/cache.h")
+
+
+def test_image_and_source_rooms_reach_neither_loader_nor_cache_headers():
+    """Through every include, not only the direct ones: enum_names.h declares
+    its enums rather than including their headers, so a file that spells an
+    option does not pull in the loader's and the cache's."""
+    bad = []
+    for room in ("image", "source"):
+        folder = ROOT / "src" / room
+        if not folder.is_dir():
+            pytest.skip("no source tree (installed package only)")
+        for path in sorted(folder.glob("*.[ch]*")):
+            bad += [(path.name, inc) for inc in _closure(path)
+                    if inc in UPPER or inc.startswith(("cache/", "pipeline/"))]
+    enum_names = ROOT / "include" / "ssdfeed" / "enum_names.h"
+    bad += [("enum_names.h", inc) for inc in _closure(enum_names) if inc != "ssdfeed/status.h"]
+    assert not bad, bad
+
+
+def test_util_headers_reach_nothing_above_util():
+    folder = ROOT / "src" / "util"
+    if not folder.is_dir():
+        pytest.skip("no source tree (installed package only)")
+    bad = [(p.name, inc) for p in sorted(folder.glob("*.h")) for inc in _closure(p)
+           if inc in UPPER or inc.startswith(("cache/", "pipeline/", "image/", "source/"))]
     assert not bad, bad
 
 

@@ -9,7 +9,10 @@ processes can share one), which is how the tests see what was computed.
 prints each element's index as it is served (flushed), and writes the
 served elements (normalised to lists) as JSON to OUT at the end. With
 --meet, the parse of element MEET_AT waits until the other worker (the
-other name in DIR) has got there too, so two fills overlap for sure.
+other name in DIR) has got there too, so two fills overlap for sure. With
+--together DIR NAME, the worker starts its pass only once the other one is
+ready to start its own (a fill that takes claims never parses what the
+other is parsing, so it could not meet it at an element).
 """
 
 import collections
@@ -111,11 +114,15 @@ def main():
     import ssdfeed.tf
 
     root, kind, src, key, counts, out = sys.argv[1:7]
-    meet = (sys.argv[8], sys.argv[9]) if len(sys.argv) > 7 and sys.argv[7] == "--meet" else None
+    how = sys.argv[7] if len(sys.argv) > 7 else None
+    meet = (sys.argv[8], sys.argv[9]) if how == "--meet" else None
     ds = (tfrecord_pipeline(src, counts, meet) if kind == "tfrecord"
           else files_pipeline(int(src), counts, meet))
+    ds = ssdfeed.tf.cache(ds, key=key, cache=root)
+    if how == "--together":
+        _meet(sys.argv[8], sys.argv[9])
     got = []
-    for el in ssdfeed.tf.cache(ds, key=key, cache=root):
+    for el in ds:
         got.append(normalise(el))
         print(len(got) - 1, flush=True)
     with open(out, "w") as f:
