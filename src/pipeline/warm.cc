@@ -27,6 +27,7 @@ struct WarmRun {
   CacheEntry* entry = nullptr;
   SampleFetcher* fetcher = nullptr;
   OnError on_error = OnError::kRaise;
+  std::vector<uint64_t> ids;  // empty: every id below n
   uint64_t n = 0, start = 0;
   std::atomic<uint64_t> next{0}, done{0}, errors{0};
   std::atomic<bool> cache_full{false}, stop{false};
@@ -40,7 +41,7 @@ struct WarmRun {
   void Work() {
     FetchScratch scratch;
     for (uint64_t k; !stopping() && (k = next.fetch_add(1)) < n;) {
-      uint64_t id = (start + k) % n;
+      uint64_t id = ids.empty() ? (start + k) % n : ids[(start + k) % n];
       if (!entry->Contains(id)) Fetch(id, &scratch);
       done++;
     }
@@ -125,6 +126,10 @@ Status Warm(const Source& source, const WarmOptions& o, WarmResult* out) {
   *out = WarmResult{};
   out->spec = o.prepare.Canonical();
   out->samples_total = source.size();
+  for (uint64_t id : o.ids)
+    if (id >= source.size())
+      return Status::InvalidArgument("warm: sample id " + std::to_string(id) + " is past the " +
+                                     std::to_string(source.size()) + " samples of " + source.uri());
   auto entry = CacheEntry::Open(o.cache, MakeEntryKey(source, o.source, o.prepare));
   if (!entry.ok()) {
     out->cache_full = entry.status().IsNoSpace();
@@ -143,14 +148,16 @@ Status Warm(const Source& source, const WarmOptions& o, WarmResult* out) {
   r.entry = entry->get();
   r.fetcher = &fetcher;
   r.on_error = o.source.on_error;
-  r.n = source.size();
+  r.ids = o.ids;
+  r.n = o.ids.empty() ? source.size() : o.ids.size();
   r.start = r.n ? std::random_device{}() % r.n : 0;
   out->started = true;
   RunWorkers(r, o, out);
   Status synced = (*entry)->Sync();
   Collect(r, fetcher, out);
   if (!r.first_error.ok() && r.on_error == OnError::kRaise) return r.first_error;
-  bool pass_complete = r.done >= r.n && !r.cache_full && !out->interrupted;
+  // A share (ids) is not a whole pass: its skipped list would hide the rest.
+  bool pass_complete = r.done >= r.n && !r.cache_full && !out->interrupted && o.ids.empty();
   if (!out->skipped.empty() && pass_complete) WriteSkippedList(o, out);
   return synced;
 }

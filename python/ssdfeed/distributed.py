@@ -1,0 +1,317 @@
+"""ssdfeed.distributed: the nodes of a torch.distributed job fill each other's
+cache entry (peer fill), so the job reads and prepares each sample once.
+
+A node is the set of ranks that share a cache root (found from the root's
+node-id file and its st_dev/st_ino, not from host names). One rank per node
+(its lowest, the leader) does the node's work:
+
+1. the leaders exchange which samples each node's entry holds;
+2. the samples no node holds are dealt among the nodes; each reads its share
+   from the origin, prepares and stores it (``PeerEntry.warm_ids``);
+3. the leaders exchange prepared records in batches over a gloo group of
+   leaders (one sender per record: one of the nodes holding it); each node
+   checks and stores what it lacks; a record that fails its checks is
+   refused, counted, and sent again in the next round.
+
+A node that joins or restarts therefore reads from the origin only what no
+peer holds. The process group is the trust boundary: a batch is checked for
+damage (checksums, the entry's fingerprint, ids, lengths, codec and shape),
+not for a peer that lies consistently. See docs/multi-node.md.
+"""
+
+import os
+import threading
+import time
+import uuid
+from typing import Optional
+
+import numpy as np
+
+from ssdfeed import _ssdfeed
+from ssdfeed.prepare import Prepare
+from ssdfeed.warm import _warm_options
+
+# The root's node identity: a random id written once, so two hosts whose
+# roots happen to have the same st_dev/st_ino are still two nodes.
+NODE_ID_FILE = "node-id"
+# Exchange rounds before the leaders give up on refilling what peers hold and
+# read the rest from the origin (a peer whose records keep failing checks).
+MAX_ROUNDS = 4
+
+
+def _torch_dist():
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        raise RuntimeError("ssdfeed.distributed needs torch.distributed initialised "
+                           "(torch.distributed.init_process_group, as torchrun jobs do)")
+    return dist
+
+
+def node_identity(root: str) -> str:
+    """What ranks sharing the cache root have in common: the root's node id
+    (ROOT/node-id, made on first use) with its st_dev and st_ino."""
+    os.makedirs(root, exist_ok=True)
+    path = os.path.join(root, NODE_ID_FILE)
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}.{uuid.uuid4().hex}"
+        with open(tmp, "w") as f:
+            f.write(uuid.uuid4().hex + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)  # atomic, and fails if another rank made it first
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(tmp)
+    with open(path) as f:
+        node_id = f.read().strip()
+    if not node_id or len(node_id) > 64:
+        raise ValueError(f"{path}: not a node id (expected one line of hex); remove it")
+    st = os.stat(root)
+    return f"{node_id}:{st.st_dev}:{st.st_ino}"
+
+
+class _Nodes:
+    """Who is who in the job: made on the calling (main) thread, where every
+    rank makes the same process groups in the same order (torch's rule); the
+    fill itself may then run on a thread (Loader(peer_fill=True))."""
+
+    def __init__(self, root: str):
+        dist = _torch_dist()
+        self.rank = dist.get_rank()
+        world = dist.get_world_size()
+        idents = [None] * world
+        dist.all_gather_object(idents, node_identity(root))
+        order = list(dict.fromkeys(idents))  # nodes in order of their lowest rank
+        self.node = order.index(idents[self.rank])
+        self.nodes = len(order)
+        self.leaders = [idents.index(i) for i in order]
+        self.leader = self.leaders[self.node]
+        self.is_leader = self.rank == self.leader
+        # gloo whatever the job's backend: batches are host bytes, and a group
+        # of its own keeps the fill off the training's collectives.
+        self.leader_group = dist.new_group(self.leaders, backend="gloo")
+        self.all_group = dist.new_group(backend="gloo")
+
+
+def warm(source, *, prepare: Prepare = Prepare(), cache=True, workers: Optional[int] = None,
+         on_error: str = "raise", image_key: Optional[str] = None,
+         label_key: Optional[str] = None, fields: Optional[dict] = None,
+         cache_capacity: Optional[int] = None, batch_records: int = 256,
+         _tamper=None) -> dict:
+    """Fills this node's cache entry of (source, prepare) with the job's other
+    nodes; every rank of the job calls it (a collective), and it returns when
+    this node's entry is complete (or its cache is full). The arguments are
+    ``ssdfeed.warm``'s; batch_records (default 256) is how many records a
+    node sends in one batch.
+
+    Returns a dict (the same on every rank of a node): ``node``, ``nodes``,
+    ``samples_total``, ``samples_present``, ``complete``, ``prepared`` and
+    ``origin_bytes`` (this node's reads from the origin), ``records_received``,
+    ``bytes_received``, ``records_sent``, ``bytes_sent``, ``records_refused``,
+    ``not_admitted``, ``cache_full``, ``warning`` (why the entry stopped
+    admitting), ``rounds`` and ``seconds`` (to this node's entry complete).
+    """
+    o = _warm_options(cache=cache, prepare=prepare, workers=workers, on_error=on_error,
+                      image_key=image_key, label_key=label_key,
+                      cache_capacity=cache_capacity, fields=fields)
+    if isinstance(batch_records, bool) or not isinstance(batch_records, int) \
+            or batch_records < 1:
+        raise ValueError(f"batch_records must be an int >= 1, not {batch_records!r}")
+    nodes = _Nodes(o.cache.root)
+    return _fill(os.fspath(source), o, nodes, batch_records, _tamper)
+
+
+def _fill(uri: str, o, nodes: _Nodes, batch_records: int, tamper=None) -> dict:
+    """The fill on every rank: leaders work, the others wait for their
+    leader's result."""
+    dist = _torch_dist()
+    result, error = None, None
+    if nodes.is_leader:
+        try:
+            result = _NodeFill(uri, o, nodes, batch_records, tamper).run()
+        except Exception as e:  # noqa: BLE001: re-raised below on every rank of the node
+            error = f"{type(e).__name__}: {e}"
+    gathered = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, (result, error), group=nodes.all_group)
+    result, error = gathered[nodes.leader]
+    if error is not None:
+        raise RuntimeError(f"ssdfeed.distributed: node {nodes.node} (rank {nodes.leader}): "
+                           f"{error}")
+    return result
+
+
+class _NodeFill:
+    """A leader's rounds: gather what every node holds, deal what none holds
+    to the origin, exchange what some hold."""
+
+    def __init__(self, uri, o, nodes: _Nodes, batch_records: int, tamper):
+        self.nodes, self.batch_records, self.tamper = nodes, batch_records, tamper
+        self.t0 = time.monotonic()
+        self.pe = _ssdfeed.PeerEntry.open(uri, o)
+        self.n = self.pe.samples_total
+        self.r = dict(node=nodes.node, nodes=nodes.nodes, samples_total=self.n,
+                      prepared=0, origin_bytes=0, records_received=0, bytes_received=0,
+                      records_sent=0, bytes_sent=0, records_refused=0, not_admitted=0,
+                      first_refusal="", rounds=0, seconds=None)
+        self.failed = ""  # this leader's error, told to the others before raising
+
+    def run(self) -> dict:
+        for rnd in range(MAX_ROUNDS + 1):
+            present, admitting = self._gather_presence()
+            wanting = admitting & ~present.all(axis=1)
+            if not wanting.any():
+                break
+            self.r["rounds"] = rnd + 1
+            held = present.any(axis=0)
+            missing = np.flatnonzero(~held)
+            if rnd == MAX_ROUNDS:  # peers could not deliver: the origin it is
+                missing = np.flatnonzero(~present[self.nodes.node])
+                if wanting[self.nodes.node]:
+                    self._warm(missing.tolist())
+                continue
+            if missing.size:
+                self._warm(self._share(missing, admitting))
+                continue  # gather again: the exchange sends what was just stored
+            self._exchange(present, wanting)
+        return self._finish()
+
+    def _gather_presence(self):
+        """(nodes x samples bool, nodes bool admitting) over the leaders."""
+        import torch
+        import torch.distributed as dist
+
+        mine = np.frombuffer(self.pe.presence(), dtype=np.uint8)
+        row = torch.empty(self.n + 2, dtype=torch.uint8)
+        row[: self.n] = torch.from_numpy(mine.copy())
+        row[self.n] = 1 if self.pe.admitting else 0
+        row[self.n + 1] = 1 if self.failed else 0
+        rows = [torch.empty_like(row) for _ in range(self.nodes.nodes)]
+        dist.all_gather(rows, row, group=self.nodes.leader_group)
+        table = torch.stack(rows).numpy()
+        if table[:, self.n + 1].any():
+            bad = int(np.flatnonzero(table[:, self.n + 1])[0])
+            raise RuntimeError(self.failed or f"node {bad} failed (its ranks say why)")
+        return table[:, : self.n].astype(bool), table[:, self.n].astype(bool)
+
+    def _share(self, missing: np.ndarray, admitting: np.ndarray) -> list:
+        """This node's share of the samples no node holds: every k-th of them
+        among the nodes that still admit."""
+        takers = np.flatnonzero(admitting)
+        if self.nodes.node not in takers:
+            return []
+        k = int(np.flatnonzero(takers == self.nodes.node)[0])
+        return missing[k:: len(takers)].tolist()
+
+    def _warm(self, ids: list) -> None:
+        if not ids:
+            return
+        try:
+            w = self.pe.warm_ids(ids)
+        except Exception as e:  # noqa: BLE001: the other leaders hear of it next gather
+            self.failed = f"{type(e).__name__}: {e}"
+            return
+        self.r["prepared"] += w.prepared
+        self.r["origin_bytes"] += w.origin_bytes
+
+    def _exchange(self, present: np.ndarray, wanting: np.ndarray) -> None:
+        """One round: every record some admitting node lacks goes out once,
+        from one of the nodes holding it, in batches."""
+        need = wanting[:, None] & ~present
+        needed = np.flatnonzero(need.any(axis=0) & present.any(axis=0))
+        holders = present[:, needed]
+        # Spread the sending over the holders: the (id mod count)-th holder.
+        counts = holders.sum(axis=0)
+        pick = needed % counts
+        sender = np.array([np.flatnonzero(holders[:, j])[pick[j]] for j in range(needed.size)],
+                          dtype=np.int64)
+        mine = needed[sender == self.nodes.node].tolist()
+        per_node = np.bincount(sender, minlength=self.nodes.nodes)
+        steps = -(-int(per_node.max()) // self.batch_records) if needed.size else 0
+        lack_any = bool(wanting[self.nodes.node])
+        for step in range(steps):
+            ids = mine[step * self.batch_records: (step + 1) * self.batch_records]
+            batch = b""
+            if ids:
+                batch, records = self.pe.export_batch(ids)
+                self.r["records_sent"] += records
+                self.r["bytes_sent"] += len(batch)
+                if self.tamper is not None:
+                    batch = self.tamper(batch, step)
+            for j, got in enumerate(self._all_gather_bytes(batch)):
+                if j != self.nodes.node and got and lack_any and self.pe.admitting:
+                    self._import(got)
+        self.pe.sync()
+
+    def _import(self, batch: bytes) -> None:
+        rep = self.pe.import_batch(batch)
+        self.r["records_received"] += rep.stored
+        self.r["bytes_received"] += rep.bytes
+        self.r["records_refused"] += rep.refused
+        self.r["not_admitted"] += rep.not_admitted
+        if rep.refused and not self.r["first_refusal"]:
+            self.r["first_refusal"] = rep.first_refusal
+
+    def _all_gather_bytes(self, data: bytes) -> list:
+        """Every leader's bytes (a batch each), over the leaders' group."""
+        import torch
+        import torch.distributed as dist
+
+        g = self.nodes.leader_group
+        size = torch.tensor([len(data)], dtype=torch.int64)
+        sizes = [torch.empty_like(size) for _ in range(self.nodes.nodes)]
+        dist.all_gather(sizes, size, group=g)
+        longest = max(int(s) for s in sizes)
+        if longest == 0:
+            return [b""] * self.nodes.nodes
+        buf = torch.zeros(longest, dtype=torch.uint8)
+        if data:
+            buf[: len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        bufs = [torch.empty_like(buf) for _ in range(self.nodes.nodes)]
+        dist.all_gather(bufs, buf, group=g)
+        return [b.numpy()[: int(s)].tobytes() for b, s in zip(bufs, sizes)]
+
+    def _finish(self) -> dict:
+        present = np.frombuffer(self.pe.presence(), dtype=np.uint8)
+        self.r["samples_present"] = int(present.sum())
+        self.r["complete"] = self.r["samples_present"] == self.n
+        self.r["cache_full"] = not self.pe.admitting
+        self.r["warning"] = self.pe.warning
+        self.r["dir"] = self.pe.dir
+        if self.r["complete"]:
+            self.r["seconds"] = time.monotonic() - self.t0
+            self.pe.record_complete(self.r["seconds"])
+        self.pe.sync()
+        return self.r
+
+
+class PeerFill:
+    """A peer fill running on a thread beside training
+    (``ssdfeed.torch.Loader(..., peer_fill=True)``): the process groups are
+    made now, on the calling thread; ``wait()`` returns the fill's result."""
+
+    def __init__(self, uri: str, o, batch_records: int = 256):
+        self._nodes = _Nodes(o.cache.root)
+        self.result, self.error = None, None
+        self._thread = threading.Thread(target=self._run, args=(uri, o, batch_records),
+                                        name="ssdfeed-peer-fill", daemon=True)
+        self._thread.start()
+
+    def _run(self, uri, o, batch_records):
+        try:
+            self.result = _fill(uri, o, self._nodes, batch_records)
+        except Exception as e:  # noqa: BLE001: wait() raises it
+            self.error = e
+
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def wait(self, timeout: Optional[float] = None) -> dict:
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise TimeoutError("the peer fill is still running")
+        if self.error is not None:
+            raise self.error
+        return self.result
