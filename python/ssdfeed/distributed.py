@@ -157,6 +157,9 @@ class _NodeFill:
                       records_sent=0, bytes_sent=0, records_refused=0, not_admitted=0,
                       first_refusal="", rounds=0, seconds=None)
         self.failed = ""  # this leader's error, told to the others before raising
+        # Why this node's entry stopped admitting, seen by a warm-up (through
+        # its own handle of the entry) or by an import; "" while it admits.
+        self.full = ""
 
     def run(self) -> dict:
         for rnd in range(MAX_ROUNDS + 1):
@@ -169,7 +172,7 @@ class _NodeFill:
             missing = np.flatnonzero(~held)
             if rnd == MAX_ROUNDS:  # peers could not deliver: the origin it is
                 missing = np.flatnonzero(~present[self.nodes.node])
-                if wanting[self.nodes.node]:
+                if wanting[self.nodes.node] and self._admitting():
                     self._warm(missing.tolist())
                 continue
             if missing.size:
@@ -186,7 +189,7 @@ class _NodeFill:
         mine = np.frombuffer(self.pe.presence(), dtype=np.uint8)
         row = torch.empty(self.n + 2, dtype=torch.uint8)
         row[: self.n] = torch.from_numpy(mine.copy())
-        row[self.n] = 1 if self.pe.admitting else 0
+        row[self.n] = 1 if self._admitting() else 0
         row[self.n + 1] = 1 if self.failed else 0
         rows = [torch.empty_like(row) for _ in range(self.nodes.nodes)]
         dist.all_gather(rows, row, group=self.nodes.leader_group)
@@ -215,6 +218,13 @@ class _NodeFill:
             return
         self.r["prepared"] += w.prepared
         self.r["origin_bytes"] += w.origin_bytes
+        if w.cache_full:
+            self.full = w.warning or "the cache is full"
+
+    def _admitting(self) -> bool:
+        if not self.full and not self.pe.admitting:
+            self.full = self.pe.warning or "the cache is full"
+        return not self.full
 
     def _exchange(self, present: np.ndarray, wanting: np.ndarray) -> None:
         """One round: every record some admitting node lacks goes out once,
@@ -241,7 +251,7 @@ class _NodeFill:
                 if self.tamper is not None:
                     batch = self.tamper(batch, step)
             for j, got in enumerate(self._all_gather_bytes(batch)):
-                if j != self.nodes.node and got and lack_any and self.pe.admitting:
+                if j != self.nodes.node and got and lack_any and self._admitting():
                     self._import(got)
         self.pe.sync()
 
@@ -277,8 +287,8 @@ class _NodeFill:
         present = np.frombuffer(self.pe.presence(), dtype=np.uint8)
         self.r["samples_present"] = int(present.sum())
         self.r["complete"] = self.r["samples_present"] == self.n
-        self.r["cache_full"] = not self.pe.admitting
-        self.r["warning"] = self.pe.warning
+        self.r["cache_full"] = not self._admitting()
+        self.r["warning"] = self.full
         self.r["dir"] = self.pe.dir
         if self.r["complete"]:
             self.r["seconds"] = time.monotonic() - self.t0

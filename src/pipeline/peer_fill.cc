@@ -14,6 +14,7 @@
 #include "cache/segment_index.h"
 #include "image/pixel_codec.h"
 #include "pipeline/entry_key.h"
+#include "pipeline/warm_entry.h"
 #include "ssdfeed/metrics.h"
 #include "ssdfeed/peer.h"
 
@@ -67,9 +68,7 @@ class PeerEntryImpl : public PeerEntry {
   Status WarmIds(const std::vector<uint64_t>& ids, WarmResult* result) override {
     WarmOptions o = options_;
     o.ids = ids;
-    Status s = Warm(*source_, o, result);
-    Status r = entry_->Refresh();  // what the warm-up stored, through its own handle
-    return s.ok() ? r : s;
+    return WarmEntry(*source_, o, entry_.get(), result);  // one handle: one reservation
   }
 
   Status Export(const std::vector<uint64_t>& ids, std::string* batch,

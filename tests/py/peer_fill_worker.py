@@ -4,7 +4,7 @@ Loader(peer_fill=True) epoch), and writes what it did as JSON.
 
 argv[1]: a JSON config: rank, world_size, port, root, uri, size, out, mode
 ("warm" | "warm+epoch" | "loader"), and optionally flip_at (flip a byte of
-the first record of this rank's batch number flip_at), die_at (exit at once,
+the first record of this rank's batch number flip_at, once), die_at (exit at once,
 without cleanup, before sending batch number die_at), capacity (bytes)."""
 
 import datetime
@@ -27,10 +27,13 @@ def tamper_for(cfg):
     if flip_at is None and die_at is None:
         return None
 
+    flipped = []
+
     def tamper(batch, step):
         if step == die_at:
             os._exit(17)  # killed mid-exchange: no cleanup, no goodbye to the group
-        if step == flip_at and len(batch) > HEADER + RECORD_HEADER:
+        if step == flip_at and not flipped and len(batch) > HEADER + RECORD_HEADER:
+            flipped.append(step)  # once: the refill that follows goes out intact
             b = bytearray(batch)
             b[HEADER + RECORD_HEADER] ^= 0x40  # the first record's first payload byte
             return bytes(b)

@@ -188,7 +188,7 @@ def test_one_full_node_keeps_what_fits_and_the_others_are_unaffected(origin, tmp
     roots = [tmp_path / f"node{i}" for i in range(3)]
     record = SIZE * SIZE * 3 + 92
     results, _, served = run_job(origin, roots, "warm", tmp_path, "full",
-                                 per_rank={2: {"capacity": N * record // 3 + 8192}})
+                                 per_rank={2: {"capacity": N * record // 2 + (64 << 10)}})
     warms = [r["warm"] for r in results]
     assert warms[0]["complete"] and warms[1]["complete"]
     assert not warms[2]["complete"] and warms[2]["cache_full"]
