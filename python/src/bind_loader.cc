@@ -372,6 +372,18 @@ void BindLoader(nb::module_& m) {
       "[(begin, end), ...] id runs the cache root of options holds for its source and "
       "preparation; creates nothing.");
 
+  m.def(
+      "epoch_order",
+      [](uint64_t n, bool shuffle, uint64_t seed, uint64_t epoch, int rank, int world_size,
+         bool drop_last, ShardMode shard, int rotate_every) {
+        nb::gil_scoped_release nogil;
+        return EpochOrder(n, shuffle, seed, epoch, rank, world_size, drop_last, shard,
+                          rotate_every);
+      },
+      nb::arg("n"), nb::arg("shuffle"), nb::arg("seed"), nb::arg("epoch"), nb::arg("rank"),
+      nb::arg("world_size"), nb::arg("drop_last"), nb::arg("shard"), nb::arg("rotate_every"),
+      "The ids rank reads in epoch, in order, as the loader plans them (ssdfeed.distributed "
+      "gives each node the origin reads its ranks make first).");
   m.def("split_ids", &SplitIds, nb::arg("begin"), nb::arg("end"), nb::arg("validation_split"),
         nb::arg("seed"), nb::arg("validation"),
         "The ids of one part of a seeded random split of [begin, end), as the loader draws it.");

@@ -88,12 +88,16 @@ class _Nodes:
         self.node = order.index(idents[self.rank])
         self.nodes = len(order)
         self.leaders = [idents.index(i) for i in order]
+        self.node_of_rank = [order.index(i) for i in idents]
         self.leader = self.leaders[self.node]
         self.is_leader = self.rank == self.leader
         # gloo whatever the job's backend: batches are host bytes, and a group
         # of its own keeps the fill off the training's collectives.
         self.leader_group = dist.new_group(self.leaders, backend="gloo")
         self.all_group = dist.new_group(backend="gloo")
+
+    def ranks_of(self, node: int) -> list:
+        return [r for r, k in enumerate(self.node_of_rank) if k == node]
 
 
 def warm(source, *, prepare: Prepare = Prepare(), cache=True, workers: Optional[int] = None,
@@ -124,14 +128,14 @@ def warm(source, *, prepare: Prepare = Prepare(), cache=True, workers: Optional[
     return _fill(os.fspath(source), o, nodes, batch_records, _tamper)
 
 
-def _fill(uri: str, o, nodes: _Nodes, batch_records: int, tamper=None) -> dict:
+def _fill(uri: str, o, nodes: _Nodes, batch_records: int, tamper=None, reads=None) -> dict:
     """The fill on every rank: leaders work, the others wait for their
-    leader's result."""
+    leader's result. reads(n, rank): the ids rank reads first, or None."""
     dist = _torch_dist()
     result, error = None, None
     if nodes.is_leader:
         try:
-            result = _NodeFill(uri, o, nodes, batch_records, tamper).run()
+            result = _NodeFill(uri, o, nodes, batch_records, tamper, reads).run()
         except Exception as e:  # noqa: BLE001: re-raised below on every rank of the node
             error = f"{type(e).__name__}: {e}"
     gathered = [None] * dist.get_world_size()
@@ -147,11 +151,12 @@ class _NodeFill:
     """A leader's rounds: gather what every node holds, deal what none holds
     to the origin, exchange what some hold."""
 
-    def __init__(self, uri, o, nodes: _Nodes, batch_records: int, tamper):
+    def __init__(self, uri, o, nodes: _Nodes, batch_records: int, tamper, reads=None):
         self.nodes, self.batch_records, self.tamper = nodes, batch_records, tamper
         self.t0 = time.monotonic()
         self.pe = _ssdfeed.PeerEntry.open(uri, o)
         self.n = self.pe.samples_total
+        self.reader = self._readers(reads)
         self.r = dict(node=nodes.node, nodes=nodes.nodes, samples_total=self.n,
                       prepared=0, origin_bytes=0, records_received=0, bytes_received=0,
                       records_sent=0, bytes_sent=0, records_refused=0, not_admitted=0,
@@ -199,14 +204,34 @@ class _NodeFill:
             raise RuntimeError(self.failed or f"node {bad} failed (its ranks say why)")
         return table[:, : self.n].astype(bool), table[:, self.n].astype(bool)
 
+    def _readers(self, reads):
+        """The node whose ranks read each sample first (-1: none), when the
+        fill runs beside a loader whose reads are known: that node then
+        reads it from the origin, where its loader would anyway."""
+        if reads is None:
+            return None
+        reader = np.full(self.n, -1, dtype=np.int64)
+        for node, leader in enumerate(self.nodes.leaders):
+            for rank in self.nodes.ranks_of(node):
+                ids = np.asarray(reads(self.n, rank), dtype=np.int64)
+                ids = ids[(ids >= 0) & (ids < self.n)]
+                reader[ids[reader[ids] < 0]] = node
+        return reader
+
     def _share(self, missing: np.ndarray, admitting: np.ndarray) -> list:
-        """This node's share of the samples no node holds: every k-th of them
+        """This node's share of the samples no node holds: those its ranks'
+        loaders read first (beside a loader), and every k-th of the rest
         among the nodes that still admit."""
         takers = np.flatnonzero(admitting)
         if self.nodes.node not in takers:
             return []
+        mine = np.empty(0, dtype=np.int64)
+        if self.reader is not None:
+            owner = self.reader[missing]
+            mine = missing[owner == self.nodes.node]
+            missing = missing[~np.isin(owner, takers)]  # read by no admitting node
         k = int(np.flatnonzero(takers == self.nodes.node)[0])
-        return missing[k:: len(takers)].tolist()
+        return np.concatenate([mine, missing[k:: len(takers)]]).tolist()
 
     def _warm(self, ids: list) -> None:
         if not ids:
@@ -302,16 +327,16 @@ class PeerFill:
     (``ssdfeed.torch.Loader(..., peer_fill=True)``): the process groups are
     made now, on the calling thread; ``wait()`` returns the fill's result."""
 
-    def __init__(self, uri: str, o, batch_records: int = 256):
+    def __init__(self, uri: str, o, batch_records: int = 256, reads=None):
         self._nodes = _Nodes(o.cache.root)
         self.result, self.error = None, None
-        self._thread = threading.Thread(target=self._run, args=(uri, o, batch_records),
+        self._thread = threading.Thread(target=self._run, args=(uri, o, batch_records, reads),
                                         name="ssdfeed-peer-fill", daemon=True)
         self._thread.start()
 
-    def _run(self, uri, o, batch_records):
+    def _run(self, uri, o, batch_records, reads):
         try:
-            self.result = _fill(uri, o, self._nodes, batch_records)
+            self.result = _fill(uri, o, self._nodes, batch_records, reads=reads)
         except Exception as e:  # noqa: BLE001: wait() raises it
             self.error = e
 

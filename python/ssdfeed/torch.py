@@ -183,7 +183,20 @@ class Loader(_Loader):
         o.prepare = self._options.prepare
         o.cache = self._options.cache
         o.workers = self._options.workers
-        return distributed.PeerFill(self._options.source, o)
+        return distributed.PeerFill(self._options.source, o, reads=self._first_reads())
+
+    def _first_reads(self):
+        """reads(n, rank): the ids rank reads in the coming epoch, so each
+        node's origin share of the peer fill is what its ranks read anyway;
+        None where loader ids are not sample ids (ids=, a validation split)."""
+        lo = self._options
+        if lo.id_begin or lo.id_end or lo.validation_split:
+            return None
+
+        def reads(n, rank):  # a new loader's first pass is epoch 0
+            return _ssdfeed.epoch_order(n, lo.shuffle, lo.seed, 0, rank, lo.world_size,
+                                        lo.sampler_drop_last, lo.shard, lo.rotate_every)
+        return reads
 
     @property
     def peer_fill(self):
