@@ -220,3 +220,31 @@ def test_loader_peer_fill_trains_while_the_nodes_fill_each_other(origin, tmp_pat
     # cold entry (a few samples per node): large beside 60 samples only.
     print(f"peer_fill Loader: samples read {read / origin[1]:.2f}x the dataset; the origin "
           f"served {served / origin[1]:.2f}x with listings and estimates")
+
+
+def peer_entry(uri, root, size=SIZE):
+    from ssdfeed import _ssdfeed
+    from ssdfeed.warm import _warm_options
+    o = _warm_options(cache=str(root), prepare=ssdfeed.Prepare(resize=(size, size)), workers=1,
+                      on_error="raise", image_key=None, label_key=None, cache_capacity=None,
+                      fields=None)
+    return _ssdfeed.PeerEntry.open(uri, o)
+
+
+def test_a_batch_is_checked_before_anything_is_stored(tmp_path):
+    # In one process, no transport: what import_batch refuses, and why.
+    d = ssdfeed.make_dataset(str(tmp_path / "d"), format="folder", count=8, classes=2, seed=1,
+                             min_side=40, max_side=60)
+    a, b = peer_entry(d["uri"], tmp_path / "a"), peer_entry(d["uri"], tmp_path / "b")
+    assert a.fingerprint == b.fingerprint
+    a.warm_ids(list(range(8)))
+    batch, records = a.export_batch([1, 2, 3])
+    assert records == 3 and batch.startswith(b"ssdfeed-peer-records 1 " + a.fingerprint.encode())
+    other = peer_entry(d["uri"], tmp_path / "c", size=SIZE + 1)  # another preparation
+    r = other.import_batch(batch)
+    assert (r.stored, r.refused) == (0, 1) and "another entry" in r.first_refusal
+    r = b.import_batch(batch[:-5])  # the last record cut short
+    assert (r.stored, r.refused) == (2, 1) and "runs past the batch" in r.first_refusal
+    r = b.import_batch(batch)
+    assert (r.stored, r.already_present, r.refused) == (1, 2, 0)
+    assert list(b.presence()) == [0, 1, 1, 1, 0, 0, 0, 0]
