@@ -73,6 +73,28 @@ def node_identity(root: str) -> str:
     return f"{node_id}:{st.st_dev}:{st.st_ino}"
 
 
+def deal(missing: np.ndarray, takers: np.ndarray, node: int) -> np.ndarray:
+    """Node's share of the samples no node holds: every k-th of them among
+    the nodes that still admit (takers), or nothing if node is not one."""
+    if node not in takers:
+        return np.empty(0, dtype=np.int64)
+    k = int(np.flatnonzero(takers == node)[0])
+    return missing[k:: len(takers)]
+
+
+def senders(present: np.ndarray, wanting: np.ndarray):
+    """(ids, sender node of each): every record some wanting node lacks and
+    some node holds, sent by one holder, the (id mod holders)-th, so the
+    sending is spread over the holders."""
+    need = wanting[:, None] & ~present
+    needed = np.flatnonzero(need.any(axis=0) & present.any(axis=0))
+    holders = present[:, needed]
+    pick = needed % holders.sum(axis=0)
+    sender = np.array([np.flatnonzero(holders[:, j])[pick[j]] for j in range(needed.size)],
+                      dtype=np.int64)
+    return needed, sender
+
+
 class _Nodes:
     """Who is who in the job: made on the calling (main) thread, where every
     rank makes the same process groups in the same order (torch's rule); the
@@ -230,8 +252,7 @@ class _NodeFill:
             owner = self.reader[missing]
             mine = missing[owner == self.nodes.node]
             missing = missing[~np.isin(owner, takers)]  # read by no admitting node
-        k = int(np.flatnonzero(takers == self.nodes.node)[0])
-        return np.concatenate([mine, missing[k:: len(takers)]]).tolist()
+        return np.concatenate([mine, deal(missing, takers, self.nodes.node)]).tolist()
 
     def _warm(self, ids: list) -> None:
         if not ids:
@@ -254,14 +275,7 @@ class _NodeFill:
     def _exchange(self, present: np.ndarray, wanting: np.ndarray) -> None:
         """One round: every record some admitting node lacks goes out once,
         from one of the nodes holding it, in batches."""
-        need = wanting[:, None] & ~present
-        needed = np.flatnonzero(need.any(axis=0) & present.any(axis=0))
-        holders = present[:, needed]
-        # Spread the sending over the holders: the (id mod count)-th holder.
-        counts = holders.sum(axis=0)
-        pick = needed % counts
-        sender = np.array([np.flatnonzero(holders[:, j])[pick[j]] for j in range(needed.size)],
-                          dtype=np.int64)
+        needed, sender = senders(present, wanting)
         mine = needed[sender == self.nodes.node].tolist()
         per_node = np.bincount(sender, minlength=self.nodes.nodes)
         steps = -(-int(per_node.max()) // self.batch_records) if needed.size else 0
