@@ -213,17 +213,20 @@ class _NodeFill:
         import torch
         import torch.distributed as dist
 
-        mine = np.frombuffer(self.pe.presence(), dtype=np.uint8)
-        row = torch.empty(self.n + 2, dtype=torch.uint8)
-        row[: self.n] = torch.from_numpy(mine.copy())
+        held = self._guarded(self.pe.presence)
+        row = torch.zeros(self.n + 2, dtype=torch.uint8)
+        if held is not None:
+            row[: self.n] = torch.from_numpy(np.frombuffer(held, dtype=np.uint8).copy())
         row[self.n] = 1 if self._admitting() else 0
         row[self.n + 1] = 1 if self.failed else 0
         rows = [torch.empty_like(row) for _ in range(self.nodes.nodes)]
         dist.all_gather(rows, row, group=self.nodes.leader_group)
         table = torch.stack(rows).numpy()
-        if table[:, self.n + 1].any():
+        if table[:, self.n + 1].any():  # every leader raises the failing node's error
+            said = [None] * self.nodes.nodes
+            dist.all_gather_object(said, self.failed, group=self.nodes.leader_group)
             bad = int(np.flatnonzero(table[:, self.n + 1])[0])
-            raise RuntimeError(self.failed or f"node {bad} failed (its ranks say why)")
+            raise RuntimeError(self.failed or f"node {bad} failed: {said[bad]}")
         return table[:, : self.n].astype(bool), table[:, self.n].astype(bool)
 
     def _readers(self, reads):
@@ -257,10 +260,8 @@ class _NodeFill:
     def _warm(self, ids: list) -> None:
         if not ids:
             return
-        try:
-            w = self.pe.warm_ids(ids)
-        except Exception as e:  # noqa: BLE001: the other leaders hear of it next gather
-            self.failed = f"{type(e).__name__}: {e}"
+        w = self._guarded(self.pe.warm_ids, ids)
+        if w is None:
             return
         self.r["prepared"] += w.prepared
         self.r["origin_bytes"] += w.origin_bytes
@@ -282,20 +283,35 @@ class _NodeFill:
         lack_any = bool(wanting[self.nodes.node])
         for step in range(steps):
             ids = mine[step * self.batch_records: (step + 1) * self.batch_records]
-            batch = b""
-            if ids:
-                batch, records = self.pe.export_batch(ids)
-                self.r["records_sent"] += records
-                self.r["bytes_sent"] += len(batch)
-                if self.tamper is not None:
-                    batch = self.tamper(batch, step)
+            batch = self._export(ids, step) if ids and not self.failed else b""
             for j, got in enumerate(self._all_gather_bytes(batch)):
-                if j != self.nodes.node and got and lack_any and self._admitting():
+                if j != self.nodes.node and got and lack_any and self._admitting() \
+                        and not self.failed:
                     self._import(got)
-        self.pe.sync()
+        self._guarded(self.pe.sync)
+
+    def _guarded(self, fn, *args):
+        """fn(*args), an error kept for the next gather: a leader that left
+        the exchange's collectives would leave its peers waiting for it."""
+        try:
+            return fn(*args)
+        except Exception as e:  # noqa: BLE001: raised on every leader at the next gather
+            self.failed = self.failed or f"{type(e).__name__}: {e}"
+            return None
+
+    def _export(self, ids: list, step: int) -> bytes:
+        out = self._guarded(self.pe.export_batch, ids)
+        if out is None:
+            return b""
+        batch, records = out
+        self.r["records_sent"] += records
+        self.r["bytes_sent"] += len(batch)
+        return self.tamper(batch, step) if self.tamper is not None else batch
 
     def _import(self, batch: bytes) -> None:
-        rep = self.pe.import_batch(batch)
+        rep = self._guarded(self.pe.import_batch, batch)
+        if rep is None:
+            return
         self.r["records_received"] += rep.stored
         self.r["bytes_received"] += rep.bytes
         self.r["records_refused"] += rep.refused
@@ -323,6 +339,8 @@ class _NodeFill:
         return [b.numpy()[: int(s)].tobytes() for b, s in zip(bufs, sizes)]
 
     def _finish(self) -> dict:
+        if self.failed:  # after the last gather: nobody waits for this leader now
+            raise RuntimeError(self.failed)
         present = np.frombuffer(self.pe.presence(), dtype=np.uint8)
         self.r["samples_present"] = int(present.sum())
         self.r["complete"] = self.r["samples_present"] == self.n

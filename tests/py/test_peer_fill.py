@@ -71,6 +71,7 @@ def run_job(origin, roots, mode, tmp, tag, per_rank=None, expect_ok=True, **comm
         _, err = p.communicate(timeout=400)
         codes.append(p.returncode)
         errs.append(err)
+    run_job.stderr = errs  # what the ranks said, for a test of a failing job
     if expect_ok:
         assert codes == [0] * len(roots), "\n".join(errs)
     results = []
@@ -248,3 +249,16 @@ def test_a_batch_is_checked_before_anything_is_stored(tmp_path):
     r = b.import_batch(batch)
     assert (r.stored, r.already_present, r.refused) == (1, 2, 0)
     assert list(b.presence()) == [0, 1, 1, 1, 0, 0, 0, 0]
+
+
+def test_a_bad_sample_on_one_node_fails_every_rank_naming_it_not_a_hang(origin, tmp_path):
+    d = ssdfeed.make_dataset(str(tmp_path / "d"), format="folder", count=30, classes=3, seed=2,
+                             corrupt=0.02, min_side=40, max_side=60)
+    assert d["corrupt"] == 1  # in one node's share: the other two must hear of it
+    local = (d["uri"],) + origin[1:]
+    roots = [tmp_path / f"node{i}" for i in range(3)]
+    results, codes, _ = run_job(local, roots, "warm", tmp_path, "bad", expect_ok=False)
+    assert all(c != 0 for c in codes) and results == [None] * 3
+    # Every rank names the failing node's error: the bad sample's file.
+    assert all("ssdfeed.distributed: node" in e and ".jpg" in e for e in run_job.stderr), \
+        run_job.stderr
