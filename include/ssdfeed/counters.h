@@ -63,7 +63,19 @@ namespace ssdfeed {
     CACHE(direct_writes))                                                                         \
   X(kCacheLockTimeouts, cache_lock_timeouts, "ssdfeed_cache_lock_timeouts_total",                 \
     "Reservations that gave up waiting for the root's capacity lock (its holder stopped?).",      \
-    PROCESS)
+    PROCESS)                                                                                      \
+  X(kPeerRecordsReceived, peer_records_received, "ssdfeed_peer_records_received_total",           \
+    "Prepared records received from peer nodes, checked and stored (peer fill).", LOADER)         \
+  X(kPeerBytesReceived, peer_bytes_received, "ssdfeed_peer_received_bytes_total",                 \
+    "Bytes of the record batches received from peer nodes (peer fill).", LOADER)                  \
+  X(kPeerRecordsSent, peer_records_sent, "ssdfeed_peer_records_sent_total",                       \
+    "Prepared records sent to peer nodes (peer fill).", LOADER)                                   \
+  X(kPeerBytesSent, peer_bytes_sent, "ssdfeed_peer_sent_bytes_total",                             \
+    "Bytes of the record batches sent to peer nodes (peer fill).", LOADER)                        \
+  X(kPeerRecordsRefused, peer_records_refused, "ssdfeed_peer_records_refused_total",              \
+    "Records received from peers that failed their checks: not stored, sent again.", LOADER)      \
+  X(kPeerFillCompleteMs, peer_fill_complete_ms, "ssdfeed_peer_fill_complete_milliseconds_total",  \
+    "Milliseconds from the start of a peer fill to this node's entry being complete.", LOADER)
 
 // Counter slots, in table order.
 enum class Ctr : uint32_t {

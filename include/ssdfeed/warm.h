@@ -62,7 +62,8 @@ EntryEstimate EstimateEntry(const Source& source, const PrepareSpec& spec,
 
 struct WarmProgress {
   uint64_t done = 0;   // samples visited (stored, found present, or failed)
-  uint64_t total = 0;  // samples in the source
+  uint64_t total = 0;  // samples to visit: the source's, or WarmOptions::ids'
+
   double seconds = 0;  // since the workers started
 };
 
@@ -80,6 +81,9 @@ struct WarmOptions {
   CacheOptions cache;
   // Worker threads. Default 0: DefaultWorkers() (one per usable CPU).
   int workers = 0;
+  // Only these sample ids (each below the source's size; a peer fill's
+  // share of a node). Default empty: every sample.
+  std::vector<uint64_t> ids;
   // Called on the calling thread once before the workers start and then
   // about every 100 ms while they run; returning false stops them (the entry is synced and keeps
   // what was stored: a rerun resumes). Default: none.

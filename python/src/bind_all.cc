@@ -88,6 +88,7 @@ void BindAll(nb::module_& m) {
   BindImage(m);
   BindLoader(m);
   BindWarm(m);
+  BindPeer(m);
   BindItems(m);
 }
 

@@ -374,14 +374,22 @@ void BindLoader(nb::module_& m) {
 
   m.def(
       "epoch_order",
-      [](uint64_t n, bool shuffle, uint64_t seed, uint64_t epoch) {
-        std::vector<uint64_t> ids = EpochOrder(n, shuffle, seed, epoch, 0, 1, false);
+      [](uint64_t n, bool shuffle, uint64_t seed, uint64_t epoch, int rank, int world_size,
+         bool drop_last, ShardMode shard, int rotate_every) {
+        std::vector<uint64_t> ids;
+        {
+          nb::gil_scoped_release nogil;
+          ids = EpochOrder(n, shuffle, seed, epoch, rank, world_size, drop_last, shard,
+                           rotate_every);
+        }
         return nb::bytes(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(uint64_t));
       },
-      nb::arg("n"), nb::arg("shuffle"), nb::arg("seed"), nb::arg("epoch"),
-      "The ids of [0, n) in the order one process reads them in epoch `epoch` (the Loader's "
-      "EpochOrder, rank 0 of 1), as native uint64 bytes: ssdfeed.tf.cache(shuffle=True) "
-      "reads its passes in it.");
+      nb::arg("n"), nb::arg("shuffle"), nb::arg("seed"), nb::arg("epoch"), nb::arg("rank") = 0,
+      nb::arg("world_size") = 1, nb::arg("drop_last") = false,
+      nb::arg("shard") = ShardMode::kGlobal, nb::arg("rotate_every") = 1,
+      "The ids rank reads in epoch `epoch`, in order, as the loader plans them (EpochOrder), "
+      "as native uint64 bytes: ssdfeed.tf.cache(shuffle=True) reads its passes in it, and "
+      "ssdfeed.distributed gives each node the origin reads its ranks make first.");
   m.def("split_ids", &SplitIds, nb::arg("begin"), nb::arg("end"), nb::arg("validation_split"),
         nb::arg("seed"), nb::arg("validation"),
         "The ids of one part of a seeded random split of [begin, end), as the loader draws it.");

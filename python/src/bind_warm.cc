@@ -38,7 +38,8 @@ void BindWarm(nb::module_& m) {
       .def_rw("source", &WarmOptions::source)
       .def_rw("prepare", &WarmOptions::prepare)
       .def_rw("cache", &WarmOptions::cache)
-      .def_rw("workers", &WarmOptions::workers);
+      .def_rw("workers", &WarmOptions::workers)
+      .def_rw("ids", &WarmOptions::ids);
   nb::class_<WarmSkipped>(m, "WarmSkipped", "A sample skipped under on_error='skip'.")
       .def_ro("id", &WarmSkipped::id)
       .def_ro("sample", &WarmSkipped::sample)

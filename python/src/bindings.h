@@ -19,6 +19,7 @@ void BindSource(nanobind::module_& m);
 void BindImage(nanobind::module_& m);
 void BindLoader(nanobind::module_& m);
 void BindWarm(nanobind::module_& m);
+void BindPeer(nanobind::module_& m);
 void BindItems(nanobind::module_& m);
 
 // When s reports an exception a Python compute raised (an ItemSource's),

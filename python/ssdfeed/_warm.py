@@ -33,6 +33,15 @@ def warm(source: Union[str, os.PathLike], *, cache: Union[str, os.PathLike, bool
     ``on_error="raise"`` raises, naming its file. Ctrl-C stops the workers,
     syncs what was stored and raises KeyboardInterrupt.
     """
+    o = _warm_options(cache=cache, prepare=prepare, workers=workers, on_error=on_error,
+                      image_key=image_key, label_key=label_key, cache_capacity=cache_capacity,
+                      fields=fields)
+    return _ssdfeed.warm_with(os.fspath(source), o)
+
+
+def _warm_options(*, cache, prepare, workers, on_error, image_key, label_key, cache_capacity,
+                  fields) -> "_ssdfeed.WarmOptions":
+    """The native WarmOptions of warm()'s arguments (ssdfeed.distributed's too)."""
     if cache is False or cache is None:
         raise ValueError("warm needs a cache: cache must be True (the default root) or a "
                          "directory path")
@@ -51,7 +60,7 @@ def warm(source: Union[str, os.PathLike], *, cache: Union[str, os.PathLike, bool
                                                                     cache_capacity, 1)
     o.workers = 0 if workers is None else _int("workers", workers, 0,
                                                " (0 or None: one per core)")
-    return _ssdfeed.warm_with(os.fspath(source), o)
+    return o
 
 
 _SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}

@@ -304,3 +304,127 @@ def cached(source: Union[str, os.PathLike], *, prepare: Prepare = Prepare(),
     spec = dict(source=os.fspath(source), prepare=prepare, on_error=on_error,
                 image_key=image_key, label_key=label_key, fields=fields)
     return SsdfeedDatasource(spec, cache, 0, 0, 1, True, None).node_reports()
+
+
+# ---------------------------------------------------------------- warm
+
+@ray.remote(num_cpus=0)
+class _PeerNode:
+    """One node's entry in ssdfeed.ray.warm: pinned to its node, it prepares
+    the node's share from the origin, exports record batches (Ray objects,
+    fetched by the nodes that need them through the object store) and checks
+    and stores batches received (docs/multi-node.md)."""
+
+    def __init__(self, uri: str, cache, options: dict):
+        from ssdfeed.warm import _warm_options
+        o = _warm_options(cache=_root_here(cache), **options)
+        self.pe = _ssdfeed.PeerEntry.open(uri, o)
+        self.r = dict(node_id=_node_id(), prepared=0, origin_bytes=0, records_received=0,
+                      bytes_received=0, records_sent=0, bytes_sent=0, records_refused=0,
+                      not_admitted=0, first_refusal="")
+        self.full = ""
+
+    def presence(self):
+        if not self.full and not self.pe.admitting:
+            self.full = self.pe.warning or "the cache is full"
+        return self.pe.presence(), not self.full
+
+    def warm(self, ids: List[int]) -> None:
+        w = self.pe.warm_ids(ids)
+        self.r["prepared"] += w.prepared
+        self.r["origin_bytes"] += w.origin_bytes
+        if w.cache_full:
+            self.full = w.warning or "the cache is full"
+
+    def export(self, ids: List[int]) -> bytes:
+        batch, records = self.pe.export_batch(ids)
+        self.r["records_sent"] += records
+        self.r["bytes_sent"] += len(batch)
+        return batch
+
+    def receive(self, batch: bytes) -> None:
+        rep = self.pe.import_batch(batch)
+        self.r["records_received"] += rep.stored
+        self.r["bytes_received"] += rep.bytes
+        self.r["records_refused"] += rep.refused
+        self.r["not_admitted"] += rep.not_admitted
+        if rep.refused and not self.r["first_refusal"]:
+            self.r["first_refusal"] = rep.first_refusal
+
+    def finish(self, seconds: float) -> dict:
+        self.pe.sync()
+        present = np.frombuffer(self.pe.presence(), dtype=np.uint8)
+        self.r.update(samples_total=self.pe.samples_total, samples_present=int(present.sum()),
+                      complete=bool(present.all()), cache_full=bool(self.full),
+                      warning=self.full, dir=self.pe.dir)
+        if self.r["complete"]:
+            self.pe.record_complete(seconds)
+        return self.r
+
+
+def warm(source: Union[str, os.PathLike], *, prepare: Prepare = Prepare(), cache=True,
+         workers: Optional[int] = None, on_error: str = "raise", image_key: Optional[str] = None,
+         label_key: Optional[str] = None, fields: Optional[dict] = None,
+         cache_capacity: Optional[int] = None, batch_records: int = 256) -> dict:
+    """Warms the cache entry of (source, prepare) on every alive node of the
+    Ray cluster with one call: the samples no node holds are dealt among the
+    nodes, each prepares its share once, and the nodes fill each other
+    through the Ray object store (one actor per node); a node that holds
+    part of the entry receives only what it lacks. Arguments as
+    ``ssdfeed.distributed.warm`` (``cache`` may contain ``{node_id}``, as for
+    ``read``). Returns ``{"nodes": {node_id: result}, "prepared",
+    "origin_bytes", "complete"}``, each node's result as
+    ``ssdfeed.distributed.warm``'s."""
+    import time
+
+    from ssdfeed.distributed import MAX_ROUNDS, deal, senders
+
+    _int("batch_records", batch_records, 1)
+    t0 = time.monotonic()
+    options = dict(prepare=prepare, workers=workers, on_error=on_error, image_key=image_key,
+                   label_key=label_key, cache_capacity=cache_capacity, fields=fields)
+    node_ids = [n["NodeID"] for n in ray.nodes()
+                if n["Alive"] and n["Resources"].get("CPU", 0) > 0]
+    actors = [_PeerNode.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+        nid, soft=False)).remote(os.fspath(source), cache, options) for nid in node_ids]
+    for rnd in range(MAX_ROUNDS + 1):
+        reports = ray.get([a.presence.remote() for a in actors])
+        present = np.stack([np.frombuffer(p, dtype=np.uint8) for p, _ in reports]).astype(bool)
+        admitting = np.array([ok for _, ok in reports])
+        wanting = admitting & ~present.all(axis=1)
+        if not wanting.any():
+            break
+        missing = np.flatnonzero(~present.any(axis=0))
+        if rnd == MAX_ROUNDS:  # peers could not deliver: the origin it is
+            ray.get([a.warm.remote(np.flatnonzero(~present[k]).tolist())
+                     for k, a in enumerate(actors) if wanting[k]])
+        elif missing.size:
+            takers = np.flatnonzero(admitting)
+            ray.get([a.warm.remote(deal(missing, takers, k).tolist())
+                     for k, a in enumerate(actors)])
+        else:
+            _exchange(actors, present, wanting, senders, batch_records)
+    seconds = time.monotonic() - t0
+    results = ray.get([a.finish.remote(seconds) for a in actors])
+    for a in actors:
+        ray.kill(a)
+    return {"nodes": {r["node_id"]: r for r in results},
+            "prepared": sum(r["prepared"] for r in results),
+            "origin_bytes": sum(r["origin_bytes"] for r in results),
+            "complete": all(r["complete"] for r in results)}
+
+
+def _exchange(actors, present, wanting, senders, batch_records: int) -> None:
+    """One round: each record some admitting node lacks, exported once by
+    one holder, fetched by the nodes lacking it from the object store."""
+    needed, sender = senders(present, wanting)
+    pending = []
+    for k, a in enumerate(actors):
+        ids = needed[sender == k]
+        for i in range(0, ids.size, batch_records):
+            chunk = ids[i:i + batch_records]
+            batch = a.export.remote(chunk.tolist())
+            for j, b in enumerate(actors):
+                if j != k and wanting[j] and not present[j, chunk].all():
+                    pending.append(b.receive.remote(batch))
+    ray.get(pending)

@@ -10,6 +10,8 @@ the memory.
 from __future__ import annotations
 
 import os
+
+import numpy as np
 import warnings
 
 import torch
@@ -81,6 +83,10 @@ class Loader(_Loader):
             detection targets' ``"labels"`` (default 1: 0 is torchvision's
             background; 0 serves them as the source numbers them). The
             dict's own ``"classes"`` stay 0-based.
+        peer_fill: fill this node's cache entry with the torch.distributed
+            job's other nodes on a thread, while training runs (as
+            ``ssdfeed.distributed.warm``; every rank must pass it). A sample
+            not yet here is read as usual and served once. Default False.
         num_workers: worker threads (``workers``); 0 means one per core,
             since no loading happens in the calling thread either way. Give
             ``workers`` or ``num_workers``, not both.
@@ -112,7 +118,8 @@ class Loader(_Loader):
     """
 
     def __init__(self, source, *, pin_memory=None, num_workers=None,
-                 persistent_workers=False, output="batch", label_offset=1, **kwargs):
+                 persistent_workers=False, output="batch", label_offset=1, peer_fill=False,
+                 **kwargs):
         for name in _NOT_SUPPORTED:
             if name in kwargs:
                 raise ValueError(f"ssdfeed.torch.Loader does not take {name}: "
@@ -158,6 +165,47 @@ class Loader(_Loader):
             self._pin = False
         self._pinned = set()  # addresses this loader registered with cudaHostRegister
         self._dataset = None
+        self._peer_fill = self._start_peer_fill(peer_fill)
+
+    def _start_peer_fill(self, peer_fill):
+        """peer_fill=True: this node's entry is filled with the job's other
+        nodes on a thread (ssdfeed.distributed), training meanwhile; a sample
+        not yet here is read as usual (the origin, or a claim another job on
+        the node holds) and served once."""
+        if not isinstance(peer_fill, bool):
+            raise ValueError(f"peer_fill must be True or False, not {peer_fill!r}")
+        if not peer_fill:
+            return None
+        if self._items is not None or not self._options.cache.root:
+            raise ValueError("peer_fill=True needs a source of samples and a cache root "
+                             "(cache=True or a directory), not a cached dataset or cache=False")
+        from ssdfeed import distributed
+        o = _ssdfeed.WarmOptions()
+        o.source = self._options.source_options
+        o.prepare = self._options.prepare
+        o.cache = self._options.cache
+        o.workers = self._options.workers
+        return distributed.PeerFill(self._options.source, o, reads=self._first_reads())
+
+    def _first_reads(self):
+        """reads(n, rank): the ids rank reads in the coming epoch, so each
+        node's origin share of the peer fill is what its ranks read anyway;
+        None where loader ids are not sample ids (ids=, a validation split)."""
+        lo = self._options
+        if lo.id_begin or lo.id_end or lo.validation_split:
+            return None
+
+        def reads(n, rank):  # a new loader's first pass is epoch 0
+            order = _ssdfeed.epoch_order(n, lo.shuffle, lo.seed, 0, rank, lo.world_size,
+                                         lo.sampler_drop_last, lo.shard, lo.rotate_every)
+            return np.frombuffer(order, np.uint64)
+        return reads
+
+    @property
+    def peer_fill(self):
+        """The running peer fill (``.done()``, ``.wait()`` gives its result
+        dict, as ssdfeed.distributed.warm's), or None."""
+        return self._peer_fill
 
     @staticmethod
     def _torch_defaults(kwargs: dict) -> dict:

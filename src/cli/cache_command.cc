@@ -6,6 +6,7 @@
 #include <cstring>
 #include <ctime>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "cli/entry_contents.h"
@@ -13,6 +14,7 @@
 #include "cli/printable.h"
 #include "ssdfeed/defaults.h"
 #include "ssdfeed/entry_check.h"
+#include "ssdfeed/metrics.h"
 #include "util/units.h"
 
 namespace ssdfeed::cli {
@@ -53,12 +55,59 @@ std::string CodecSummary(const std::string& spec) {
   return "jpeg q" + rest.substr(0, rest.find('-'));
 }
 
+// The peer-fill counters of each entry (by short id) that has any: what
+// `cache ls` adds under the entry. Metrics the root cannot give (a root of
+// another user's, stats files unreadable) leave the listing as it was.
+std::map<std::string, StatsSnapshot> PeerFillStats(const CacheOptions& o) {
+  std::map<std::string, StatsSnapshot> out;
+  auto root = CollectRootStats(o.env ? o.env : Env::Default(), o);
+  if (!root.ok()) return out;
+  for (const auto& [id, e] : root->entries) {
+    const StatsSnapshot& s = e.stats;
+    if (s[Ctr::kPeerRecordsReceived] + s[Ctr::kPeerRecordsSent] + s[Ctr::kPeerRecordsRefused] +
+            s[Ctr::kPeerFillCompleteMs] >
+        0)
+      out[id] = s;
+  }
+  return out;
+}
+
+nlohmann::json PeerFillJson(const StatsSnapshot& s) {
+  return {{"records_received", s[Ctr::kPeerRecordsReceived]},
+          {"bytes_received", s[Ctr::kPeerBytesReceived]},
+          {"records_sent", s[Ctr::kPeerRecordsSent]},
+          {"bytes_sent", s[Ctr::kPeerBytesSent]},
+          {"records_refused", s[Ctr::kPeerRecordsRefused]},
+          {"origin_bytes", s[Ctr::kOriginBytes]},
+          {"complete_seconds", static_cast<double>(s[Ctr::kPeerFillCompleteMs]) / 1000}};
+}
+
+// "peer fill: received 40 records (120 KiB), sent 20 (60 KiB), 1 refused;
+// origin 1.2 MiB; complete after 3.4 s"
+std::string PeerFillLine(const StatsSnapshot& s) {
+  std::string line = "peer fill: received " + std::to_string(s[Ctr::kPeerRecordsReceived]) +
+                     " records (" + FormatBytes(s[Ctr::kPeerBytesReceived]) + "), sent " +
+                     std::to_string(s[Ctr::kPeerRecordsSent]) + " (" +
+                     FormatBytes(s[Ctr::kPeerBytesSent]) + ")";
+  if (s[Ctr::kPeerRecordsRefused] > 0)
+    line += ", " + std::to_string(s[Ctr::kPeerRecordsRefused]) + " refused";
+  line += "; origin " + FormatBytes(s[Ctr::kOriginBytes]);
+  if (s[Ctr::kPeerFillCompleteMs] > 0) {
+    char b[64];
+    std::snprintf(b, sizeof b, "; complete after %.1f s",
+                  static_cast<double>(s[Ctr::kPeerFillCompleteMs]) / 1000);
+    line += b;
+  }
+  return line;
+}
+
 int RunLs(const CacheArgs& ca, bool json) {
   CacheOptions o;
   if (Status s = ca.ToExistingRoot(&o); !s.ok()) return Fail(s.message(), kExitUsage);
   auto list = ListEntries(o);
   if (!list.ok()) return Fail(list.status().message());
   std::vector<EntryContents> what = DescribeEntries(o, *list);
+  std::map<std::string, StatsSnapshot> peer = PeerFillStats(o);
   if (json) {
     nlohmann::json j = nlohmann::json::array();
     for (size_t i = 0; i < list->size(); ++i) {
@@ -79,6 +128,8 @@ int RunLs(const CacheArgs& ca, bool json) {
                    {"state", c.state},
                    {"in_use", e.in_use},
                    {"foreign", e.foreign}});
+      auto p = peer.find(EntryShortId(e.name));
+      if (p != peer.end()) j.back()["peer_fill"] = PeerFillJson(p->second);
     }
     std::cout << JsonText(j) << "\n";
     return 0;
@@ -97,6 +148,8 @@ int RunLs(const CacheArgs& ca, bool json) {
                 FormatBytes(e.bytes).c_str(), Ago(e.last_used).c_str(),
                 Printable(CodecSummary(e.spec)).c_str(), Printable(c.what).c_str(),
                 Printable(e.source_uri).c_str(), e.in_use ? "  (in use)" : "");
+    auto p = peer.find(EntryShortId(e.name));
+    if (p != peer.end()) std::printf("%14s %s\n", "", PeerFillLine(p->second).c_str());
   }
   if (list->empty())
     std::fprintf(stderr, "ssdfeed: no entries under %s\n", Printable(o.root).c_str());

@@ -14,6 +14,7 @@
 
 #include "pipeline/entry_key.h"
 #include "pipeline/fetcher.h"
+#include "pipeline/warm_entry.h"
 #include "ssdfeed/defaults.h"
 #include "ssdfeed/metrics.h"
 
@@ -27,6 +28,7 @@ struct WarmRun {
   CacheEntry* entry = nullptr;
   SampleFetcher* fetcher = nullptr;
   OnError on_error = OnError::kRaise;
+  std::vector<uint64_t> ids;  // empty: every id below n
   uint64_t n = 0, start = 0;
   std::atomic<uint64_t> next{0}, done{0}, errors{0};
   std::atomic<bool> cache_full{false}, stop{false};
@@ -40,7 +42,7 @@ struct WarmRun {
   void Work() {
     FetchScratch scratch;
     for (uint64_t k; !stopping() && (k = next.fetch_add(1)) < n;) {
-      uint64_t id = (start + k) % n;
+      uint64_t id = ids.empty() ? (start + k) % n : ids[(start + k) % n];
       if (!entry->Contains(id)) Fetch(id, &scratch);
       done++;
     }
@@ -119,38 +121,58 @@ void Collect(WarmRun& r, SampleFetcher& fetcher, WarmResult* out) {
             [](const WarmSkipped& x, const WarmSkipped& y) { return x.id < y.id; });
 }
 
+// WarmOptions::ids must name samples of the source.
+Status CheckIds(const Source& source, const std::vector<uint64_t>& ids) {
+  for (uint64_t id : ids)
+    if (id >= source.size())
+      return Status::InvalidArgument("warm: sample id " + std::to_string(id) + " is past the " +
+                                     std::to_string(source.size()) + " samples of " + source.uri());
+  return Status::OK();
+}
+
 }  // namespace
 
 Status Warm(const Source& source, const WarmOptions& o, WarmResult* out) {
   *out = WarmResult{};
   out->spec = o.prepare.Canonical();
   out->samples_total = source.size();
+  SSDFEED_RETURN_IF_ERROR(CheckIds(source, o.ids));  // before an entry is made for nothing
   auto entry = CacheEntry::Open(o.cache, MakeEntryKey(source, o.source, o.prepare));
   if (!entry.ok()) {
     out->cache_full = entry.status().IsNoSpace();
     return entry.status();
   }
-  out->dir = (*entry)->dir();
-  if ((*entry)->read_only())
+  return WarmEntry(source, o, entry->get(), out);
+}
+
+Status WarmEntry(const Source& source, const WarmOptions& o, CacheEntry* entry, WarmResult* out) {
+  *out = WarmResult{};
+  out->spec = o.prepare.Canonical();
+  out->samples_total = source.size();
+  SSDFEED_RETURN_IF_ERROR(CheckIds(source, o.ids));
+  out->dir = entry->dir();
+  if (entry->read_only())
     return Status::InvalidArgument(out->dir + ": owned by another user, read only");
   // Published like a Loader's, so serve-metrics counts warm-up jobs too.
   std::string stats_warning;
   auto stats = StatsPublisher::Create(o.cache.env, o.cache, Basename(out->dir), &stats_warning);
   if (!stats_warning.empty()) out->warnings.push_back(stats_warning);
-  SampleFetcher fetcher(&source, o.prepare, entry->get(), o.cache.claim_wait_seconds, stats.get());
+  SampleFetcher fetcher(&source, o.prepare, entry, o.cache.claim_wait_seconds, stats.get());
   WarmRun r;
   r.src = &source;
-  r.entry = entry->get();
+  r.entry = entry;
   r.fetcher = &fetcher;
   r.on_error = o.source.on_error;
-  r.n = source.size();
+  r.ids = o.ids;
+  r.n = o.ids.empty() ? source.size() : o.ids.size();
   r.start = r.n ? std::random_device{}() % r.n : 0;
   out->started = true;
   RunWorkers(r, o, out);
-  Status synced = (*entry)->Sync();
+  Status synced = entry->Sync();
   Collect(r, fetcher, out);
   if (!r.first_error.ok() && r.on_error == OnError::kRaise) return r.first_error;
-  bool pass_complete = r.done >= r.n && !r.cache_full && !out->interrupted;
+  // A share (ids) is not a whole pass: its skipped list would hide the rest.
+  bool pass_complete = r.done >= r.n && !r.cache_full && !out->interrupted && o.ids.empty();
   if (!out->skipped.empty() && pass_complete) WriteSkippedList(o, out);
   return synced;
 }

@@ -79,6 +79,7 @@ class FaultProxy:
         self.stall_s = stall_s
         self.seen = {}
         self.injected = {"500": 0, "503": 0, "drop": 0, "stall": 0}
+        self.served_bytes = 0  # response bodies passed through whole
         self.lock = threading.Lock()
         proxy = self
 
@@ -157,6 +158,8 @@ class FaultProxy:
             return False
         wfile.write(head.encode("latin-1") + data)
         wfile.flush()
+        with self.lock:
+            self.served_bytes += len(data)  # what the origin served, bodies only
         return True
 
     def close(self):
