@@ -10,10 +10,9 @@ the memory.
 from __future__ import annotations
 
 import os
-
-import numpy as np
 import warnings
 
+import numpy as np
 import torch
 
 from ssdfeed import _compat, _item_loader, _ssdfeed
