@@ -86,6 +86,8 @@ std::string CheckMaskRle(std::string_view rle, uint64_t rows, uint64_t width) {
   return "";
 }
 
+uint64_t MaskRleRows::LoadLength() { return LoadVarint(&p_); }
+
 void MaskRleRows::SkipTo(uint64_t to) {
   for (; row_ < to; ++row_) {
     for (uint64_t x = 0; x < width_;) {

@@ -32,9 +32,21 @@ class MaskRleRows {
   void SkipTo(uint64_t to);
   // Decodes the next row into out (width bytes).
   void Read(uint8_t* out);
+  // Calls fn(value, first column, length) for each run of the next row.
+  template <typename Fn>
+  void ReadRuns(Fn&& fn) {
+    for (uint64_t x = 0; x < width_;) {
+      auto value = static_cast<uint8_t>(*p_++);
+      uint64_t len = LoadLength();
+      fn(value, x, len);
+      x += len;
+    }
+    ++row_;
+  }
   uint64_t row() const { return row_; }
 
  private:
+  uint64_t LoadLength();  // the LEB128 length at p_ (a checked stream)
   const char* p_;
   uint64_t width_;
   uint64_t row_ = 0;  // the next row in the stream

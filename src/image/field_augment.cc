@@ -103,6 +103,38 @@ cache_format::MaskRleRows RunsOf(const FieldView& v) {
   return {std::string_view(reinterpret_cast<const char*>(v.data), v.size), width};
 }
 
+// A run-length "|u1" plane straight into dst, for a crop (no window
+// padding): each output row is its source row's runs, each a memset over
+// the outputs whose source column lies in it (xs runs one way, or the
+// other when mirrored); a row sampling the same source row as the one
+// before is a copy of it. A flat mask is a few memsets a row, where a
+// decode and a gather touch every byte twice.
+void RenderRunsInto(cache_format::MaskRleRows* runs, uint64_t first_row, const std::vector<int>& ys,
+                    const std::vector<int>& xs, uint8_t* dst) {
+  const size_t n = xs.size();
+  const bool mirror = n > 1 && xs.front() > xs.back();
+  for (size_t y = 0; y < ys.size(); ++y) {
+    uint8_t* out = dst + y * n;
+    if (y > 0 && ys[y] == ys[y - 1]) {
+      std::memcpy(out, out - n, n);
+      continue;
+    }
+    runs->SkipTo(first_row + static_cast<uint64_t>(ys[y]));
+    size_t done = 0;  // outputs (from the low-column end) filled
+    runs->ReadRuns([&](uint8_t v, uint64_t start, uint64_t len) {
+      const int64_t end = static_cast<int64_t>(start + len);
+      size_t stop = done;
+      while (stop < n && xs[mirror ? n - 1 - stop : stop] < end) ++stop;
+      if (stop == done) return;
+      if (mirror)
+        std::memset(out + (n - stop), v, stop - done);
+      else
+        std::memset(out + done, v, stop - done);
+      done = stop;
+    });
+  }
+}
+
 Status RenderMask(const FieldView& v, const CropBox& box, int in_h, int in_w, int out_h, int out_w,
                   uint8_t* into, Field* out) {
   int elem = v.dtype == "|u1" ? 1 : v.dtype == "<u2" ? 2 : 0;
@@ -123,10 +155,14 @@ Status RenderMask(const FieldView& v, const CropBox& box, int in_h, int in_w, in
     out->data.clear();
   }
   size_t stride = static_cast<size_t>(in_w) * elem;
+  cache_format::MaskRleRows runs = RunsOf(v);
+  if (v.codec != FieldCodec::kRaw && !box.windowed()) {
+    RenderRunsInto(&runs, 0, ys, xs, dst);
+    return Status::OK();
+  }
   int lo = 0, hi = -1;
   if (v.codec != FieldCodec::kRaw) RowSpan(ys, &lo, &hi);
   thread_local std::vector<uint8_t> rows;
-  cache_format::MaskRleRows runs = RunsOf(v);
   const uint8_t* src = PlaneRows(v, &runs, 0, in_h, in_w, lo, hi, &rows);
   if (box.windowed())
     RemapNearestPadded(src, stride, elem, ys, xs, box.mask_fill, dst);
@@ -160,9 +196,13 @@ Status RenderInstanceMasks(const FieldView& v, const CropBox& box, int in_h, int
   thread_local std::vector<uint8_t> rows;
   cache_format::MaskRleRows runs = RunsOf(v);
   for (size_t k = 0; k < n; ++k) {
-    const uint8_t* src =
-        PlaneRows(v, &runs, boxes != nullptr ? kept[k] : k, in_h, in_w, lo, hi, &rows);
+    const size_t plane = boxes != nullptr ? kept[k] : k;
     uint8_t* dst = reinterpret_cast<uint8_t*>(out->data.data()) + k * out_plane;
+    if (v.codec != FieldCodec::kRaw && !box.windowed()) {
+      RenderRunsInto(&runs, static_cast<uint64_t>(plane) * in_h, ys, xs, dst);
+      continue;
+    }
+    const uint8_t* src = PlaneRows(v, &runs, plane, in_h, in_w, lo, hi, &rows);
     if (box.windowed())
       RemapNearestPadded(src, static_cast<size_t>(in_w), 1, ys, xs, 0, dst);
     else
