@@ -109,10 +109,20 @@ cache_format::MaskRleRows RunsOf(const FieldView& v) {
 // other when mirrored); a row sampling the same source row as the one
 // before is a copy of it. A flat mask is a few memsets a row, where a
 // decode and a gather touch every byte twice.
-void RenderRunsInto(cache_format::MaskRleRows* runs, uint64_t first_row, const std::vector<int>& ys,
-                    const std::vector<int>& xs, uint8_t* dst) {
+void RenderRunsInto(cache_format::MaskRleRows* runs, uint64_t first_row, int in_w,
+                    const std::vector<int>& ys, const std::vector<int>& xs, uint8_t* dst) {
   const size_t n = xs.size();
   const bool mirror = n > 1 && xs.front() > xs.back();
+  // before[c]: how many outputs (from the low-column end) sample a source
+  // column below c; a run [start, end) then fills outputs [before[start],
+  // before[end]) in that order, without a look at each.
+  thread_local std::vector<uint32_t> before;
+  before.resize(static_cast<size_t>(in_w) + 1);
+  size_t j = 0;
+  for (int c = 0; c <= in_w; ++c) {
+    while (j < n && xs[mirror ? n - 1 - j : j] < c) ++j;
+    before[static_cast<size_t>(c)] = static_cast<uint32_t>(j);
+  }
   for (size_t y = 0; y < ys.size(); ++y) {
     uint8_t* out = dst + y * n;
     if (y > 0 && ys[y] == ys[y - 1]) {
@@ -120,17 +130,9 @@ void RenderRunsInto(cache_format::MaskRleRows* runs, uint64_t first_row, const s
       continue;
     }
     runs->SkipTo(first_row + static_cast<uint64_t>(ys[y]));
-    size_t done = 0;  // outputs (from the low-column end) filled
     runs->ReadRuns([&](uint8_t v, uint64_t start, uint64_t len) {
-      const int64_t end = static_cast<int64_t>(start + len);
-      size_t stop = done;
-      while (stop < n && xs[mirror ? n - 1 - stop : stop] < end) ++stop;
-      if (stop == done) return;
-      if (mirror)
-        std::memset(out + (n - stop), v, stop - done);
-      else
-        std::memset(out + done, v, stop - done);
-      done = stop;
+      const size_t from = before[start], to = before[start + len];
+      if (to > from) std::memset(out + (mirror ? n - to : from), v, to - from);
     });
   }
 }
@@ -157,7 +159,7 @@ Status RenderMask(const FieldView& v, const CropBox& box, int in_h, int in_w, in
   size_t stride = static_cast<size_t>(in_w) * elem;
   cache_format::MaskRleRows runs = RunsOf(v);
   if (v.codec != FieldCodec::kRaw && !box.windowed()) {
-    RenderRunsInto(&runs, 0, ys, xs, dst);
+    RenderRunsInto(&runs, 0, in_w, ys, xs, dst);
     return Status::OK();
   }
   int lo = 0, hi = -1;
@@ -199,7 +201,7 @@ Status RenderInstanceMasks(const FieldView& v, const CropBox& box, int in_h, int
     const size_t plane = boxes != nullptr ? kept[k] : k;
     uint8_t* dst = reinterpret_cast<uint8_t*>(out->data.data()) + k * out_plane;
     if (v.codec != FieldCodec::kRaw && !box.windowed()) {
-      RenderRunsInto(&runs, static_cast<uint64_t>(plane) * in_h, ys, xs, dst);
+      RenderRunsInto(&runs, static_cast<uint64_t>(plane) * in_h, in_w, ys, xs, dst);
       continue;
     }
     const uint8_t* src = PlaneRows(v, &runs, plane, in_h, in_w, lo, hi, &rows);
