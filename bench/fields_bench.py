@@ -85,11 +85,14 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--epochs", type=int, default=3,
                    help="warm epochs per run (the first is left out)")
+    p.add_argument("--pairs", default=",".join(TARGETS),
+                   help="comma-separated pairs to run (default: all)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
     args.cache = args.cache or os.path.join(args.dir, "cache")
     shutil.rmtree(args.cache, ignore_errors=True)
     pairs = datasets(args.cli, args.dir, args.count, args.min_side, args.max_side)
+    pairs = {k: v for k, v in pairs.items() if k in args.pairs.split(",")}
 
     cold = {}
     for pair, configs in pairs.items():  # fills every entry: later runs are warm

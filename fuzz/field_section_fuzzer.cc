@@ -1,6 +1,7 @@
 // The record's field section (format version 3) and a record carrying it:
 // never a crash or a read outside the bytes given; a section that parses
-// has views inside it and encodes back to the very same bytes; CheckRecord
+// has views inside it, run-length masks that decode to their shape, and
+// encodes back to the very same bytes; CheckRecord
 // accepts a well-checksummed record exactly when its section parses with
 // the header's count; Put refuses a bad section, and stores a good one that
 // Get gives back byte for byte.
@@ -22,18 +23,25 @@ namespace {
 using namespace ssdfeed;
 namespace cf = cache_format;
 
-// Checks views lie inside the section and that re-encoding gives its bytes.
+// Checks views lie inside the section, that a run-length field decodes to
+// exactly its shape's bytes, and that re-encoding (each field with the codec
+// it was read with) gives the section's bytes.
 void CheckParsed(std::string_view section, const std::vector<FieldView>& views) {
   std::vector<Field> fields;
+  std::vector<FieldCodec> codecs;
   for (const FieldView& v : views) {
     const char* p = reinterpret_cast<const char*>(v.data);
     if (p < section.data() || v.size > section.size() ||
         p - section.data() > static_cast<std::ptrdiff_t>(section.size() - v.size))
       __builtin_trap();  // a view outside the section
     fields.push_back(cf::ToField(v));
+    codecs.push_back(v.codec);
+    uint64_t want = DTypeItemSize(v.dtype);
+    for (uint64_t d : v.shape) want *= d;
+    if (fields.back().data.size() != want) __builtin_trap();  // runs that miss their shape
   }
   std::string again;
-  if (!cf::EncodeFields(fields, &again).ok() || (!section.empty() && again != section))
+  if (!cf::EncodeFields(fields, &again, &codecs).ok() || (!section.empty() && again != section))
     __builtin_trap();  // a section parsed that is not the encoding of its fields
 }
 

@@ -59,6 +59,10 @@ mkdir -p "$corpus_root/field_section_fuzzer"
 printf '\x01\x01\0\0\0\0\0\0\0\x01\x02\x04\x03\0\0\0\0\x04\0\0\0\0\0\0\0%b%b%b' \
   '\x02\0\0\0\0\0\0\0\x02\0\0\0\0\0\0\0' 'mask|u1\0' '\x00\x01\x01\x00\0\0\0\0' \
   >"$corpus_root/field_section_fuzzer/mask"
+# The same mask stored as runs (codec 1): rows (0 x1, 1 x1) and (1 x1, 0 x1).
+printf '\x01\x01\0\0\0\0\0\0\0\x01\x02\x04\x03\x01\0\0\0\x08\0\0\0\0\0\0\0%b%b%b' \
+  '\x02\0\0\0\0\0\0\0\x02\0\0\0\0\0\0\0' 'mask|u1\0' '\x00\x01\x01\x01\x01\x01\x00\x01' \
+  >"$corpus_root/field_section_fuzzer/mask-rle"
 for f in "$here"/seeds/*; do [ -e "$f" ] && cp "$f" "$corpus_root/decode/"; done
 # Crafted records (sample 3, zstd RLE frames): one claiming 2048x2048x3 in
 # 445 bytes, which no entry's rules in the fuzzer allow, and a 16x16x3 one

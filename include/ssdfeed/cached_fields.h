@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ssdfeed/cache.h"
@@ -24,5 +25,9 @@ Status ParseFields(const CachedSample& cs, std::vector<FieldView>* out);
 // to *section. InvalidArgument for a field whose data is not
 // product(shape) * itemsize, or too many fields.
 Status EncodeFields(const std::vector<Field>& fields, std::string* section);
+// A parsed field's elements (product(shape) * itemsize bytes): the view's
+// own bytes when stored raw, else (a run-length mask, FieldView::codec 1)
+// decoded into *scratch, which the result then points into.
+std::string_view FieldData(const FieldView& v, std::string* scratch);
 
 }  // namespace ssdfeed

@@ -85,14 +85,22 @@ struct Field {
   std::string data;             // product(shape) * itemsize bytes
 };
 
+// How a field's bytes are stored in a cache record (docs/cache-format.md,
+// "Fields"). Whatever a batch or an API hands out is raw.
+enum class FieldCodec : uint8_t {
+  kRaw = 0,  // the elements, C order
+  kRle = 1,  // a "|u1" mask's runs ("Run-length masks")
+};
+
 // A Field read in place from a cache record (points into the read buffer).
 struct FieldView {
   std::string_view name;
   FieldKind kind = FieldKind::kBytes;
   std::string_view dtype;
-  std::vector<uint64_t> shape;
+  std::vector<uint64_t> shape;  // the elements' shape, whatever the codec
   const uint8_t* data = nullptr;
-  size_t size = 0;  // bytes at data
+  size_t size = 0;                      // bytes at data (stored: the runs for kRle)
+  FieldCodec codec = FieldCodec::kRaw;  // default: data is the elements
 };
 
 // Bytes of one element of a numpy dtype string ("<f4" -> 4, "<U5" -> 20);

@@ -31,12 +31,14 @@ namespace {
 // data copied into bytes.
 nb::list FieldsToList(const ItemFields& f) {
   nb::list out;
+  std::string decoded;  // a run-length mask's elements
   for (const FieldView& v : f.views) {
+    std::string_view data = FieldData(v, &decoded);
     nb::list shape;
     for (uint64_t d : v.shape) shape.append(d);
     out.append(nb::make_tuple(nb::str(v.name.data(), v.name.size()), static_cast<int>(v.kind),
                               nb::str(v.dtype.data(), v.dtype.size()), nb::tuple(shape),
-                              nb::bytes(v.data, v.size)));
+                              nb::bytes(data.data(), data.size())));
   }
   return out;
 }

@@ -379,8 +379,8 @@ void BindLoader(nb::module_& m) {
         std::vector<uint64_t> ids;
         {
           nb::gil_scoped_release nogil;
-          ids = EpochOrder(n, shuffle, seed, epoch, rank, world_size, drop_last, shard,
-                           rotate_every);
+          ids =
+              EpochOrder(n, shuffle, seed, epoch, rank, world_size, drop_last, shard, rotate_every);
         }
         return nb::bytes(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(uint64_t));
       },

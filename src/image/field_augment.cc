@@ -1,8 +1,10 @@
 #include "image/field_augment.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "image/field_geometry.h"
+#include "image/mask_rle.h"
 
 namespace ssdfeed {
 
@@ -66,8 +68,77 @@ void MaskIndex(const CropBox& box, int in_h, int in_w, int out_h, int out_w, std
   for (int& x : *xs) x += box.left;
 }
 
+// into: where the rendered mask goes (out_h * out_w elements) when not
+// into out->data, which is then left empty.
+// The first and last source rows ys samples (-1: padding, none); lo > hi
+// when it samples none.
+void RowSpan(const std::vector<int>& ys, int* lo, int* hi) {
+  *lo = 1 << 30;
+  *hi = -1;
+  for (int y : ys) {
+    if (y < 0) continue;
+    *lo = std::min(*lo, y);
+    *hi = std::max(*hi, y);
+  }
+}
+
+// A plane of in_h x in_w bytes as the remap reads it: raw, v's own bytes
+// at plane; run-length, its rows [lo, hi] decoded into *scratch (the rows
+// the remap samples; the rest left as they were). Planes are asked for in
+// increasing order, as *runs only moves forward.
+const uint8_t* PlaneRows(const FieldView& v, MaskRleRows* runs, size_t plane, int in_h, int in_w,
+                         int lo, int hi, std::vector<uint8_t>* scratch) {
+  const size_t bytes = static_cast<size_t>(in_h) * in_w;
+  if (v.codec == FieldCodec::kRaw) return v.data + plane * bytes;
+  // 16 bytes of slack: the remap reads 8-bit rows 16 bytes at a time.
+  if (scratch->size() < bytes + 16) scratch->resize(bytes + 16);
+  const uint64_t first = static_cast<uint64_t>(plane) * in_h;
+  runs->SkipTo(first + static_cast<uint64_t>(std::max(lo, 0)));
+  for (int y = lo; y <= hi; ++y) runs->Read(scratch->data() + static_cast<size_t>(y) * in_w);
+  return scratch->data();
+}
+
+MaskRleRows RunsOf(const FieldView& v) {
+  uint64_t width = v.shape.empty() ? 0 : v.shape.back();
+  return {std::string_view(reinterpret_cast<const char*>(v.data), v.size), width};
+}
+
+// A run-length "|u1" plane straight into dst, for a crop (no window
+// padding): each output row is its source row's runs, each a memset over
+// the outputs whose source column lies in it (xs runs one way, or the
+// other when mirrored); a row sampling the same source row as the one
+// before is a copy of it. A flat mask is a few memsets a row, where a
+// decode and a gather touch every byte twice.
+void RenderRunsInto(MaskRleRows* runs, uint64_t first_row, int in_w, const std::vector<int>& ys,
+                    const std::vector<int>& xs, uint8_t* dst) {
+  const size_t n = xs.size();
+  const bool mirror = n > 1 && xs.front() > xs.back();
+  // before[c]: how many outputs (from the low-column end) sample a source
+  // column below c; a run [start, end) then fills outputs [before[start],
+  // before[end]) in that order, without a look at each.
+  thread_local std::vector<uint32_t> before;
+  before.resize(static_cast<size_t>(in_w) + 1);
+  size_t j = 0;
+  for (int c = 0; c <= in_w; ++c) {
+    while (j < n && xs[mirror ? n - 1 - j : j] < c) ++j;
+    before[static_cast<size_t>(c)] = static_cast<uint32_t>(j);
+  }
+  for (size_t y = 0; y < ys.size(); ++y) {
+    uint8_t* out = dst + y * n;
+    if (y > 0 && ys[y] == ys[y - 1]) {
+      std::memcpy(out, out - n, n);
+      continue;
+    }
+    runs->SkipTo(first_row + static_cast<uint64_t>(ys[y]));
+    runs->ReadRuns([&](uint8_t v, uint64_t start, uint64_t len) {
+      const size_t from = before[start], to = before[start + len];
+      if (to > from) std::memset(out + (mirror ? n - to : from), v, to - from);
+    });
+  }
+}
+
 Status RenderMask(const FieldView& v, const CropBox& box, int in_h, int in_w, int out_h, int out_w,
-                  Field* out) {
+                  uint8_t* into, Field* out) {
   int elem = v.dtype == "|u1" ? 1 : v.dtype == "<u2" ? 2 : 0;
   if (elem == 0 || v.shape.size() != 2 || v.shape[0] != static_cast<uint64_t>(in_h) ||
       v.shape[1] != static_cast<uint64_t>(in_w))
@@ -78,13 +149,27 @@ Status RenderMask(const FieldView& v, const CropBox& box, int in_h, int in_w, in
   MaskIndex(box, in_h, in_w, out_h, out_w, &ys, &xs);
   out->dtype = v.dtype;
   out->shape = {static_cast<uint64_t>(out_h), static_cast<uint64_t>(out_w)};
-  out->data.resize(static_cast<size_t>(out_h) * out_w * elem);
-  auto* dst = reinterpret_cast<uint8_t*>(out->data.data());
+  uint8_t* dst = into;
+  if (into == nullptr) {
+    out->data.resize(static_cast<size_t>(out_h) * out_w * elem);
+    dst = reinterpret_cast<uint8_t*>(out->data.data());
+  } else {
+    out->data.clear();
+  }
   size_t stride = static_cast<size_t>(in_w) * elem;
+  MaskRleRows runs = RunsOf(v);
+  if (v.codec != FieldCodec::kRaw && !box.windowed()) {
+    RenderRunsInto(&runs, 0, in_w, ys, xs, dst);
+    return Status::OK();
+  }
+  int lo = 0, hi = -1;
+  if (v.codec != FieldCodec::kRaw) RowSpan(ys, &lo, &hi);
+  thread_local std::vector<uint8_t> rows;
+  const uint8_t* src = PlaneRows(v, &runs, 0, in_h, in_w, lo, hi, &rows);
   if (box.windowed())
-    RemapNearestPadded(v.data, stride, elem, ys, xs, box.mask_fill, dst);
+    RemapNearestPadded(src, stride, elem, ys, xs, box.mask_fill, dst);
   else
-    RemapNearest(v.data, stride, elem, ys, xs, dst);
+    RemapNearest(src, stride, elem, ys, xs, dst);
   return Status::OK();
 }
 
@@ -104,14 +189,22 @@ Status RenderInstanceMasks(const FieldView& v, const CropBox& box, int in_h, int
   thread_local std::vector<int> ys, xs;
   MaskIndex(box, in_h, in_w, out_h, out_w, &ys, &xs);
   const size_t n = boxes != nullptr ? kept.size() : v.shape[0];
-  const size_t in_plane = static_cast<size_t>(in_h) * in_w;
   const size_t out_plane = static_cast<size_t>(out_h) * out_w;
   out->dtype = "|u1";
   out->shape = {n, static_cast<uint64_t>(out_h), static_cast<uint64_t>(out_w)};
   out->data.resize(n * out_plane);
+  int lo = 0, hi = -1;
+  if (v.codec != FieldCodec::kRaw) RowSpan(ys, &lo, &hi);
+  thread_local std::vector<uint8_t> rows;
+  MaskRleRows runs = RunsOf(v);
   for (size_t k = 0; k < n; ++k) {
-    const uint8_t* src = v.data + (boxes != nullptr ? kept[k] : k) * in_plane;
+    const size_t plane = boxes != nullptr ? kept[k] : k;
     uint8_t* dst = reinterpret_cast<uint8_t*>(out->data.data()) + k * out_plane;
+    if (v.codec != FieldCodec::kRaw && !box.windowed()) {
+      RenderRunsInto(&runs, static_cast<uint64_t>(plane) * in_h, in_w, ys, xs, dst);
+      continue;
+    }
+    const uint8_t* src = PlaneRows(v, &runs, plane, in_h, in_w, lo, hi, &rows);
     if (box.windowed())
       RemapNearestPadded(src, static_cast<size_t>(in_w), 1, ys, xs, 0, dst);
     else
@@ -159,7 +252,8 @@ void Copy(const FieldView& v, Field* out) {
 }  // namespace
 
 Status RenderFields(const std::vector<FieldView>& in, const CropBox& box, int in_h, int in_w,
-                    int out_h, int out_w, double min_box_visible, std::vector<Field>* out) {
+                    int out_h, int out_w, double min_box_visible, std::vector<Field>* out,
+                    const std::vector<uint8_t*>* into) {
   if (out_h <= 0 || out_w <= 0) return Status::InvalidArgument("an empty output");
   if (box.windowed() ? box.resize_w <= 0 || box.height != out_h || box.width != out_w
                      : box.top < 0 || box.left < 0 || box.height <= 0 || box.width <= 0 ||
@@ -184,7 +278,8 @@ Status RenderFields(const std::vector<FieldView>& in, const CropBox& box, int in
     const FieldView& v = in[i];
     Field& f = (*out)[i];
     if (v.kind == FieldKind::kMask) {
-      SSDFEED_RETURN_IF_ERROR(RenderMask(v, box, in_h, in_w, out_h, out_w, &f));
+      uint8_t* dst = into != nullptr && i < into->size() ? (*into)[i] : nullptr;
+      SSDFEED_RETURN_IF_ERROR(RenderMask(v, box, in_h, in_w, out_h, out_w, dst, &f));
     } else if (v.kind == FieldKind::kInstanceMasks) {
       SSDFEED_RETURN_IF_ERROR(
           RenderInstanceMasks(v, box, in_h, in_w, out_h, out_w, boxes, kept, &f));

@@ -16,8 +16,12 @@ namespace ssdfeed {
 // window's padding is box.mask_fill in masks; boxes lie on the image. Masks must be
 // in_h x in_w ("|u1" or "<u2"), else InvalidArgument; the caller names the
 // sample. *out is resized to in.size(); its strings keep their capacity
-// from call to call.
+// from call to call. into (default none): (*into)[i], when given and not
+// null for a mask field i, is where that mask's out_h x out_w elements are
+// rendered (a batch slot), leaving (*out)[i].data empty; its dtype and shape
+// are still set.
 Status RenderFields(const std::vector<FieldView>& in, const CropBox& box, int in_h, int in_w,
-                    int out_h, int out_w, double min_box_visible, std::vector<Field>* out);
+                    int out_h, int out_w, double min_box_visible, std::vector<Field>* out,
+                    const std::vector<uint8_t*>* into = nullptr);
 
 }  // namespace ssdfeed

@@ -174,14 +174,59 @@ void Counts(const Rows& boxes, BatchField* out) {
   }
 }
 
+// The plane sample s placed field f in, or -1.
+int PlaneOf(const StagedFields& s, const Field* f) {
+  size_t i = static_cast<size_t>(f - s.fields.data());
+  return i < s.placed.size() ? s.placed[i] : -1;
+}
+
+// The batch's mask of row r when every sample placed it in one plane: that
+// plane's storage, swapped in. False when the row was not placed.
+bool TakePlane(const Rows& r, const std::vector<const StagedFields*>& samples,
+               std::vector<MaskPlane>* planes, BatchField* out) {
+  if (planes == nullptr) return false;
+  int k = PlaneOf(*samples[0], r[0]);
+  if (k < 0) return false;
+  MaskPlane& p = (*planes)[static_cast<size_t>(k)];
+  out->stacked = true;
+  out->dtype = r[0]->dtype;
+  out->shape.assign(1, r.size());
+  out->shape.insert(out->shape.end(), r[0]->shape.begin(), r[0]->shape.end());
+  out->data.swap(p.data);
+  out->data.resize(r.size() * p.sample_bytes);  // a short last batch: shrinks, no copy
+  out->items.clear();
+  return true;
+}
+
 }  // namespace
+
+void UnplaceMasks(const std::vector<StagedFields*>& samples, size_t first,
+                  const std::vector<MaskPlane>& planes, bool all) {
+  for (size_t k = 0; k < planes.size(); ++k) {
+    bool whole = !all;
+    for (const StagedFields* s : samples)
+      whole = whole &&
+              std::find(s->placed.begin(), s->placed.end(), static_cast<int>(k)) != s->placed.end();
+    if (whole) continue;
+    const MaskPlane& p = planes[k];
+    for (size_t j = 0; j < samples.size(); ++j) {
+      StagedFields& s = *samples[j];
+      for (size_t i = 0; i < s.placed.size(); ++i) {
+        if (s.placed[i] != static_cast<int>(k)) continue;
+        const uint8_t* from = p.data.data() + (first + j) * p.sample_bytes;
+        s.fields[i].data.assign(reinterpret_cast<const char*>(from), p.sample_bytes);
+        s.placed[i] = -1;
+      }
+    }
+  }
+}
 
 std::string BoxCountName(const std::string& boxes) {
   return boxes == "boxes" ? "num_boxes" : "num_" + boxes;
 }
 
 Status CollateFields(const std::vector<const StagedFields*>& samples, BatchBuffer* buf,
-                     const DescribeSample& describe) {
+                     const DescribeSample& describe, std::vector<MaskPlane>* planes) {
   if (samples.empty() || samples[0]->fields.empty()) {
     bool none = std::all_of(samples.begin(), samples.end(),
                             [](const StagedFields* s) { return s->fields.empty(); });
@@ -211,6 +256,8 @@ Status CollateFields(const std::vector<const StagedFields*>& samples, BatchBuffe
         out.kind == FieldKind::kBoxFloats) {
       SSDFEED_RETURN_IF_ERROR(Pad(r, describe, ids, &out));
       if (out.kind == FieldKind::kBoxes) Counts(r, &buf->fields[o++]);
+    } else if (TakePlane(r, samples, planes, &out)) {
+      continue;
     } else if (out.kind == FieldKind::kInstanceMasks) {
       if (!PadPlanes(r, &out)) Items(r, &out);
     } else if (out.kind != FieldKind::kBytes && SameLayout(r)) {

@@ -6,11 +6,12 @@
 namespace ssdfeed {
 
 BatchRing::BatchRing(size_t nslots, size_t batch_size, size_t sample_bytes,
-                     std::shared_ptr<BatchPool> pool)
+                     std::shared_ptr<BatchPool> pool, std::vector<MaskPlane> planes)
     : nslots_(nslots),
       batch_size_(batch_size),
       sample_bytes_(sample_bytes),
-      pool_(std::move(pool)) {}
+      pool_(std::move(pool)),
+      planes_(std::move(planes)) {}
 
 void BatchRing::Start(uint64_t cursor, uint64_t end) {
   MutexLock l(&mu_);
@@ -80,6 +81,10 @@ void BatchRing::ResetLocked(RingSlot* s, uint64_t chunk) {
   s->buffer.reset();
   if (s->count == 0) return;
   if (s->fields.size() < batch_size_) s->fields.resize(batch_size_);
+  if (s->planes.size() != planes_.size()) s->planes = planes_;
+  // After a batch took the plane's storage this is the pooled field's it
+  // swapped out: already this size but for the first chunks.
+  for (MaskPlane& p : s->planes) p.data.resize(batch_size_ * p.sample_bytes);
   if (sample_bytes_ > 0) {
     s->buffer = pool_->Acquire(sample_bytes_ * batch_size_, batch_size_);
   } else {

@@ -33,6 +33,9 @@ struct RingSlot {
   // Each position's other fields, collated once the chunk is whole. Kept
   // across chunks, so their storage is reused.
   std::vector<StagedFields> fields;
+  // Masks rendered straight into the batch's layout, sized per chunk;
+  // CollateFields swaps each into the batch.
+  std::vector<MaskPlane> planes;
   Status error;  // first error (on_error=raise)
 };
 
@@ -47,7 +50,10 @@ class BatchRing {
  public:
   // sample_bytes > 0: each chunk gets a buffer for batch_size samples of
   // that size; 0: samples differ in shape and are staged one by one.
-  BatchRing(size_t nslots, size_t batch_size, size_t sample_bytes, std::shared_ptr<BatchPool> pool);
+  // planes (default none): every slot's mask planes (SampleRenderer::
+  // MaskPlanes), each sized to batch_size samples when a chunk starts.
+  BatchRing(size_t nslots, size_t batch_size, size_t sample_bytes, std::shared_ptr<BatchPool> pool,
+            std::vector<MaskPlane> planes = {});
 
   // With no worker running: fill plan positions [cursor, end) from now on.
   // The positions of cursor's chunk before it count as done (consumed
@@ -75,6 +81,7 @@ class BatchRing {
 
   const size_t nslots_, batch_size_, sample_bytes_;
   const std::shared_ptr<BatchPool> pool_;
+  const std::vector<MaskPlane> planes_;  // names and sizes; no data
   Mutex mu_;
   std::condition_variable ready_cv_, space_cv_;
   std::vector<RingSlot> slots_ GUARDED_BY(mu_);

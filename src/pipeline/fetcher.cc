@@ -1,5 +1,7 @@
 #include "pipeline/fetcher.h"
 
+#include <algorithm>
+
 #include "cache/capacity.h"
 #include "cache/field_section.h"
 #include "image/field_prepare.h"
@@ -59,6 +61,17 @@ void SampleFetcher::SyncCacheCounters() {
 // The spec's codec's bytes of a sample prepared from the origin, in
 // out->stored (a lossy codec's are made already, by ServeLossy).
 Status SampleFetcher::EncodeStored(FetchScratch* s, CachedSample* out) {
+  // Masks are stored as runs: a flat-region mask is a fraction of its bytes
+  // to read and checksum on every warm epoch. The sample in hand keeps its
+  // raw section (renders read either).
+  if (!out->fields.empty() && out->fields.data() == s->field_section.data()) {
+    std::vector<FieldCodec> codecs = cache_format::PreparedCodecs(s->fields);
+    if (std::find(codecs.begin(), codecs.end(), FieldCodec::kRle) != codecs.end()) {
+      s->stored_fields.clear();
+      SSDFEED_RETURN_IF_ERROR(cache_format::EncodeFields(s->fields, &s->stored_fields, &codecs));
+      out->fields = s->stored_fields;
+    }
+  }
   out->codec = spec_.codec;
   if (spec_.codec == RecordCodec::kRaw || !out->stored.empty()) return Status::OK();
   s->stored.clear();

@@ -26,6 +26,7 @@ struct FetchScratch {
   PrepareGeometry geometry;
   std::vector<Field> fields;
   std::string field_section;  // CachedSample::fields of a sample from the origin
+  std::string stored_fields;  // that section as its record stores it (masks as runs)
   Decoder decoder;
   // The spec's codec: a sample from the origin stored as its bytes (and,
   // for jpeg, served as their decode in `coded`).

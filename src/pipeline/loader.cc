@@ -48,7 +48,8 @@ class LoaderImpl final : public Loader {
         renderer_(opts_.prepare, opts_.augment, opts_.output, opts_.seed, IsImageLess(*source_)),
         plan_(opts_, source_->size()),
         ring_(static_cast<size_t>(std::max(1, opts_.prefetch)) + 1, opts_.batch_size,
-              renderer_.fixed() ? renderer_.sample_bytes() : 0, pool_) {
+              renderer_.fixed() ? renderer_.sample_bytes() : 0, pool_,
+              renderer_.MaskPlanes(source_->fields())) {
     workers_ = opts_.workers > 0 ? opts_.workers : DefaultWorkers(env_);
   }
   ~LoaderImpl() override { Stop(); }
@@ -188,9 +189,11 @@ class LoaderImpl final : public Loader {
       for (size_t i = 0; i < slot->count; ++i) ims.push_back(&slot->staging[i]);
       SSDFEED_RETURN_IF_ERROR(renderer_.RenderStaged(ims, slot->buffer.get(), &h, &w));
     }
-    std::vector<const StagedFields*> fields;
-    for (size_t i = 0; i < slot->count; ++i) fields.push_back(&slot->fields[i]);
-    SSDFEED_RETURN_IF_ERROR(Collate(fields, slot->buffer.get()));
+    std::vector<StagedFields*> staged;
+    for (size_t i = 0; i < slot->count; ++i) staged.push_back(&slot->fields[i]);
+    UnplaceMasks(staged, 0, slot->planes, /*all=*/false);
+    std::vector<const StagedFields*> fields(staged.begin(), staged.end());
+    SSDFEED_RETURN_IF_ERROR(Collate(fields, slot->buffer.get(), &slot->planes));
     renderer_.Fill(slot->buffer, slot->count, h, w, out);
     cursor_ += slot->count;
     ring_.Release(c);
@@ -217,7 +220,9 @@ class LoaderImpl final : public Loader {
         std::memcpy(buf->images.data() + n * sb, slot->buffer->images.data() + i * sb, sb);
       else
         staged.push_back(std::move(slot->staging[i]));
-      fields.push_back(std::move(slot->fields[i]));
+      StagedFields* one = &slot->fields[i];
+      UnplaceMasks({one}, i, slot->planes, /*all=*/true);  // planes stay with the slot
+      fields.push_back(std::move(*one));
       ++n;
       ++cursor_;
       if (cursor_ % bs == 0 || cursor_ >= end_sample_) ring_.Release(c);
@@ -237,8 +242,10 @@ class LoaderImpl final : public Loader {
   }
 
   // The batch's other fields, once all its samples are rendered.
-  Status Collate(const std::vector<const StagedFields*>& samples, BatchBuffer* buf) const {
-    return CollateFields(samples, buf, [this](uint64_t id) { return source_->Describe(id); });
+  Status Collate(const std::vector<const StagedFields*>& samples, BatchBuffer* buf,
+                 std::vector<MaskPlane>* planes = nullptr) const {
+    return CollateFields(
+        samples, buf, [this](uint64_t id) { return source_->Describe(id); }, planes);
   }
 
   // How many consecutive plan positions a worker takes at once: one, unless
@@ -339,7 +346,7 @@ class LoaderImpl final : public Loader {
                 std::vector<uint8_t>* render) {
     Image* staging = renderer_.fixed() ? nullptr : &slot->staging[pos];
     Status r = renderer_.Render(cs, plan_.epoch(), id, slot->buffer.get(), pos, staging, render,
-                                &slot->fields[pos]);
+                                &slot->fields[pos], &slot->planes);
     return r.ok() ? r : r.WithContext(source_->Describe(id));
   }
 

@@ -18,6 +18,7 @@
 #include <memory>
 #include <thread>
 
+#include "cache/field_section.h"
 #include "cache/record_format.h"
 #include "image/augment.h"
 #include "image/pixel_codec.h"
@@ -47,7 +48,9 @@ EntryEstimate EstimateEntry(const Source& source, const PrepareSpec& spec, int p
     e.probed++;
     e.origin_bytes += scratch.encoded.bytes.size();
     e.pixel_bytes += prepared.bytes();
-    e.field_bytes += prepared.fields.size();
+    // As the record stores them (masks as runs), not as prepared.
+    e.field_bytes +=
+        prepared.fields.empty() ? 0 : cache_format::PreparedSectionSize(scratch.fields);
   }
   return e;
 }
@@ -213,7 +216,8 @@ Result<std::vector<PreparedProbe>> PrepareProbes(const Source& source, PrepareSp
     last = origin.Fetch(i * total / n, &scratch, &s);
     if (!last.ok() || s.bytes() == 0) continue;
     out.push_back({std::vector<uint8_t>(s.pixels, s.pixels + s.bytes()), s.height, s.width,
-                   s.channels, s.fields.size()});
+                   s.channels,
+                   s.fields.empty() ? 0 : cache_format::PreparedSectionSize(scratch.fields)});
   }
   if (out.empty())
     return Status::InvalidArgument(

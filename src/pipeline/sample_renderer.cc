@@ -30,9 +30,21 @@ size_t SampleRenderer::sample_bytes(int h, int w) const {
   return static_cast<size_t>(h) * w * channels_ * DTypeSize(output_.dtype);
 }
 
+std::vector<MaskPlane> SampleRenderer::MaskPlanes(const std::vector<FieldSpec>& fields) const {
+  std::vector<MaskPlane> planes;
+  if (!fixed_ || image_less_) return planes;
+  for (const FieldSpec& f : fields) {
+    if (f.kind != FieldKind::kMask) continue;
+    planes.emplace_back();
+    planes.back().name = f.name;
+    planes.back().sample_bytes = static_cast<size_t>(out_h_) * out_w_;
+  }
+  return planes;
+}
+
 Status SampleRenderer::Render(const CachedSample& cs, uint64_t epoch, uint64_t id, BatchBuffer* buf,
                               size_t pos, Image* staging, std::vector<uint8_t>* scratch,
-                              StagedFields* fields) const {
+                              StagedFields* fields, std::vector<MaskPlane>* planes) const {
   buf->labels[pos] = cs.label;
   if (fields != nullptr) fields->id = id;
   if (image_less_) {
@@ -72,36 +84,79 @@ Status SampleRenderer::Render(const CachedSample& cs, uint64_t epoch, uint64_t i
                                    std::to_string(cs.width) + " differs from the batch's");
   }
   if (fields != nullptr)
-    SSDFEED_RETURN_IF_ERROR(RenderSampleFields(cs, box, out_h_, out_w_, fields));
+    SSDFEED_RETURN_IF_ERROR(RenderSampleFields(cs, box, out_h_, out_w_, fields, planes, pos));
   return RenderSample({cs.pixels, cs.height, cs.width, cs.channels}, box, out_h_, out_w_, output_,
                       buf->images.data() + pos * sample_bytes(), scratch);
 }
 
 namespace {
 
-// A view into a pooled Field, reusing the storage it already has.
+// A view into a pooled Field, reusing the storage it already has; a
+// run-length mask decoded.
 void CopyView(const FieldView& v, Field* f) {
   f->name.assign(v.name);
   f->kind = v.kind;
   f->dtype.assign(v.dtype);
   f->shape = v.shape;
-  f->data.assign(reinterpret_cast<const char*>(v.data), v.size);
+  if (v.codec == FieldCodec::kRaw)
+    f->data.assign(reinterpret_cast<const char*>(v.data), v.size);
+  else
+    cache_format::RawData(v, &f->data);
+}
+
+// Where each of `in`'s fields goes when rendered out_h x out_w: (*into)[i]
+// into a plane of *planes at pos for a "|u1" mask of the image's size
+// (in_h x in_w) that a plane is named for, else null (its Field's data).
+// placed[i]: that plane's index, or -1.
+void PlaceMasks(const std::vector<FieldView>& in, int in_h, int in_w,
+                std::vector<MaskPlane>* planes, size_t pos, std::vector<uint8_t*>* into,
+                std::vector<int>* placed) {
+  into->assign(in.size(), nullptr);
+  placed->assign(in.size(), -1);
+  if (planes == nullptr) return;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const FieldView& v = in[i];
+    if (v.kind != FieldKind::kMask || v.dtype != "|u1" || v.shape.size() != 2 ||
+        v.shape[0] != static_cast<uint64_t>(in_h) || v.shape[1] != static_cast<uint64_t>(in_w))
+      continue;  // rendered (or refused) as any other field
+    for (size_t k = 0; k < planes->size(); ++k) {
+      MaskPlane& p = (*planes)[k];
+      if (p.name != v.name || p.data.size() < (pos + 1) * p.sample_bytes) continue;
+      (*into)[i] = p.data.data() + pos * p.sample_bytes;
+      (*placed)[i] = static_cast<int>(k);
+    }
+  }
 }
 
 }  // namespace
 
 Status SampleRenderer::RenderSampleFields(const CachedSample& cs, const CropBox& box, int out_h,
-                                          int out_w, StagedFields* fields) const {
+                                          int out_w, StagedFields* fields,
+                                          std::vector<MaskPlane>* planes, size_t pos) const {
   SSDFEED_RETURN_IF_ERROR(ParseFields(cs, &fields->views));
   const std::vector<FieldView>& in = fields->views;
+  thread_local std::vector<uint8_t*> into;
+  PlaceMasks(in, cs.height, cs.width, planes, pos, &into, &fields->placed);
   bool identity = box.top == 0 && box.left == 0 && box.height == cs.height &&
                   box.width == cs.width && !box.flip && out_h == cs.height && out_w == cs.width;
   if (!identity)
     return RenderFields(in, box, cs.height, cs.width, out_h, out_w, augment_.min_box_visible,
-                        &fields->fields);
+                        &fields->fields, &into);
   // Served as cached: a copy, into storage the slot already has.
   fields->fields.resize(in.size());
-  for (size_t i = 0; i < in.size(); ++i) CopyView(in[i], &fields->fields[i]);
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (into[i] == nullptr) {
+      CopyView(in[i], &fields->fields[i]);
+      continue;
+    }
+    FieldView header = in[i];
+    header.size = 0;
+    header.codec = FieldCodec::kRaw;
+    CopyView(header, &fields->fields[i]);
+    thread_local std::string decoded;
+    std::string_view raw = cache_format::RawData(in[i], &decoded);
+    std::memcpy(into[i], raw.data(), raw.size());
+  }
   return Status::OK();
 }
 

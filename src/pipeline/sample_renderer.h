@@ -35,13 +35,21 @@ class SampleRenderer {
   size_t sample_bytes(int h, int w) const;
   size_t sample_bytes() const { return sample_bytes(out_h_, out_w_); }
 
+  // The mask planes of a batch of this renderer's samples whose fields are
+  // `fields` (the source's): one per mask field when every sample comes out
+  // height() x width(), else none. Their data is left empty (BatchRing
+  // sizes it per chunk).
+  std::vector<MaskPlane> MaskPlanes(const std::vector<FieldSpec>& fields) const;
+
   // Sample id of epoch, read from the cache as cs, into position pos of
   // buf: rendered there with a fixed shape, else copied into *staging.
   // Its other fields (cs.fields) get the image's crop and flip and go to
-  // *fields (when given), for CollateFields at the batch's end.
+  // *fields (when given), for CollateFields at the batch's end; a "|u1"
+  // mask named as one of *planes (when given) is rendered straight into
+  // that plane at pos instead (StagedFields::placed).
   Status Render(const CachedSample& cs, uint64_t epoch, uint64_t id, BatchBuffer* buf, size_t pos,
-                Image* staging, std::vector<uint8_t>* scratch,
-                StagedFields* fields = nullptr) const;
+                Image* staging, std::vector<uint8_t>* scratch, StagedFields* fields = nullptr,
+                std::vector<MaskPlane>* planes = nullptr) const;
 
   // Without a fixed shape: the staged samples of one batch must agree;
   // renders them (dtype, layout) into buf and gives their shape.
@@ -53,8 +61,10 @@ class SampleRenderer {
 
  private:
   // The sample's fields under the image's crop box (in_h x in_w -> out_h x out_w).
+  // Masks named in *planes go there, at pos.
   Status RenderSampleFields(const CachedSample& cs, const CropBox& box, int out_h, int out_w,
-                            StagedFields* fields) const;
+                            StagedFields* fields, std::vector<MaskPlane>* planes = nullptr,
+                            size_t pos = 0) const;
 
   AugmentSpec augment_;
   OutputSpec output_;

@@ -45,6 +45,15 @@ std::string FieldsIdentity(const std::vector<FieldSpec>& fields) {
     s.append(":").append(EnumName(f.kind)).append(":");
     s.append(std::to_string(f.key.size())).append(":").append(f.key);
   }
+  // Masks are stored as runs (field codec 1) since this marker: a reader
+  // from before it computes another identity, so it never opens such an
+  // entry (it would refuse every record's field section).
+  for (const auto& f : fields) {
+    if (f.kind == FieldKind::kMask || f.kind == FieldKind::kInstanceMasks) {
+      s.append("|masks:rle1");
+      break;
+    }
+  }
   return s;
 }
 

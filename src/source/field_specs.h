@@ -17,7 +17,9 @@ namespace ssdfeed {
 Result<std::vector<FieldSpec>> ResolveFields(const std::vector<FieldSpec>& in,
                                              const std::string& layout);
 
-// "fields|name:kind:key|...": lengths included, so no two lists collide.
+// "fields|name:kind:key|...": lengths included, so no two lists collide;
+// then "|masks:rle1" when a field is a mask or instance masks (their records
+// store them run-length: an entry of the raw layout is another entry).
 std::string FieldsIdentity(const std::vector<FieldSpec>& fields);
 
 // Splits "a=1&b=2" into pairs, in order; an item without '=' or with an

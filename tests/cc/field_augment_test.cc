@@ -11,6 +11,8 @@
 #include <tuple>
 #include <utility>
 
+#include "image/mask_rle.h"
+
 namespace ssdfeed {
 namespace {
 
@@ -231,6 +233,65 @@ TEST(FieldAugment, MaskOfAnotherShapeIsAnError) {
   EXPECT_TRUE(s.IsInvalidArgument());
   EXPECT_NE(s.message().find("'seg' is |u1 (10,12), its image is (10,13)"), std::string::npos)
       << s.message();
+}
+
+}  // namespace
+}  // namespace ssdfeed
+
+namespace ssdfeed {
+namespace {
+
+// A view of runs (EncodeMaskRle) of a |u1 field.
+FieldView RleView(const FieldView& raw, std::string* runs) {
+  uint64_t width = raw.shape.back();
+  EncodeMaskRle(raw.data, raw.size / width, width, runs);
+  FieldView v = raw;
+  v.data = reinterpret_cast<const uint8_t*>(runs->data());
+  v.size = runs->size();
+  v.codec = FieldCodec::kRle;
+  return v;
+}
+
+// A mask or instance masks stored as runs render to the very bytes their
+// raw form does, under crops, flips, scale-jitter windows and dropped boxes.
+TEST(FieldAugment, RunLengthMasksRenderAsTheirRawForm) {
+  const int H = 90, W = 120;
+  std::vector<uint8_t> mask(H * W), planes(3 * H * W, 0);
+  for (int y = 0; y < H; ++y)
+    for (int x = 0; x < W; ++x) mask[y * W + x] = static_cast<uint8_t>((x / 17 + y / 11) % 5);
+  std::vector<float> boxes = {10, 20, 70, 80, 100, 5, 118, 60, 0, 85, 4, 89};
+  for (int k = 0; k < 3; ++k)
+    for (int y = static_cast<int>(boxes[k * 4 + 1]); y < boxes[k * 4 + 3]; ++y)
+      for (int x = static_cast<int>(boxes[k * 4]); x < boxes[k * 4 + 2]; ++x)
+        planes[(k * H + y) * W + x] = 1;
+  std::vector<FieldView> raw = {
+      View("mask", FieldKind::kMask, "|u1", {H, W}, mask.data(), mask.size()),
+      View("masks", FieldKind::kInstanceMasks, "|u1", {3, H, W}, planes.data(), planes.size()),
+      View("boxes", FieldKind::kBoxes, "<f4", {3, 4}, boxes.data(), boxes.size() * 4)};
+  std::string r0, r1;
+  std::vector<FieldView> runs = {RleView(raw[0], &r0), RleView(raw[1], &r1), raw[2]};
+  EXPECT_LT(r0.size() * 3, mask.size());
+  CropBox window{0, 0, 64, 96, false};
+  window.resize_h = 80;
+  window.resize_w = 110;
+  window.top = -5;
+  window.left = 3;
+  window.mask_fill = 9;
+  std::vector<std::tuple<CropBox, int, int>> boxes_out = {
+      {{4, 6, 70, 100, false}, 64, 96},
+      {{4, 6, 70, 100, true}, 64, 96},
+      {{30, 50, 20, 30, false}, 64, 96},  // enlarged: rows repeat
+      {{0, 0, H, W, true}, 45, 60},       // shrunk
+      {window, 64, 96}};
+  for (const auto& [box, oh, ow] : boxes_out) {
+    std::vector<Field> want, got;
+    ASSERT_TRUE(RenderFields(raw, box, H, W, oh, ow, 0.25, &want).ok());
+    ASSERT_TRUE(RenderFields(runs, box, H, W, oh, ow, 0.25, &got).ok());
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_EQ(got[i].shape, want[i].shape) << i;
+      EXPECT_EQ(got[i].data, want[i].data) << i << " box " << box.top << "," << box.left;
+    }
+  }
 }
 
 }  // namespace

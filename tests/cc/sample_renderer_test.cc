@@ -378,6 +378,132 @@ TEST(CollateFields, ReusesAPooledBuffersStorage) {
   EXPECT_TRUE(buf.fields.empty());
 }
 
+// ---- Mask planes: a "|u1" mask rendered straight into the batch ----
+
+// A mask of varied values, so a wrong row or column shows.
+Field VariedMask(int h, int w, int salt) {
+  Field m = Mask(h, w, 0);
+  for (size_t i = 0; i < m.data.size(); ++i) m.data[i] = static_cast<char>(i * 7 + salt);
+  return m;
+}
+
+struct PlaneBatch {
+  std::vector<Pixels> samples;
+  std::vector<std::string> sections;
+};
+
+// Two samples of 30x40 pixels, sample j's fields `fields[j]`.
+PlaneBatch TwoSamples(const std::vector<std::vector<Field>>& fields) {
+  PlaneBatch b;
+  for (size_t j = 0; j < fields.size(); ++j) {
+    b.samples.push_back(MakeSample(30, 40, 3, 0, static_cast<int>(j)));
+    b.sections.emplace_back();
+    EXPECT_TRUE(cache_format::EncodeFields(fields[j], &b.sections.back()).ok());
+  }
+  for (size_t j = 0; j < fields.size(); ++j) b.samples[j].cs.fields = b.sections[j];
+  return b;
+}
+
+// Renders each sample of b at its position: into planes when given.
+std::vector<StagedFields> RenderAll(const SampleRenderer& r, PlaneBatch& b,
+                                    std::vector<MaskPlane>* planes) {
+  BatchBuffer buf;
+  buf.images.assign(r.sample_bytes() * b.samples.size(), 0);
+  buf.labels.assign(b.samples.size(), -1);
+  std::vector<uint8_t> scratch;
+  std::vector<StagedFields> staged(b.samples.size());
+  for (size_t j = 0; j < b.samples.size(); ++j)
+    EXPECT_TRUE(
+        r.Render(b.samples[j].cs, 0, 100 + j, &buf, j, nullptr, &scratch, &staged[j], planes).ok());
+  return staged;
+}
+
+std::vector<FieldSpec> MaskSchema() {
+  return {{"image", FieldKind::kImage, ""}, {"mask", FieldKind::kMask, ""}};
+}
+
+// The worker renders the mask into the chunk's plane, and the batch takes
+// that very storage: the mask is never staged nor copied by the consumer.
+// The bytes are the ones the staged path gives.
+TEST(MaskPlanes, AMaskIsRenderedIntoItsPlaneAndTheBatchTakesItWhole) {
+  SampleRenderer r(PrepareSpec{}, Augment(), OutputSpec{}, 3);
+  std::vector<MaskPlane> planes = r.MaskPlanes(MaskSchema());
+  ASSERT_EQ(planes.size(), 1u);
+  EXPECT_EQ(planes[0].name, "mask");
+  ASSERT_EQ(planes[0].sample_bytes, 8u * 6u);
+  planes[0].data.assign(2 * planes[0].sample_bytes, 0xee);
+  PlaneBatch b = TwoSamples({{VariedMask(30, 40, 1)}, {VariedMask(30, 40, 5)}});
+  std::vector<StagedFields> staged = RenderAll(r, b, &planes);
+  std::vector<StagedFields> want = RenderAll(r, b, nullptr);  // the staged path
+  for (size_t j = 0; j < 2; ++j) {
+    ASSERT_EQ(staged[j].placed, (std::vector<int>{0}));
+    EXPECT_TRUE(staged[j].fields[0].data.empty());
+    EXPECT_EQ(staged[j].fields[0].shape, (std::vector<uint64_t>{8, 6}));
+    EXPECT_EQ(staged[j].fields[0].dtype, "|u1");
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(planes[0].data.data()) + j * 48, 48),
+              want[j].fields[0].data);
+  }
+  BatchBuffer staged_batch, planed;
+  ASSERT_TRUE(CollateFields(Ptrs(want), &staged_batch, nullptr).ok());
+  const uint8_t* rendered = planes[0].data.data();
+  std::vector<StagedFields*> mut = {&staged[0], &staged[1]};
+  UnplaceMasks(mut, 0, planes, /*all=*/false);  // every sample placed it: nothing to do
+  EXPECT_EQ(staged[0].placed, (std::vector<int>{0}));
+  ASSERT_TRUE(CollateFields(Ptrs(staged), &planed, nullptr, &planes).ok());
+  ASSERT_EQ(planed.fields.size(), 1u);
+  EXPECT_EQ(planed.fields[0].data.data(), rendered);  // no copy
+  EXPECT_TRUE(planed.fields[0].stacked);
+  EXPECT_EQ(planed.fields[0].shape, staged_batch.fields[0].shape);
+  EXPECT_EQ(planed.fields[0].data, staged_batch.fields[0].data);
+}
+
+// A short last batch: the plane is cut to the samples there are.
+TEST(MaskPlanes, AShortBatchTakesOnlyItsSamples) {
+  SampleRenderer r(PrepareSpec{}, Augment(), OutputSpec{}, 3);
+  std::vector<MaskPlane> planes = r.MaskPlanes(MaskSchema());
+  planes[0].data.assign(4 * planes[0].sample_bytes, 0xee);  // a chunk of 4
+  PlaneBatch b = TwoSamples({{VariedMask(30, 40, 2)}, {VariedMask(30, 40, 3)}});
+  std::vector<StagedFields> staged = RenderAll(r, b, &planes);
+  std::vector<StagedFields> want = RenderAll(r, b, nullptr);
+  BatchBuffer a, c;
+  ASSERT_TRUE(CollateFields(Ptrs(want), &a, nullptr).ok());
+  ASSERT_TRUE(CollateFields(Ptrs(staged), &c, nullptr, &planes).ok());
+  EXPECT_EQ(c.fields[0].shape, (std::vector<uint64_t>{2, 8, 6}));
+  EXPECT_EQ(c.fields[0].data, a.fields[0].data);
+}
+
+// A sample whose mask cannot go to the plane ("<u2") makes the batch list
+// the masks as before; the placed ones are copied out first.
+TEST(MaskPlanes, ABatchWhereNotEverySamplePlacedItsMaskIsCollatedAsBefore) {
+  SampleRenderer r(PrepareSpec{}, Augment(), OutputSpec{}, 3);
+  std::vector<MaskPlane> planes = r.MaskPlanes(MaskSchema());
+  planes[0].data.assign(2 * planes[0].sample_bytes, 0xee);
+  Field wide = MakeField("mask", FieldKind::kMask, "<u2", {30, 40}, std::string(30 * 40 * 2, '\3'));
+  PlaneBatch b = TwoSamples({{VariedMask(30, 40, 1)}, {wide}});
+  std::vector<StagedFields> staged = RenderAll(r, b, &planes);
+  EXPECT_EQ(staged[0].placed, (std::vector<int>{0}));
+  EXPECT_EQ(staged[1].placed, (std::vector<int>{-1}));
+  std::vector<StagedFields> want = RenderAll(r, b, nullptr);
+  std::vector<StagedFields*> mut = {&staged[0], &staged[1]};
+  UnplaceMasks(mut, 0, planes, /*all=*/false);
+  EXPECT_EQ(staged[0].placed, (std::vector<int>{-1}));
+  EXPECT_EQ(staged[0].fields[0].data, want[0].fields[0].data);
+  BatchBuffer a, c;
+  ASSERT_TRUE(CollateFields(Ptrs(want), &a, nullptr).ok());
+  ASSERT_TRUE(CollateFields(Ptrs(staged), &c, nullptr, &planes).ok());
+  ASSERT_FALSE(c.fields[0].stacked);
+  ASSERT_EQ(c.fields[0].items.size(), 2u);
+  for (size_t j = 0; j < 2; ++j) EXPECT_EQ(c.fields[0].items[j].data, a.fields[0].items[j].data);
+}
+
+// Without a fixed output shape there are no planes: masks keep the
+// sample's prepared size and are staged.
+TEST(MaskPlanes, NoneWithoutAFixedShape) {
+  SampleRenderer r(PrepareSpec{}, AugmentSpec{}, OutputSpec{}, 0);
+  ASSERT_FALSE(r.fixed());
+  EXPECT_TRUE(r.MaskPlanes(MaskSchema()).empty());
+}
+
 TEST(CollateFields, ClassicSchemaIsImageAndLabelOnly) {
   EXPECT_TRUE(
       IsClassicSchema({{"image", FieldKind::kImage, ""}, {"label", FieldKind::kLabel, ""}}));

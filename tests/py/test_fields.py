@@ -406,3 +406,26 @@ def test_warm_fills_the_entry_a_fields_loader_reads(seg, tmp_path):
     assert np.array_equal(masks, np.stack([s["mask"] for s in samples]))
     s = loader.stats()
     assert s["cache_hits"] == len(samples) and s["cache_misses"] == 0
+
+
+def test_masks_are_stored_as_runs_a_fraction_of_their_bytes(seg, tmp_path):
+    """A mask of two flat regions is a few bytes a row as runs: a warm
+    epoch of image+mask reads about what image-only reads (raw, the mask
+    would add a third: H*W bytes to the image's H*W*3), and serves the
+    mask exactly."""
+    uri, samples = seg
+    read = {}
+    for name, fields in (("image", {"image": "jpg", "label": "cls"}),
+                         ("mask", {"image": "jpg", "mask": "seg.png", "label": "cls"})):
+        loader = ssdfeed.Loader(uri, fields=fields, cache=str(tmp_path), batch_size=4)
+        for _ in loader:  # the cold epoch fills the entry
+            pass
+        before = loader.stats()["cache_bytes"]
+        batches = list(loader)
+        read[name] = loader.stats()["cache_bytes"] - before
+        assert loader.stats()["cache_hits"] == len(samples)
+    masks = np.concatenate([b["mask"] for b in batches])
+    assert np.array_equal(masks, np.stack([s["mask"] for s in samples]))
+    image_only = len(samples) * H * W * 3
+    assert read["image"] >= image_only
+    assert read["mask"] - read["image"] < 0.05 * image_only, read
