@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -36,6 +36,16 @@ Ranges = List[Tuple[int, int]]
 # How long planning waits for a node's report; a node that has not answered
 # by then is planned as if it cached nothing (its ranges go anywhere).
 REPORT_TIMEOUT_S = 30.0
+
+# Defaults that keep Ray's per-task and per-block costs (a task start, a
+# loader opening its entry, an object in the store, a step of the executor)
+# small against the bytes moved: one read task per CPU of the cluster, each
+# yielding blocks of about BLOCK_BYTES. Tasks stay at most MAX_SAMPLES_PER_TASK
+# ids, so a task retried after a node loss redoes a bounded range.
+BLOCK_BYTES = 32 << 20
+MIN_BLOCK_ROWS = 256
+MIN_SAMPLES_PER_TASK = 1024
+MAX_SAMPLES_PER_TASK = 1 << 16
 
 
 def _node_id() -> str:
@@ -90,14 +100,16 @@ def _rows(batch, kinds: dict) -> dict:
     return out
 
 
-def _read_range(spec: dict, cache, lo: int, hi: int, stats) -> List[dict]:
-    """Reads ids [lo, hi) here, in canonical order, as numpy batches."""
+def _read_range(spec: dict, cache, lo: int, hi: int, stats) -> Iterator[dict]:
+    """Reads ids [lo, hi) here, in canonical order, as numpy batches, each
+    yielded as the loader makes it (a block leaves the task while the next
+    is read)."""
     kw = _loader_kwargs(spec, cache)
     source = kw.pop("source")
     epoch = kw.pop("epoch")
     with Loader(source, ids=range(lo, hi), shuffle=False, **kw) as loader:
         loader.set_epoch(epoch)
-        out, pos = [], lo
+        pos = lo
         for b in loader:
             batch = _rows(b, loader.fields)
             n = len(batch["image"])
@@ -105,13 +117,17 @@ def _read_range(spec: dict, cache, lo: int, hi: int, stats) -> List[dict]:
                 # Canonical order, nothing skipped: positions are ids.
                 batch["id"] = np.arange(pos, pos + n, dtype=np.int64)
             pos += n
-            out.append(batch)
+            yield batch
         if stats is not None:
             s = loader.stats()
             # Waited for, so a summary asked after the pass counts this task.
             ray.get(stats.add.remote(_node_id(), {k: s[k] for k in (
                 "cache_hits", "cache_misses", "prepared", "samples")}))
-    return out
+
+
+def _read_range_list(spec: dict, cache, lo: int, hi: int, stats) -> List[dict]:
+    """_read_range as one list: what a task pinned to another node returns."""
+    return list(_read_range(spec, cache, lo, hi, stats))
 
 
 _read_range_remote = None
@@ -120,7 +136,7 @@ _read_range_remote = None
 def _remote_reader():
     global _read_range_remote
     if _read_range_remote is None:
-        _read_range_remote = ray.remote(_read_range)
+        _read_range_remote = ray.remote(_read_range_list)
     return _read_range_remote
 
 
@@ -156,6 +172,26 @@ class Stats:
         total["hit_rate"] = hits / (hits + misses) if hits + misses else 0.0
         total["by_node"] = {k: dict(v) for k, v in self._by_node.items()}
         return total
+
+
+def _cpu_nodes() -> List[str]:
+    """The alive nodes that can run a read task (a head with 0 CPUs cannot)."""
+    return [n["NodeID"] for n in ray.nodes() if n.get("Alive") and n["Resources"].get("CPU")]
+
+
+def _cluster_cpus() -> int:
+    return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+
+def _default_per_task(samples: int, cpus: int) -> int:
+    """One task per CPU, within [MIN_SAMPLES_PER_TASK, MAX_SAMPLES_PER_TASK]."""
+    per_cpu = -(-samples // cpus)
+    return max(1, min(samples, max(MIN_SAMPLES_PER_TASK, min(MAX_SAMPLES_PER_TASK, per_cpu))))
+
+
+def default_block_rows(sample_bytes: int) -> int:
+    """Rows of a block of about BLOCK_BYTES, at least MIN_BLOCK_ROWS."""
+    return max(MIN_BLOCK_ROWS, BLOCK_BYTES // max(1, sample_bytes))
 
 
 def _metadata(rows: int, size: int) -> BlockMetadata:
@@ -199,10 +235,13 @@ class SsdfeedDatasource(Datasource):
 
     def get_read_tasks(self, parallelism: int, per_task_row_limit: Optional[int] = None,
                        data_context=None) -> List[ReadTask]:
-        reports = self.node_reports() if self._locality and self._cache else {}
+        # On one node every task is local: no reports to wait for.
+        several = len(_cpu_nodes()) > 1
+        reports = self.node_reports() if self._locality and self._cache and several else {}
+        per_task = self._per_task
         tasks = []
-        for lo in range(0, self._n, self._per_task):
-            hi = min(self._n, lo + self._per_task)
+        for lo in range(0, self._n, per_task):
+            hi = min(self._n, lo + per_task)
             node = _best_node(lo, hi, reports)
             meta = _metadata(hi - lo, (hi - lo) * self._sample_bytes)
             limit = {} if per_task_row_limit is None else {"per_task_row_limit":
@@ -232,7 +271,8 @@ class SsdfeedDatasource(Datasource):
 def read(source: Union[str, os.PathLike], *, prepare: Prepare = Prepare(),
          augment=None,
          cache: Union[str, os.PathLike, bool, None] = True, epoch: int = 0, seed: int = 0,
-         samples_per_task: int = 1024, batch_size: int = 256, threads: int = 1,
+         samples_per_task: Optional[int] = None, batch_size: Optional[int] = None,
+         threads: int = 1,
          locality: bool = True, stats=None, on_error: str = "raise", dtype: str = "uint8",
          layout: str = "NHWC", mean: Optional[Sequence[float]] = None,
          std: Optional[Sequence[float]] = None, image_key: Optional[str] = None,
@@ -256,9 +296,14 @@ def read(source: Union[str, os.PathLike], *, prepare: Prepare = Prepare(),
             (several raylets on one machine); False: no cache.
         epoch, seed: key the augmentation, as ``Loader.set_epoch``; make one
             dataset per epoch for fresh crops. Defaults 0, 0.
-        samples_per_task: ids per read task (the unit of placement), int >= 1.
-            Default 1024.
-        batch_size: rows per block, int >= 1. Default 256.
+        samples_per_task: ids per read task (the unit of placement), int >= 1,
+            or None (default): one task per CPU of the cluster, at least
+            1024 and at most 65,536 ids (Ray's per-task cost is paid once
+            per CPU, not once per thousand samples).
+        batch_size: rows per block, int >= 1, or None (default): blocks of
+            about 32 MiB, at least 256 rows (64x64 RGB uint8: 2,730 rows).
+            Big blocks keep Ray's per-block cost small; ``iter_batches``
+            cuts them to any batch size without copying image columns.
         threads: decoding threads of each read task, int >= 1. Default 1
             (Ray counts one CPU per task).
         locality: place read tasks where their ids are cached. Default True.
@@ -271,8 +316,9 @@ def read(source: Union[str, os.PathLike], *, prepare: Prepare = Prepare(),
     ``iter_batches(local_shuffle_buffer_size=...)``. The ``id`` column is
     absent with ``on_error="skip"`` (skipped samples shift positions).
     """
+    rows = None if batch_size is None else _int("batch_size", batch_size, 1)
     spec = dict(source=os.fspath(source), prepare=prepare, augment=augment, seed=seed,
-                epoch=_int("epoch", epoch, 0), batch_size=_int("batch_size", batch_size, 1),
+                epoch=_int("epoch", epoch, 0), batch_size=rows or 1,
                 workers=_int("threads", threads, 1), on_error=on_error, dtype=dtype,
                 layout=layout, mean=mean, std=std, image_key=image_key, label_key=label_key,
                 cache_capacity=cache_capacity, fields=fields)
@@ -287,10 +333,20 @@ def read(source: Union[str, os.PathLike], *, prepare: Prepare = Prepare(),
                          "Prepare(resize=...) or center_crop, or an augment")
     size = {"uint8": 1, "float16": 2, "float32": 4}[dtype]
     sample_bytes = h * w * c * size
-    per_task = _int("samples_per_task", samples_per_task, 1)
+    spec["batch_size"] = rows or default_block_rows(sample_bytes)
     if cache is not True and cache not in (False, None) and not os.fspath(cache):
         raise ValueError(f"cache must be True, False or a directory path, not {cache!r}")
+    if samples_per_task is None:
+        if not ray.is_initialized():
+            ray.init()  # as read_datasource would, to learn the cluster's CPUs
+        per_task = _default_per_task(samples, _cluster_cpus())
+    else:
+        per_task = _int("samples_per_task", samples_per_task, 1)
     ds = SsdfeedDatasource(spec, cache, samples, sample_bytes, per_task, bool(locality), stats)
+    # As many output blocks as read tasks make: with fewer, Ray Data would
+    # split every task's blocks into slivers (SplitBlocks), paying its
+    # per-block cost dozens of times per task.
+    read_args.setdefault("override_num_blocks", max(1, -(-samples // per_task)))
     return ray.data.read_datasource(ds, **read_args)
 
 

@@ -121,3 +121,27 @@ def test_a_node_removed_mid_pass_does_not_lose_the_job(cluster, data):
     assert len(ids) == N
     assert nodes[1].node_id not in _alive_worker_ids()
     assert spare.node_id in _alive_worker_ids()
+
+
+def test_blocks_are_what_the_read_tasks_make(cluster, data):
+    # Ray's per-block cost dominated reading: Ray Data split each task's
+    # output into slivers (SplitBlocks) to reach its own block count. A
+    # read's blocks are now its tasks' blocks, and by default there are few.
+    uri, root = data
+    ds = sray.read(uri, prepare=PREP, cache=root)
+    whole = ds.materialize()
+    # 96 samples: one task (a task takes at least 1,024 ids), one 32 MiB block.
+    assert whole.num_blocks() == 1
+    assert sorted(_ids(whole)) == list(range(N))
+    four = sray.read(uri, prepare=PREP, cache=root, samples_per_task=24).materialize()
+    assert four.num_blocks() == 4
+    assert sorted(_ids(four)) == list(range(N))
+
+
+def test_default_read_tasks_are_one_per_cpu_within_bounds():
+    assert sray._default_per_task(10_000, 2) == 5_000
+    assert sray._default_per_task(5_000, 8) == 1_024  # not slivers of 625
+    assert sray._default_per_task(500, 8) == 500  # one task for a small set
+    assert sray._default_per_task(10_000_000, 4) == 65_536  # a retry redoes a bounded range
+    assert sray.default_block_rows(64 * 64 * 3) == 2_730
+    assert sray.default_block_rows(224 * 224 * 3) == 256
