@@ -101,7 +101,7 @@ void CopyView(const FieldView& v, Field* f) {
   if (v.codec == FieldCodec::kRaw)
     f->data.assign(reinterpret_cast<const char*>(v.data), v.size);
   else
-    cache_format::RawData(v, &f->data);
+    FieldData(v, &f->data);  // not raw: decoded into f->data
 }
 
 // Where each of `in`'s fields goes when rendered out_h x out_w: (*into)[i]
@@ -154,7 +154,7 @@ Status SampleRenderer::RenderSampleFields(const CachedSample& cs, const CropBox&
     header.codec = FieldCodec::kRaw;
     CopyView(header, &fields->fields[i]);
     thread_local std::string decoded;
-    std::string_view raw = cache_format::RawData(in[i], &decoded);
+    std::string_view raw = FieldData(in[i], &decoded);
     std::memcpy(into[i], raw.data(), raw.size());
   }
   return Status::OK();
