@@ -170,7 +170,11 @@ build_wheel() {  # X.Y
   [[ -e $(interpreter "$1") ]] || build_python "$1"
   py=$(interpreter "$1")
   log "building the wheel for CPython $1 ($jobs jobs)"
-  PATH=/opt/tools/bin:$PATH PKG_CONFIG_PATH=/opt/vendor/lib/pkgconfig CMAKE_PREFIX_PATH=/opt/vendor \
+  # One compiler command for every CPython (scikit-build-core would take each
+  # one's sysconfig CXX: x86_64-linux-gnu-g++ for Debian's, g++ for ours),
+  # so the core and the CLI stay built between them.
+  CC=x86_64-linux-gnu-gcc CXX=x86_64-linux-gnu-g++ \
+    PATH=/opt/tools/bin:$PATH PKG_CONFIG_PATH=/opt/vendor/lib/pkgconfig CMAKE_PREFIX_PATH=/opt/vendor \
     CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_DIR=/root/.ccache \
     "$py" -m pip wheel -q --no-build-isolation --no-deps -w "$raw" \
     --config-settings=build-dir="${WHEEL_BUILD_DIR:-build-wheel/py}" \
