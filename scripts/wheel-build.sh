@@ -176,6 +176,7 @@ build_wheel() {  # X.Y
   CC=x86_64-linux-gnu-gcc CXX=x86_64-linux-gnu-g++ \
     PATH=/opt/tools/bin:$PATH PKG_CONFIG_PATH=/opt/vendor/lib/pkgconfig CMAKE_PREFIX_PATH=/opt/vendor \
     CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_DIR=/root/.ccache \
+    CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime \
     "$py" -m pip wheel -q --no-build-isolation --no-deps -w "$raw" \
     --config-settings=build-dir="${WHEEL_BUILD_DIR:-build-wheel/py}" \
     --config-settings=cmake.define.SSDFEED_WERROR=OFF /src
@@ -189,7 +190,7 @@ repair_wheel() {
   mkdir -p /src/dist
   for w in /src/build-wheel/raw/*.whl; do
     log "auditwheel repair $(basename "$w")"
-    PATH=/opt/tools/bin:$PATH /opt/tools/bin/auditwheel repair -q --plat "${PLAT:-manylinux_2_31_x86_64}" -w /src/dist "$w"
+    PATH=/opt/tools/bin:$PATH /opt/tools/bin/auditwheel repair --plat "${PLAT:-manylinux_2_31_x86_64}" -w /src/dist "$w"
   done
 }
 
