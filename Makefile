@@ -31,7 +31,8 @@ endif
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 .PHONY: all deps venv build install-py test test-cc test-py test-consumer demo \
-        san-build asan tsan fuzz format format-check clean image image-test
+        san-build asan tsan fuzz format format-check clean image image-test \
+        wheel wheel-test
 
 all: build
 
@@ -153,6 +154,20 @@ image: $(VENV)/.ssdfeed-base
 # runs the test alone on an image built before.
 image-test: $(VENV)/.ssdfeed-base
 	PYTHON_FOR_WHEEL=$(PY) JOBS=$(JOBS) bash scripts/image.sh test
+
+# Binary wheels into dist/ (manylinux_2_31: glibc >= 2.31, no compiler or
+# -dev package needed to install): built in a Debian 11 root that mmdebstrap
+# makes once under build-wheel/, repaired with auditwheel. Needs root.
+# Never more than 2 compile jobs (WHEEL_JOBS).
+wheel:
+	JOBS=$${WHEEL_JOBS:-2} bash scripts/wheel.sh build
+
+# The wheels installed as uid 1000 into bare Debian minbase images (python3,
+# python3-venv only), each serving a cache round trip there:
+# `./dev wheel-test` for every release a wheel in dist/ serves,
+# `./dev wheel-test WHICH=all` for bullseye, bookworm and trixie. Needs root.
+wheel-test:
+	bash scripts/wheel.sh test $(WHICH)
 
 clean:
 	rm -rf $(BUILD) $(SAN) build-tsan build-py-*

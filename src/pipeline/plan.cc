@@ -14,7 +14,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <latch>
 #include <memory>
 #include <thread>
 
@@ -28,6 +27,7 @@
 #include "ssdfeed/image.h"
 #include "ssdfeed/source.h"
 #include "ssdfeed/warm.h"
+#include "util/latch.h"
 
 namespace ssdfeed {
 
@@ -321,7 +321,7 @@ Result<double> TimePerCore(const WarmPathWork& work, size_t warmup) {
 // cores other work shares (the training process, other jobs), less than
 // one core's rate times cores, and that is what the loader will get.
 Result<double> TimeOnCores(const WarmPathWork& work, size_t warmup, int cores) {
-  std::latch ready(cores), go(1);
+  Latch ready(cores), go(1);
   std::vector<Status> status(cores);
   std::vector<std::thread> threads;
   size_t n = work.pool_size();
@@ -329,16 +329,16 @@ Result<double> TimeOnCores(const WarmPathWork& work, size_t warmup, int cores) {
     threads.emplace_back([&, t] {
       WarmPathWork::Worker w;
       status[t] = work.Run(0, warmup, 0, &w);
-      ready.count_down();
-      go.wait();
+      ready.CountDown();
+      go.Wait();
       // Each thread starts elsewhere in the pool: different records at once.
       size_t start = t * n / cores;
       if (status[t].ok()) status[t] = work.Run(start, start + n, 2, &w);
     });
   }
-  ready.wait();
+  ready.Wait();
   auto t0 = std::chrono::steady_clock::now();
-  go.count_down();
+  go.CountDown();
   for (auto& th : threads) th.join();
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (const Status& st : status) SSDFEED_RETURN_IF_ERROR(st);

@@ -184,7 +184,15 @@ Status WriteTarMembers(Env* env, const std::string& path,
   archive* a = archive_write_new();
   archive_write_set_format_pax_restricted(a);
   archive_write_set_bytes_in_last_block(a, 1);  // no padding to 10 KiB, as for a file name
-  if (archive_write_open2(a, &out, nullptr, WriteTarBytes, nullptr, nullptr) != ARCHIVE_OK) {
+  // archive_write_open2 (libarchive 3.6+) where there; the binary wheel is
+  // built against Debian 11's libarchive 3.4, which has only _open (no free
+  // callback, which this writer does not need either).
+#if ARCHIVE_VERSION_NUMBER >= 3006000
+  int opened = archive_write_open2(a, &out, nullptr, WriteTarBytes, nullptr, nullptr);
+#else
+  int opened = archive_write_open(a, &out, nullptr, WriteTarBytes, nullptr);
+#endif
+  if (opened != ARCHIVE_OK) {
     Status s = Status::IOError(path + ": " + archive_error_string(a));
     archive_write_free(a);
     return s;

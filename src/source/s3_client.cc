@@ -475,8 +475,15 @@ Status Client::Perform(const Request& req, uint64_t limit, Response* resp) {
   resp->code = 0;
   char err[CURL_ERROR_SIZE] = {0};
   curl_easy_setopt(h, CURLOPT_CURLU, url.get());
+#if LIBCURL_VERSION_NUM >= 0x075500
   curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+#else
+  // libcurl before 7.85 (Debian 11's 7.74, which the binary wheel carries)
+  // has only the bitmask options, deprecated since.
+  curl_easy_setopt(h, CURLOPT_PROTOCOLS, static_cast<long>(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+  curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS, static_cast<long>(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
   if (!config_.ca_bundle.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, config_.ca_bundle.c_str());
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, list);
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, WriteBody);

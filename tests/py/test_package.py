@@ -1,3 +1,4 @@
+import pathlib
 import re
 import shutil
 import subprocess
@@ -33,3 +34,21 @@ def test_typed_package_ships_its_stubs():
     meta = metadata.metadata("ssdfeed")
     assert meta["License"] == "Apache-2.0"
     assert {"torch", "tf", "test"} <= set(meta.get_all("Provides-Extra"))
+
+
+def test_command_execs_the_binary_bundled_in_the_package(tmp_path):
+    # The `ssdfeed` entry point runs ssdfeed/_bin/ssdfeed beside it (where
+    # the binary wheel's repair points its RPATH at the vendored libraries),
+    # and says which file it could not run when that is missing.
+    import sys
+
+    import _ssdfeed_cli
+
+    pkg_bin = pathlib.Path(_ssdfeed_cli.__file__).parent / "ssdfeed" / "_bin" / "ssdfeed"
+    assert pkg_bin.is_file()
+    copy = tmp_path / "_ssdfeed_cli.py"
+    shutil.copy(_ssdfeed_cli.__file__, copy)
+    r = subprocess.run([sys.executable, str(copy), "--version"], capture_output=True, text=True)
+    assert r.returncode == 127
+    assert str(tmp_path / "ssdfeed" / "_bin" / "ssdfeed") in r.stderr
+    assert r.stderr.startswith("ssdfeed: ")
