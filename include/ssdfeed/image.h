@@ -57,8 +57,8 @@ struct PrepareSpec {
 
   int channels() const { return gray ? 1 : 3; }
   Status Validate() const;
-  // Canonical text, e.g. "prep3;rgb;short=256;long=0;exact=0x0;crop=224x224;
-  // resample=gauss-aa/linear;jpeg=tj-dctm8-islow". Goes into cache
+  // Canonical text, e.g. "prep2;rgb;short=256;long=0;exact=0x0;crop=224x224;
+  // resample=gauss-aa/linear;jpeg=tj-dct248-islow". Goes into cache
   // fingerprints: change it whenever the output bytes of preparation change.
   std::string Canonical() const;
   // The fields above as one JSON object, e.g. {"crop_h":224,"crop_w":224,
@@ -106,8 +106,8 @@ class Decoder {
   Decoder& operator=(const Decoder&) = delete;
 
   // Decodes to RGB (or gray). min_h/min_w: the smallest size the caller will
-  // use; JPEG decoding then scales in the DCT domain by the smallest M/8
-  // (M = 1..8) that keeps both sides at least that large. 0: full size.
+  // use; JPEG decoding then scales in the DCT domain by the largest factor
+  // that keeps both sides at least that large. 0: full size.
   Status Decode(std::string_view bytes, bool gray, int min_h, int min_w, Image* out);
 
   // Decode + prepare (the cached step). EXIF orientation is ignored (as by

@@ -25,25 +25,28 @@ Decoder::~Decoder() {
 
 namespace {
 
-Status TooManyPixels(uint64_t w, uint64_t h, const DecodeLimits& limits) {
+Status TooLarge(uint64_t w, uint64_t h, uint64_t limit) {
   return Status::InvalidArgument("image of " + std::to_string(w) + "x" + std::to_string(h) +
-                                 " pixels exceeds the decode limit of " +
-                                 std::to_string(limits.max_pixels) + " pixels");
+                                 " pixels exceeds the decode limit of " + std::to_string(limit) +
+                                 " pixels");
 }
 
-// M of the smallest DCT scaling M/8 (M = 1..8) that keeps a w x h JPEG's
-// sides >= min_w x min_h (8 when either is 0): the scaled IDCT is a
-// band-limited downscale that leaves fewer pixels to upsample,
-// colour-convert and resize. M other than 1, 2, 4 and 8 runs a plain-C IDCT,
-// slower than the full-size SIMD one, but the decode plus the resize it
-// spares is faster (bench/decode_bench.cc).
-int JpegScaleNum(int w, int h, int min_w, int min_h) {
-  int m = 8;
-  if (min_w <= 0 || min_h <= 0) return m;
-  while (m > 1 && TJSCALED(w, (tjscalingfactor{m - 1, 8})) >= min_w &&
-         TJSCALED(h, (tjscalingfactor{m - 1, 8})) >= min_h)
-    --m;
-  return m;
+// The largest DCT scaling (<= 1) that keeps both sides >= the minimum.
+tjscalingfactor PickScale(int w, int h, int min_w, int min_h) {
+  tjscalingfactor best{1, 1};
+  if (min_w <= 0 || min_h <= 0) return best;
+  int n = 0;
+  tjscalingfactor* sf = tjGetScalingFactors(&n);
+  for (int i = 0; i < n; ++i) {
+    // Only 1/2, 1/4 and 1/8: libjpeg-turbo's other M/8 scalings use plain C
+    // IDCTs that are slower than a full-size SIMD decode (measured: 475 vs
+    // 500 images/s with them, bench/decode_bench.py).
+    if (sf[i].num != 1 || (sf[i].denom != 2 && sf[i].denom != 4 && sf[i].denom != 8)) continue;
+    int sw = TJSCALED(w, sf[i]);
+    int sh = TJSCALED(h, sf[i]);
+    if (sw >= min_w && sh >= min_h && sw < TJSCALED(w, best)) best = sf[i];
+  }
+  return best;
 }
 
 // Adobe CMYK JPEGs store inverted ink; libjpeg hands them back as is.
@@ -64,8 +67,8 @@ Status DecodeJpeg(tjhandle tj, std::string_view bytes, bool gray, int min_h, int
   if (tjDecompressHeader3(tj, src, bytes.size(), &w, &h, &subsamp, &cs) != 0)
     return Status::Corruption(std::string("bad JPEG header: ") + tjGetErrorStr2(tj));
   if (w <= 0 || h <= 0) return Status::Corruption("JPEG with zero size");
-  if (static_cast<uint64_t>(w) * h > limits.max_pixels) return TooManyPixels(w, h, limits);
-  tjscalingfactor sf{JpegScaleNum(w, h, min_w, min_h), 8};
+  if (static_cast<uint64_t>(w) * h > limits.max_pixels) return TooLarge(w, h, limits.max_pixels);
+  tjscalingfactor sf = PickScale(w, h, min_w, min_h);
   int sw = TJSCALED(w, sf), sh = TJSCALED(h, sf);
   bool cmyk = (cs == TJCS_CMYK || cs == TJCS_YCCK);
   int pf = gray && !cmyk ? TJPF_GRAY : (cmyk ? TJPF_CMYK : TJPF_RGB);
@@ -96,7 +99,7 @@ Status DecodePng(std::string_view bytes, bool gray, const DecodeLimits& limits, 
   spng_ihdr ihdr;
   SSDFEED_RETURN_IF_ERROR(OpenPng(bytes, &ctx, &ihdr));
   if (static_cast<uint64_t>(ihdr.width) * ihdr.height > limits.max_pixels)
-    return TooManyPixels(ihdr.width, ihdr.height, limits);
+    return TooLarge(ihdr.width, ihdr.height, limits.max_pixels);
   size_t size = 0;
   if (int e = spng_decoded_image_size(ctx.get(), SPNG_FMT_RGB8, &size); e != 0)
     return Status::Corruption(std::string("bad PNG: ") + spng_strerror(e));

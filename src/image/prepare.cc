@@ -2,7 +2,6 @@
 // centre crop. Also the decode front that picks a DCT scale for the target.
 #include <turbojpeg.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -70,13 +69,10 @@ std::string CodecCanonical(const PrepareSpec& s) {
 
 std::string PrepareSpec::Canonical() const {
   // Bump "prepN" whenever the bytes produced for the same spec change.
-  // prep3: a JPEG decodes at the smallest M/8 DCT scale that keeps the
-  // resize target (prep2: 1/2, 1/4, 1/8 down to twice the target), see
-  // docs/cache-format.md.
-  return "prep3;" + std::string(gray ? "gray" : "rgb") + ";short=" + std::to_string(resize_short) +
+  return "prep2;" + std::string(gray ? "gray" : "rgb") + ";short=" + std::to_string(resize_short) +
          ";long=" + std::to_string(max_long) + ";exact=" + std::to_string(resize_h) + "x" +
          std::to_string(resize_w) + ";crop=" + std::to_string(crop_h) + "x" +
-         std::to_string(crop_w) + ";resample=gauss-aa/linear;jpeg=tj-dctm8-islow" +
+         std::to_string(crop_w) + ";resample=gauss-aa/linear;jpeg=tj-dct248-islow" +
          CodecCanonical(*this);
 }
 
@@ -237,18 +233,11 @@ Status Decoder::DecodeAndPrepare(std::string_view bytes, const PrepareSpec& spec
   if (h > 0) ResizeTarget(spec, h, w, &th, &tw);
   bool resizes = spec.resize_h > 0 || spec.resize_short > 0;
   thread_local Image decoded, resized;
-  // DCT scaling (M/8) down to twice the target, as far as the target
-  // itself while that stays at half size or more: a 500x375 photo for
-  // resize_short 256 decodes at 6/8 to 375x282 and is then mildly resized.
-  // Below half size the resize left after the DCT's sharp low-pass would
-  // shrink up to 2x more: measurably further from the original
-  // (Prepare.ResizeShortKeepsAspect).
-  int min_h = 0, min_w = 0;
-  if (resizes) {
-    min_h = std::max(th, std::min(2 * th, (h + 1) / 2));
-    min_w = std::max(tw, std::min(2 * tw, (w + 1) / 2));
-  }
-  SSDFEED_RETURN_IF_ERROR(Decode(bytes, spec.gray, min_h, min_w, &decoded));
+  // DCT scaling only down to twice the target: the last halving is left to
+  // the antialiasing resize, which keeps quality at a full decode's level
+  // (image_test.cc) while large images still decode 4-16x fewer pixels.
+  SSDFEED_RETURN_IF_ERROR(
+      Decode(bytes, spec.gray, resizes ? 2 * th : 0, resizes ? 2 * tw : 0, &decoded));
   if (h == 0) {  // not a JPEG: decoded at full size
     h = decoded.height;
     w = decoded.width;

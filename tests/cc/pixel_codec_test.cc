@@ -302,8 +302,8 @@ TEST(PrepareSpecCodec, RawKeepsItsTextAndOthersChangeIt) {
   raw.resize_short = 256;
   raw.crop_h = raw.crop_w = 224;
   EXPECT_EQ(raw.Canonical(),
-            "prep3;rgb;short=256;long=0;exact=0x0;crop=224x224;resample=gauss-aa/linear;"
-            "jpeg=tj-dctm8-islow");
+            "prep2;rgb;short=256;long=0;exact=0x0;crop=224x224;resample=gauss-aa/linear;"
+            "jpeg=tj-dct248-islow");
   EXPECT_EQ(raw.ToJson().find("codec"), std::string::npos);
   PrepareSpec zstd = raw, jpeg = raw, jpeg50 = raw, jpeg_gray = raw;
   zstd.codec = jpeg.codec = jpeg50.codec = jpeg_gray.codec = RecordCodec::kJpeg;
