@@ -37,10 +37,12 @@ Status OriginRoot::Check(const std::string& path) {
   auto info = env_->Lstat(path);
   if (!info.ok()) return Status::OK();  // missing: the caller's stat says so
   if (!info->is_symlink) {
-    // A plain entry lies where its folder does.
+    // A plain entry lies where its folder does, except the root itself,
+    // whose folder is outside it.
     Status dir = CheckDir(Dirname(path));
     if (!dir.ok()) {
       auto real = env_->RealPath(path);
+      if (real.ok() && *real == real_) return Status::OK();
       return Refuse(path, real.ok() ? *real : Dirname(path));
     }
     return Status::OK();

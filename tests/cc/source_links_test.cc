@@ -123,6 +123,22 @@ TEST(FilesLinks, LinksInsideRootAndALinkedRootAreFollowed) {
   }
 }
 
+// Images at the root itself ({stem}.jpg, no folder in the pattern): the root
+// is where the source is confined, not a path that leads out of it.
+TEST(FilesLinks, FilesAtTheRootItselfAreListed) {
+  Tree t;
+  for (std::string stem : {"a", "b"}) {
+    WriteFile(t.In(stem + ".jpg"), "JPG" + stem);
+    WriteFile(t.In(stem + ".txt"), "caption " + stem);
+  }
+  auto src = OpenSource("files:" + t.root + "?image={stem}.jpg&caption={stem}.txt");
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  ASSERT_EQ((*src)->size(), 2u);
+  EncodedSample s;
+  ASSERT_TRUE((*src)->Read(1, &s).ok());
+  EXPECT_EQ(s.bytes, "JPGb");
+}
+
 TEST(FilesLinks, FollowLinksOptInReadsThem) {
   Tree t;
   MakeVoc(t);
