@@ -17,6 +17,7 @@
 
 #include "python/src/bindings.h"
 #include "python/src/item_source.h"
+#include "ssdfeed/cached_fields.h"
 #include "ssdfeed/enum_names.h"
 #include "ssdfeed/items.h"
 #include "ssdfeed/metrics.h"
