@@ -21,7 +21,7 @@ import tempfile
 
 import ssdfeed
 from ssdfeed import _ssdfeed
-from ssdfeed.warm import _warm_options
+from ssdfeed._warm import _warm_options
 
 
 def cpu_seconds() -> float:

@@ -29,7 +29,7 @@ import numpy as np
 
 from ssdfeed import _ssdfeed
 from ssdfeed.prepare import Prepare
-from ssdfeed.warm import _warm_options
+from ssdfeed._warm import _warm_options
 
 # The root's node identity: a random id written once, so two hosts whose
 # roots happen to have the same st_dev/st_ino are still two nodes.

@@ -372,7 +372,7 @@ class _PeerNode:
     and stores batches received (docs/multi-node.md)."""
 
     def __init__(self, uri: str, cache, options: dict):
-        from ssdfeed.warm import _warm_options
+        from ssdfeed._warm import _warm_options
         o = _warm_options(cache=_root_here(cache), **options)
         self.pe = _ssdfeed.PeerEntry.open(uri, o)
         self.r = dict(node_id=_node_id(), prepared=0, origin_bytes=0, records_received=0,

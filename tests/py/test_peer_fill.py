@@ -225,7 +225,7 @@ def test_loader_peer_fill_trains_while_the_nodes_fill_each_other(origin, tmp_pat
 
 def peer_entry(uri, root, size=SIZE):
     from ssdfeed import _ssdfeed
-    from ssdfeed.warm import _warm_options
+    from ssdfeed._warm import _warm_options
     o = _warm_options(cache=str(root), prepare=ssdfeed.Prepare(resize=(size, size)), workers=1,
                       on_error="raise", image_key=None, label_key=None, cache_capacity=None,
                       fields=None)
