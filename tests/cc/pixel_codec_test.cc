@@ -282,7 +282,8 @@ TEST(PixelCodec, Yuv420RefusesOtherLengthsAndChannels) {
   Image img = Photo(5);
   std::string stored = Encode(RecordCodec::kYuv420, img, &s);
   std::vector<uint8_t> back(img.bytes());
-  for (std::string_view bad : {std::string_view(stored).substr(1), std::string_view(stored + "x")})
+  const std::string longer = stored + "x";
+  for (std::string_view bad : {std::string_view(stored).substr(1), std::string_view(longer)})
     EXPECT_TRUE(
         DecodePixels(RecordCodec::kYuv420, bad, 256, 256, 3, back.data(), &s).IsCorruption());
   EXPECT_TRUE(
