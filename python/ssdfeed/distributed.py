@@ -31,6 +31,18 @@ from ssdfeed import _ssdfeed
 from ssdfeed.prepare import Prepare
 from ssdfeed._warm import _warm_options
 
+
+def count_import(r: dict, rep) -> None:
+    """Adds what one received batch did (PeerEntry.import_batch's report) to
+    a node's result dict r; the Ray fill counts the same way."""
+    r["records_received"] += rep.stored
+    r["bytes_received"] += rep.bytes
+    r["records_refused"] += rep.refused
+    r["not_admitted"] += rep.not_admitted
+    if rep.refused and not r["first_refusal"]:
+        r["first_refusal"] = rep.first_refusal
+
+
 # The root's node identity: a random id written once, so two hosts whose
 # roots happen to have the same st_dev/st_ino are still two nodes.
 NODE_ID_FILE = "node-id"
@@ -310,14 +322,8 @@ class _NodeFill:
 
     def _import(self, batch: bytes) -> None:
         rep = self._guarded(self.pe.import_batch, batch)
-        if rep is None:
-            return
-        self.r["records_received"] += rep.stored
-        self.r["bytes_received"] += rep.bytes
-        self.r["records_refused"] += rep.refused
-        self.r["not_admitted"] += rep.not_admitted
-        if rep.refused and not self.r["first_refusal"]:
-            self.r["first_refusal"] = rep.first_refusal
+        if rep is not None:
+            count_import(self.r, rep)
 
     def _all_gather_bytes(self, data: bytes) -> list:
         """Every leader's bytes (a batch each), over the leaders' group."""

@@ -399,13 +399,9 @@ class _PeerNode:
         return batch
 
     def receive(self, batch: bytes) -> None:
-        rep = self.pe.import_batch(batch)
-        self.r["records_received"] += rep.stored
-        self.r["bytes_received"] += rep.bytes
-        self.r["records_refused"] += rep.refused
-        self.r["not_admitted"] += rep.not_admitted
-        if rep.refused and not self.r["first_refusal"]:
-            self.r["first_refusal"] = rep.first_refusal
+        from ssdfeed.distributed import count_import
+
+        count_import(self.r, self.pe.import_batch(batch))
 
     def finish(self, seconds: float) -> dict:
         self.pe.sync()
