@@ -61,6 +61,20 @@ struct SourceOptions {
   // them from a file instead; giving both is an error. Empty: every stem
   // the image pattern finds. The files it selects make the identity.
   std::vector<std::string> stems;
+  // tfrecord: and tar: (local or s3://): open from the file listing only
+  // (stat, or the bucket's listing) and build the index of where each sample
+  // lies (which reads every shard's headers) only when first needed, so a
+  // caller holding a stored index (Source::UseIndex) never reads the origin
+  // to open. Loader and Warm set it and look in the cache root first. Other
+  // layouts ignore it. Default false (the index is built while opening).
+  bool defer_index = false;
+};
+
+// What a source object has read from its origin so far (index building and
+// sample reads, retries included).
+struct OriginTraffic {
+  uint64_t bytes = 0;     // object body bytes received (s3://)
+  uint64_t requests = 0;  // requests sent, listings included (s3://)
 };
 
 struct EncodedSample {
@@ -110,6 +124,47 @@ class Source {
   // ("items1"); cache entries then key on it instead of the preparation's
   // canonical text, so every preparation option is moot. Empty: prepared.
   virtual std::string record_spec() const { return {}; }
+
+  // A sharded source (tfrecord:, tar:) indexes its shards (where each sample
+  // lies, record boundaries, labels, skipped parts) by reading them. That
+  // index can be stored with the cache entry and given back to a source
+  // opened later from an unchanged listing, which then reads no origin byte
+  // until a sample is read. index_key() names what the index was built
+  // from (hex digest of the layout, every input's path, size, mtime, inode,
+  // ctime or ETag, and the options); empty for sources without such an
+  // index. Default empty.
+  virtual std::string index_key() const { return {}; }
+  // The index in a self-checking binary form (building it if need be; ""
+  // when the source has none).
+  virtual Result<std::string> SaveIndex() const { return std::string(); }
+  // Takes an index SaveIndex gave for the same index_key(); only before
+  // anything else is asked of the source. Corruption (naming what is wrong)
+  // when it does not fit the listing; the source is then unchanged.
+  virtual Status UseIndex(const std::string& /*index*/) const { return Status::OK(); }
+  // Builds the index from the origin unless it is built or given; the
+  // errors OpenSource gives without defer_index (a damaged shard named).
+  virtual Status BuildIndex() const { return Status::OK(); }
+  // Before BuildIndex: a directory on the cache's disk where a source that
+  // streams its origin to index it (s3:// tar and tfrecord) may keep the
+  // shard bytes it streamed, so the samples read from them in this job are
+  // not fetched again (a cold job then fetches each byte once), and the
+  // runs PlanReads fetches. The files are unlinked at once, a shard's
+  // dropped once each of its samples was read, all freed with the source;
+  // kept only while the disk keeps a tenth of its size free. Default:
+  // nothing kept (an s3:// shard is then fetched once to index and again
+  // for its samples, and planned runs are not fetched whole).
+  virtual void SpoolIndexReads(Env* /*env*/, const std::string& /*dir*/) const {}
+  // The samples this job is about to read from the origin (the ones its
+  // cache entry misses, ascending ids). A source whose samples lie in
+  // shards of a bucket (s3:// tar and tfrecord) then fetches each run of
+  // them lying close together (gaps of up to 64 KiB between samples, runs
+  // of up to 8 MiB) with one ranged GET when the first of them is read, and keeps
+  // the run in the spool (SpoolIndexReads) for the others. A hint only:
+  // any sample can still be read. Default: ignored.
+  virtual void PlanReads(const std::vector<uint64_t>& /*ids*/) const {}
+  // What this object has read from the origin so far; {0, 0} where not
+  // counted (local sources: the fetcher counts encoded bytes instead).
+  virtual OriginTraffic traffic() const { return {}; }
 };
 
 // A source whose fields() list no image: nothing is decoded, its records

@@ -629,6 +629,7 @@ Status Client::Get(const std::string& bucket, const ObjectInfo& obj, uint64_t of
     return Status::IOError(req.what + ": the server ignored the Range header (HTTP " +
                            std::to_string(resp.code) + ")");
   *out = std::move(resp.body);
+  object_bytes_.fetch_add(out->size(), std::memory_order_relaxed);
   return Status::OK();
 }
 

@@ -5,6 +5,7 @@
 // length is the one asked for); 403 and 404 are errors naming the key.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -84,8 +85,11 @@ class Client {
   Status Get(const std::string& bucket, const ObjectInfo& obj, uint64_t offset, uint64_t n,
              std::string* out);
 
-  // Requests sent, including retries (for tests and benches).
+  // Requests sent, including retries and listings (for tests, benches and
+  // the job's origin metrics).
   uint64_t requests() const;
+  // Object body bytes Get returned (what the origin served this client).
+  uint64_t object_bytes() const { return object_bytes_.load(std::memory_order_relaxed); }
   uint64_t retries() const;
 
  private:
@@ -106,6 +110,7 @@ class Client {
   std::vector<void*> free_;  // idle CURL handles (keep their connections)
   int created_ = 0;
   uint64_t requests_ = 0, retries_ = 0;
+  std::atomic<uint64_t> object_bytes_{0};
 };
 
 // "s3://bucket/key..." -> bucket and the rest; InvalidArgument otherwise,

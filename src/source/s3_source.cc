@@ -1,7 +1,11 @@
 // s3://BUCKET/PATTERN — the three layouts in an S3-compatible bucket.
 // TFRecord and tar shards reuse the local readers over objects: the index
-// is built by streaming each shard once (large sequential ranged GETs,
-// shards in parallel), then every sample is one ranged GET. A folder layout
+// is built by streaming each shard once (8 MiB ranged GETs, shards in
+// parallel), its bytes spooled on the cache's disk (shard_spool.h) so the
+// samples are prepared from the spool: a cold pass fetches each byte once.
+// Samples not spooled are one ranged GET each. The index is stored with the
+// cache entry (origin-*.index), so a later job over an unchanged listing
+// fetches nothing to open. A folder layout
 // takes the class from the first path component under the prefix. Identity:
 // every object's key, size and ETag; reads carry If-Match, so a replaced
 // object is an error, never bytes of another version.
@@ -14,6 +18,8 @@
 
 #include "source/s3_client.h"
 #include "source/shard_files.h"
+#include "source/shard_index.h"
+#include "source/shard_spool.h"
 #include "source/sources.h"
 
 namespace ssdfeed {
@@ -48,32 +54,6 @@ class ObjectFile : public RandomAccessFile {
   Bucket bucket_;
   ObjectInfo obj_;
   std::string path_;
-};
-
-// One pass over an object front to back (index building): reads are served
-// from a window fetched by one large GET, so a shard streams in a few
-// requests instead of one per record header.
-class ScanFile final : public ObjectFile {
- public:
-  using ObjectFile::ObjectFile;
-  Status Read(uint64_t offset, size_t n, char* scratch, size_t* got) const override {
-    std::lock_guard<std::mutex> l(mu_);
-    if (offset < start_ || offset + n > start_ + window_.size()) {
-      uint64_t len = std::max<uint64_t>(n, kWindow);
-      SSDFEED_RETURN_IF_ERROR(bucket_.client->Get(bucket_.name, obj_, offset, len, &window_));
-      start_ = offset;
-    }
-    size_t from = static_cast<size_t>(offset - start_);
-    *got = std::min(n, window_.size() - from);
-    std::memcpy(scratch, window_.data() + from, *got);
-    return Status::OK();
-  }
-
- private:
-  static constexpr uint64_t kWindow = 8 << 20;
-  mutable std::mutex mu_;
-  mutable std::string window_;
-  mutable uint64_t start_ = 0;
 };
 
 Result<std::shared_ptr<Client>> MakeClient(Env* env) {
@@ -118,19 +98,28 @@ Result<std::unique_ptr<Source>> OpenShards(const std::string& uri, const Bucket&
                                            const SourceOptions& opts) {
   SSDFEED_ASSIGN_OR_RETURN(auto objects, MatchKeys(b, pattern));
   std::vector<InputFile> inputs;
-  std::vector<std::unique_ptr<RandomAccessFile>> handles;
-  for (const auto& o : objects) {
-    inputs.push_back(Input(b, o));
-    handles.push_back(std::make_unique<ObjectFile>(b, o));
-  }
+  for (const auto& o : objects) inputs.push_back(Input(b, o));
+  // The scan streams each shard once; the samples read what it kept.
+  auto spools = std::make_shared<ShardSpools>(objects.size());
   ShardScan scan;
   scan.threads = b.client->config().max_requests;
-  scan.open = [&b, &objects](size_t i) -> Result<std::unique_ptr<RandomAccessFile>> {
-    return std::unique_ptr<RandomAccessFile>(new ScanFile(b, objects[i]));
+  scan.open = [b, objects, spools](size_t i) -> Result<std::unique_ptr<RandomAccessFile>> {
+    return spools->Streaming(i, std::make_unique<ObjectFile>(b, objects[i]));
   };
-  ShardFiles files(std::move(inputs), std::move(handles));
-  if (tar) return OpenTarShards(uri, std::move(files), scan, opts);
-  return OpenTFRecordShards(uri, std::move(files), scan, opts);
+  scan.spool_to = [spools](Env* env, const std::string& dir) { spools->Configure(env, dir); };
+  ShardFiles files(
+      std::move(inputs),
+      [b, objects, spools](size_t i) -> Result<std::unique_ptr<RandomAccessFile>> {
+        return spools->Reading(i, std::make_unique<ObjectFile>(b, objects[i]));
+      },
+      ShardFiles::Hooks{[spools](size_t i) { spools->Release(i); },
+                        [spools](size_t i, std::vector<ShardFiles::Run> runs) {
+                          spools->Plan(i, std::move(runs));
+                        }});
+  auto client = b.client;
+  auto traffic = [client] { return OriginTraffic{client->object_bytes(), client->requests()}; };
+  return OpenSharded(uri, tar ? TarLayout(uri) : TFRecordLayout(uri), std::move(files),
+                     std::move(scan), opts, traffic);
 }
 
 bool IsImageKey(const std::string& key) {
@@ -164,6 +153,9 @@ class S3FolderSource final : public Source {
   std::string Describe(size_t id) const override { return bucket_.Path(objects_[id]); }
   const std::string& identity() const override { return identity_; }
   const std::string& uri() const override { return uri_; }
+  OriginTraffic traffic() const override {
+    return {bucket_.client->object_bytes(), bucket_.client->requests()};
+  }
 
  private:
   std::string uri_;

@@ -46,9 +46,63 @@ std::string IdentityDigest(const std::string& kind, const std::vector<InputFile>
 ShardFiles::ShardFiles(Env* env, std::vector<InputFile> files)
     : env_(env), files_(std::move(files)), open_(files_.size()) {}
 
-ShardFiles::ShardFiles(std::vector<InputFile> files,
-                       std::vector<std::unique_ptr<RandomAccessFile>> opened)
-    : env_(nullptr), files_(std::move(files)), open_(std::move(opened)) {}
+ShardFiles::ShardFiles(std::vector<InputFile> files, Opener open, Hooks hooks)
+    : env_(nullptr),
+      opener_(std::move(open)),
+      hooks_(std::move(hooks)),
+      files_(std::move(files)),
+      open_(files_.size()) {}
+
+void ShardedSource::PlanReads(const std::vector<uint64_t>& ids) const {
+  if (!files_.plans()) return;
+  struct Piece {
+    uint64_t begin, end;
+  };
+  std::vector<std::vector<Piece>> per_file(files_.files().size());
+  for (uint64_t id : ids) {
+    if (id >= size()) continue;
+    uint32_t f = 0;
+    uint64_t b = 0, e = 0;
+    Span(id, &f, &b, &e);
+    per_file[f].push_back({b, e});
+  }
+  for (size_t f = 0; f < per_file.size(); ++f) {
+    auto& pieces = per_file[f];
+    std::sort(pieces.begin(), pieces.end(),
+              [](const Piece& x, const Piece& y) { return x.begin < y.begin; });
+    std::vector<ShardFiles::Run> runs;
+    std::vector<size_t> count;  // samples per run
+    for (const Piece& p : pieces) {
+      bool joins = !runs.empty() && p.begin <= runs.back().end + kCoalesceGapBytes &&
+                   std::max(p.end, runs.back().end) - runs.back().begin <= kCoalesceMaxBytes;
+      if (joins) {
+        runs.back().end = std::max(runs.back().end, p.end);
+        ++count.back();
+      } else {
+        runs.push_back({p.begin, p.end});
+        count.push_back(1);
+      }
+    }
+    // A run of one sample is read as it is: nothing to keep for others.
+    std::vector<ShardFiles::Run> shared;
+    for (size_t r = 0; r < runs.size(); ++r)
+      if (count[r] > 1) shared.push_back(runs[r]);
+    files_.Plan(f, std::move(shared));
+  }
+}
+
+void ShardedSource::TrackReads(const std::vector<uint32_t>& file_of) {
+  file_of_ = file_of;
+  read_ = std::make_unique<std::atomic<bool>[]>(file_of.size());
+  unread_ = std::make_unique<std::atomic<uint64_t>[]>(files_.files().size());
+  for (uint32_t f : file_of) unread_[f].fetch_add(1, std::memory_order_relaxed);
+}
+
+void ShardedSource::ReadOnce(size_t id) const {
+  if (!read_ || read_[id].exchange(true, std::memory_order_relaxed)) return;
+  uint32_t f = file_of_[id];
+  if (unread_[f].fetch_sub(1, std::memory_order_acq_rel) == 1) files_.Release(f);
+}
 
 Status ForEachShard(size_t n, int threads, const std::function<Status(size_t)>& fn) {
   std::vector<Status> st(n);
@@ -68,7 +122,9 @@ Status ForEachShard(size_t n, int threads, const std::function<Status(size_t)>& 
 
 Result<const RandomAccessFile*> ShardFiles::Get(size_t i) const {
   std::lock_guard<std::mutex> l(*mu_);
-  if (!open_[i]) {
+  if (!open_[i] && opener_) {
+    SSDFEED_ASSIGN_OR_RETURN(open_[i], opener_(i));
+  } else if (!open_[i]) {
     SSDFEED_ASSIGN_OR_RETURN(open_[i],
                              env_->NewRandomAccessFile(files_[i].path, OriginReadOptions()));
   }

@@ -15,6 +15,7 @@
 
 #include "source/field_specs.h"
 #include "source/shard_files.h"
+#include "source/shard_index.h"
 #include "source/sources.h"
 
 namespace ssdfeed {
@@ -134,13 +135,14 @@ struct ArchiveInput {
   const RandomAccessFile* f = nullptr;
   uint64_t size = 0;
   uint64_t pos = 0;
+  size_t read_size = 512;  // bytes asked per read (ShardScan::tar_read_size)
   std::string buf;
   Status error;  // why a read failed: reported instead of "bad tar"
 };
 
 la_ssize_t ReadInput(archive* a, void* user, const void** out) {
   auto* in = static_cast<ArchiveInput*>(user);
-  size_t want = static_cast<size_t>(std::min<uint64_t>(1 << 20, in->size - in->pos));
+  size_t want = static_cast<size_t>(std::min<uint64_t>(in->read_size, in->size - in->pos));
   if (want == 0) return 0;
   in->buf.resize(want);
   size_t got = 0;
@@ -205,10 +207,11 @@ Status ListArchive(const std::string& path, ArchiveInput* in, const std::vector<
 
 // Lists the regular members of one tar with their header positions.
 Status ListMembers(const RandomAccessFile& f, const std::vector<std::string>& small,
-                   std::vector<Member>* members, uint64_t* end_pos) {
+                   size_t read_size, std::vector<Member>* members, uint64_t* end_pos) {
   const std::string& path = f.path();
   ArchiveInput in;
   in.f = &f;
+  in.read_size = std::max<size_t>(read_size, 512);
   SSDFEED_ASSIGN_OR_RETURN(in.size, f.Size());
   Status s = ListArchive(path, &in, small, members, end_pos);
   return in.error.ok() ? s : in.error;
@@ -382,16 +385,26 @@ class TarSource final : public ShardedSource {
                       fields.empty() ? "" : FieldsIdentity(Schema(fields))),
         samples_(std::move(samples)),
         reasons_(std::move(reasons)),
-        fields_(std::move(fields)) {}
+        fields_(std::move(fields)) {
+    std::vector<uint32_t> file_of;
+    for (const TarSample& s : samples_) file_of.push_back(s.file);
+    TrackReads(file_of);
+  }
   size_t size() const override { return samples_.size(); }
   Status Read(size_t id, EncodedSample* out) const override {
     const TarSample& s = samples_[id];
     SSDFEED_ASSIGN_OR_RETURN(const RandomAccessFile* f, files().Get(s.file));
     out->fields.clear();
-    if (!fields_.empty()) return ReadFields(*f, s, out).WithContext(Describe(id));
-    out->bytes.resize(s.size);
-    out->label = s.label;
-    return ReadExact(*f, s.data_offset, s.size, out->bytes.data()).WithContext(Describe(id));
+    Status st;
+    if (!fields_.empty()) {
+      st = ReadFields(*f, s, out);
+    } else {
+      out->bytes.resize(s.size);
+      out->label = s.label;
+      st = ReadExact(*f, s.data_offset, s.size, out->bytes.data());
+    }
+    if (st.ok()) ReadOnce(id);
+    return st.WithContext(Describe(id));
   }
   std::string Describe(size_t id) const override {
     return file_path(samples_[id].file) + " sample " + samples_[id].key;
@@ -399,6 +412,51 @@ class TarSource final : public ShardedSource {
   std::vector<std::string> skipped_reasons() const override { return reasons_; }
   std::vector<FieldSpec> fields() const override {
     return fields_.empty() ? Source::fields() : Schema(fields_);
+  }
+
+ protected:
+  // From the first to the end of the last member read (labels were read
+  // while listing).
+  void Span(size_t id, uint32_t* file, uint64_t* begin, uint64_t* end) const override {
+    const TarSample& s = samples_[id];
+    *file = s.file;
+    *begin = s.data_offset;
+    *end = s.data_offset + s.size;
+    if (fields_.empty()) return;
+    *begin = UINT64_MAX;
+    *end = 0;
+    for (size_t j = 0; j < fields_.size(); ++j) {
+      if (fields_[j].spec.kind == FieldKind::kLabel) continue;
+      *begin = std::min(*begin, s.parts[j].offset);
+      *end = std::max(*end, s.parts[j].offset + s.parts[j].size);
+    }
+    if (*begin > *end) *begin = *end = 0;
+  }
+
+ public:
+  Result<std::string> SaveIndex() const override {
+    IndexWriter w;
+    w.U32(static_cast<uint32_t>(files().files().size()));
+    w.U64(samples_.size());
+    for (const TarSample& s : samples_) {
+      w.U32(s.file);
+      w.Str(s.key);
+      w.U64(s.data_offset);
+      w.U64(s.size);
+      w.I64(s.label);
+      w.U32(static_cast<uint32_t>(s.parts.size()));
+      for (const PartRef& p : s.parts) {
+        w.U64(p.offset);
+        w.U64(p.size);
+        w.I64(p.label);
+        w.U8(p.alt);
+        w.U8(p.present ? 1 : 0);
+      }
+    }
+    w.U64(skipped());
+    w.U64(reasons_.size());
+    for (const auto& r : reasons_) w.Str(r);
+    return w.data();
   }
 
  private:
@@ -474,9 +532,7 @@ Result<std::vector<TarField>> TarFieldsOf(const SourceOptions& opts) {
   return MakeTarFields(specs);
 }
 
-}  // namespace
-
-Result<std::unique_ptr<Source>> OpenTarShards(const std::string& uri, ShardFiles files,
+Result<std::unique_ptr<Source>> ScanTarShards(const std::string& uri, ShardFiles files,
                                               const ShardScan& scan, const SourceOptions& opts) {
   SSDFEED_ASSIGN_OR_RETURN(std::vector<TarField> fields, TarFieldsOf(opts));
   std::vector<std::string> small;
@@ -490,7 +546,7 @@ Result<std::unique_ptr<Source>> OpenTarShards(const std::string& uri, ShardFiles
     const InputFile& input = files.files()[i];
     std::vector<Member> members;
     uint64_t end_pos = 0;
-    Status s = ListMembers(f, small, &members, &end_pos);
+    Status s = ListMembers(f, small, scan.tar_read_size, &members, &end_pos);
     GroupOut out{&per_file[i], &skipped[i], &reasons[i]};
     auto file = static_cast<uint32_t>(i);
     if (s.ok() && fields.empty())
@@ -519,11 +575,77 @@ Result<std::unique_ptr<Source>> OpenTarShards(const std::string& uri, ShardFiles
                                                std::move(fields)));
 }
 
+// Where a member lies must be inside its shard as listed.
+bool InShard(const ShardFiles& files, uint32_t file, uint64_t offset, uint64_t size) {
+  if (file >= files.files().size()) return false;
+  uint64_t end = files.files()[file].size;
+  return offset <= end && size <= end - offset;
+}
+
+Status ReadTarSample(IndexReader& r, const ShardFiles& files, const std::vector<TarField>& fields,
+                     TarSample* s) {
+  uint32_t nparts = 0;
+  if (!r.U32(&s->file) || !r.Str(&s->key) || !r.U64(&s->data_offset) || !r.U64(&s->size) ||
+      !r.I64(&s->label) || !r.U32(&nparts))
+    return r.Bad("cut short in a sample");
+  if (nparts != fields.size()) return r.Bad("sample '" + s->key + "' has another field count");
+  if (!InShard(files, s->file, s->data_offset, s->size))
+    return r.Bad("sample '" + s->key + "' lies outside its shard");
+  s->parts.resize(nparts);
+  for (size_t j = 0; j < nparts; ++j) {
+    PartRef& p = s->parts[j];
+    uint8_t present = 0;
+    if (!r.U64(&p.offset) || !r.U64(&p.size) || !r.I64(&p.label) || !r.U8(&p.alt) ||
+        !r.U8(&present))
+      return r.Bad("cut short in a sample");
+    p.present = present != 0;
+    if (!p.present || p.alt >= fields[j].exts.size() || !InShard(files, s->file, p.offset, p.size))
+      return r.Bad("sample '" + s->key + "' field " + std::to_string(j) + " is out of range");
+  }
+  return Status::OK();
+}
+
+// A TarSource from what its SaveIndex gave (checked against the listing).
+Result<std::unique_ptr<Source>> LoadTarShards(const std::string& uri, ShardFiles files,
+                                              const std::string& index, const SourceOptions& opts) {
+  SSDFEED_ASSIGN_OR_RETURN(std::vector<TarField> fields, TarFieldsOf(opts));
+  IndexReader r = IndexReader::Plain(index, uri + " stored index");
+  uint32_t nfiles = 0;
+  uint64_t n = 0;
+  if (!r.U32(&nfiles) || nfiles != files.files().size() || !r.Count(36, &n) || n == 0)
+    return r.Bad("shard or sample count does not fit the listing");
+  std::vector<TarSample> samples(n);
+  for (auto& smp : samples) SSDFEED_RETURN_IF_ERROR(ReadTarSample(r, files, fields, &smp));
+  uint64_t skipped = 0, nreasons = 0;
+  if (!r.U64(&skipped) || !r.Count(4, &nreasons)) return r.Bad("cut short");
+  std::vector<std::string> reasons(nreasons);
+  for (auto& why : reasons)
+    if (!r.Str(&why)) return r.Bad("cut short");
+  if (!r.done()) return r.Bad("trailing bytes");
+  return std::unique_ptr<Source>(new TarSource(uri, std::move(files), std::move(samples), skipped,
+                                               std::move(reasons), std::move(fields)));
+}
+
+}  // namespace
+
+ShardLayout TarLayout(const std::string& uri) {
+  ShardLayout l;
+  l.kind = "tar";
+  l.scan = [uri](ShardFiles files, const ShardScan& scan, const SourceOptions& opts) {
+    return ScanTarShards(uri, std::move(files), scan, opts);
+  };
+  l.load = [uri](ShardFiles files, const std::string& index, const SourceOptions& opts) {
+    return LoadTarShards(uri, std::move(files), index, opts);
+  };
+  return l;
+}
+
 Result<std::unique_ptr<Source>> OpenTarSource(const std::string& uri,
                                               const std::vector<std::string>& paths,
                                               const SourceOptions& opts) {
   SSDFEED_ASSIGN_OR_RETURN(auto inputs, StatInputs(opts.env, paths));
-  return OpenTarShards(uri, ShardFiles(opts.env, std::move(inputs)), ShardScan{}, opts);
+  return OpenSharded(uri, TarLayout(uri), ShardFiles(opts.env, std::move(inputs)), ShardScan{},
+                     opts);
 }
 
 }  // namespace ssdfeed

@@ -8,6 +8,7 @@
 
 #include "source/field_specs.h"
 #include "source/shard_files.h"
+#include "source/shard_index.h"
 #include "source/sources.h"
 #include "source/tfrecord_format.h"
 
@@ -37,7 +38,11 @@ class TFRecordSource final : public ShardedSource {
                       IdentityExtra(keys, fields)),
         records_(std::move(records)),
         keys_(std::move(keys)),
-        fields_(std::move(fields)) {}
+        fields_(std::move(fields)) {
+    std::vector<uint32_t> file_of;
+    for (const RecordRef& r : records_) file_of.push_back(r.file);
+    TrackReads(file_of);
+  }
 
   size_t size() const override { return records_.size(); }
   Status Read(size_t id, EncodedSample* out) const override {
@@ -45,6 +50,7 @@ class TFRecordSource final : public ShardedSource {
     SSDFEED_ASSIGN_OR_RETURN(const RandomAccessFile* f, files().Get(r.file));
     thread_local std::string buf;
     SSDFEED_RETURN_IF_ERROR(ReadTFRecord(*f, r.span, r.index, &buf));
+    ReadOnce(id);
     if (fields_.empty()) {
       out->fields.clear();
       return ParseExample(buf, keys_, out).WithContext(Describe(id));
@@ -58,6 +64,38 @@ class TFRecordSource final : public ShardedSource {
   }
   std::string Describe(size_t id) const override {
     return file_path(records_[id].file) + " record " + std::to_string(records_[id].index);
+  }
+
+ protected:
+  // The payload and its CRC (ReadTFRecord).
+  void Span(size_t id, uint32_t* file, uint64_t* begin, uint64_t* end) const override {
+    const RecordRef& r = records_[id];
+    *file = r.file;
+    *begin = r.span.data_offset;
+    *end = r.span.data_offset + r.span.length + 4;
+  }
+
+ public:
+  Result<std::string> SaveIndex() const override {
+    IndexWriter w;
+    w.U32(static_cast<uint32_t>(files().files().size()));
+    w.U64(records_.size());
+    for (const RecordRef& r : records_) {
+      w.U32(r.file);
+      w.U32(r.index);
+      w.U64(r.span.data_offset);
+      w.U64(r.span.length);
+    }
+    w.U64(skipped());
+    w.Str(keys_.image_key);
+    w.Str(keys_.label_key);
+    w.U64(fields_.size());
+    for (const FieldSpec& f : fields_) {
+      w.Str(f.name);
+      w.U32(static_cast<uint32_t>(f.kind));
+      w.Str(f.key);
+    }
+    return w.data();
   }
 
  private:
@@ -114,9 +152,7 @@ ExampleKeys KeysFor(const SourceOptions& opts, const std::vector<FieldSpec>& fie
   return k;
 }
 
-}  // namespace
-
-Result<std::unique_ptr<Source>> OpenTFRecordShards(const std::string& uri, ShardFiles files,
+Result<std::unique_ptr<Source>> ScanTFRecordShards(const std::string& uri, ShardFiles files,
                                                    const ShardScan& scan,
                                                    const SourceOptions& opts) {
   size_t n = files.files().size();
@@ -140,11 +176,75 @@ Result<std::unique_ptr<Source>> OpenTFRecordShards(const std::string& uri, Shard
                                                     std::move(fields)));
 }
 
+// A record (header, payload, CRC) must lie inside its shard as listed.
+Status ReadRecordRef(IndexReader& r, const ShardFiles& files, RecordRef* ref) {
+  if (!r.U32(&ref->file) || !r.U32(&ref->index) || !r.U64(&ref->span.data_offset) ||
+      !r.U64(&ref->span.length))
+    return r.Bad("cut short in a record");
+  if (ref->file >= files.files().size()) return r.Bad("record of a shard not listed");
+  uint64_t size = files.files()[ref->file].size;
+  if (ref->span.data_offset < 12 || ref->span.data_offset > size ||
+      ref->span.length > size - ref->span.data_offset ||
+      size - ref->span.data_offset - ref->span.length < 4)
+    return r.Bad(files.files()[ref->file].path + " record " + std::to_string(ref->index) +
+                 " lies outside the shard");
+  return Status::OK();
+}
+
+Result<std::vector<FieldSpec>> ReadFieldSpecs(IndexReader& r) {
+  uint64_t n = 0;
+  if (!r.Count(12, &n)) return r.Bad("cut short in the fields");
+  std::vector<FieldSpec> fields(n);
+  for (auto& f : fields) {
+    uint32_t kind = 0;
+    if (!r.Str(&f.name) || !r.U32(&kind) || !r.Str(&f.key)) return r.Bad("cut short in the fields");
+    if (kind > static_cast<uint32_t>(FieldKind::kInstanceMasks))
+      return r.Bad("field '" + f.name + "' of unknown kind " + std::to_string(kind));
+    f.kind = static_cast<FieldKind>(kind);
+  }
+  return fields;
+}
+
+// A TFRecordSource from what its SaveIndex gave (checked against the listing).
+Result<std::unique_ptr<Source>> LoadTFRecordShards(const std::string& uri, ShardFiles files,
+                                                   const std::string& index, const SourceOptions&) {
+  IndexReader r = IndexReader::Plain(index, uri + " stored index");
+  uint32_t nfiles = 0;
+  uint64_t n = 0;
+  if (!r.U32(&nfiles) || nfiles != files.files().size() || !r.Count(24, &n) || n == 0)
+    return r.Bad("shard or record count does not fit the listing");
+  std::vector<RecordRef> records(n);
+  for (auto& ref : records) SSDFEED_RETURN_IF_ERROR(ReadRecordRef(r, files, &ref));
+  uint64_t skipped = 0;
+  ExampleKeys keys;
+  if (!r.U64(&skipped) || !r.Str(&keys.image_key) || !r.Str(&keys.label_key))
+    return r.Bad("cut short");
+  SSDFEED_ASSIGN_OR_RETURN(auto fields, ReadFieldSpecs(r));
+  if (!r.done()) return r.Bad("trailing bytes");
+  return std::unique_ptr<Source>(new TFRecordSource(uri, std::move(files), std::move(records),
+                                                    std::move(keys), skipped, std::move(fields)));
+}
+
+}  // namespace
+
+ShardLayout TFRecordLayout(const std::string& uri) {
+  ShardLayout l;
+  l.kind = "tfrecord";
+  l.scan = [uri](ShardFiles files, const ShardScan& scan, const SourceOptions& opts) {
+    return ScanTFRecordShards(uri, std::move(files), scan, opts);
+  };
+  l.load = [uri](ShardFiles files, const std::string& index, const SourceOptions& opts) {
+    return LoadTFRecordShards(uri, std::move(files), index, opts);
+  };
+  return l;
+}
+
 Result<std::unique_ptr<Source>> OpenTFRecordSource(const std::string& uri,
                                                    const std::vector<std::string>& paths,
                                                    const SourceOptions& opts) {
   SSDFEED_ASSIGN_OR_RETURN(auto inputs, StatInputs(opts.env, paths));
-  return OpenTFRecordShards(uri, ShardFiles(opts.env, std::move(inputs)), ShardScan{}, opts);
+  return OpenSharded(uri, TFRecordLayout(uri), ShardFiles(opts.env, std::move(inputs)), ShardScan{},
+                     opts);
 }
 
 }  // namespace ssdfeed

@@ -80,6 +80,11 @@ class FaultProxy:
         self.seen = {}
         self.injected = {"500": 0, "503": 0, "drop": 0, "stall": 0}
         self.served_bytes = 0  # response bodies passed through whole
+        # What the server was asked and sent: every request, and the body
+        # bytes of object GETs (not listings) as the client received them.
+        self.requests = 0
+        self.object_gets = 0
+        self.object_bytes = 0
         self.lock = threading.Lock()
         proxy = self
 
@@ -122,6 +127,7 @@ class FaultProxy:
         with self.lock:
             n = self.seen.get(ident, 0)
             self.seen[ident] = n + 1
+            self.requests += 1
         fault = self.faults(method, target, n)
         if fault in ("500", "503"):
             with self.lock:
@@ -156,11 +162,20 @@ class FaultProxy:
             wfile.flush()
             time.sleep(self.stall_s)
             return False
+        if method == "GET" and resp.status in (200, 206) and "list-type" not in target:
+            with self.lock:
+                self.object_gets += 1
+                self.object_bytes += len(data)
         wfile.write(head.encode("latin-1") + data)
         wfile.flush()
         with self.lock:
             self.served_bytes += len(data)  # what the origin served, bodies only
         return True
+
+    def counts(self):
+        """(requests, object GETs, object body bytes) so far."""
+        with self.lock:
+            return self.requests, self.object_gets, self.object_bytes
 
     def close(self):
         self.server.shutdown()
