@@ -3,6 +3,10 @@
 // families, the fields of LoaderStats and CacheCounters, the keys of
 // Loader.stats() and `ssdfeed bench loader --json`, and the Python
 // attributes. tests/cc/counters_test.cc and tests/py/test_metrics.py walk it.
+// Below it, the table of the times a job accounts (SSDFEED_TIMERS: pipeline
+// stages, busy and step time), from which the stats file's time region, the
+// time families and LoaderStats::times derive likewise
+// (tests/cc/stage_time_test.cc walks it).
 #pragma once
 
 #include <array>
@@ -28,7 +32,9 @@ namespace ssdfeed {
   X(kCacheMissBytes, cache_miss_bytes, "ssdfeed_cache_miss_bytes_total",                          \
     "Prepared bytes of the samples that missed the cache.", LOADER)                               \
   X(kOriginBytes, origin_bytes, "ssdfeed_origin_read_bytes_total",                                \
-    "Encoded bytes read from the origin (slow storage).", LOADER)                                 \
+    "Bytes read from the origin (slow storage): what an s3:// server sent, index reads "          \
+    "included; elsewhere the encoded bytes of the samples read.",                                 \
+    LOADER)                                                                                       \
   X(kPrepared, prepared, "ssdfeed_samples_prepared_total", "Samples decoded and prepared.",       \
     LOADER)                                                                                       \
   X(kSamplesServed, samples, "ssdfeed_samples_served_total",                                      \
@@ -75,7 +81,9 @@ namespace ssdfeed {
   X(kPeerRecordsRefused, peer_records_refused, "ssdfeed_peer_records_refused_total",              \
     "Records received from peers that failed their checks: not stored, sent again.", LOADER)      \
   X(kPeerFillCompleteMs, peer_fill_complete_ms, "ssdfeed_peer_fill_complete_milliseconds_total",  \
-    "Milliseconds from the start of a peer fill to this node's entry being complete.", LOADER)
+    "Milliseconds from the start of a peer fill to this node's entry being complete.", LOADER)    \
+  X(kOriginRequests, origin_requests, "ssdfeed_origin_requests_total",                            \
+    "Requests sent to an s3:// origin (listings, index reads, sample reads, retries).", LOADER)
 
 // Counter slots, in table order.
 enum class Ctr : uint32_t {
@@ -103,5 +111,71 @@ inline constexpr CounterInfo kCounters[] = {
 static_assert(std::size(kCounters) == kNumCounters);
 
 constexpr const CounterInfo& Counter(Ctr c) { return kCounters[static_cast<size_t>(c)]; }
+
+}  // namespace ssdfeed
+
+namespace ssdfeed {
+
+// X(slot, stats key, Prometheus name, stage label, help): the times a job
+// accounts, in nanoseconds in the stats file's time region (after the
+// histograms; append only, as counters). Rows sharing a Prometheus name are
+// one family told apart by label stage="..."; an empty label: no label.
+// The stats key of a stage row is the key in Loader.stats()["stages"];
+// LoaderStatsFields lists each as "<key>_seconds".
+//
+// Worker stages, each sample's busy time cut at the boundaries below (they
+// add up to the worker's busy time): on a miss origin_read, decode, prepare
+// and cache_write; on a hit cache_read and record_decode (the cache codec);
+// on both augment (crop, flip, dtype and layout into the batch) and handoff
+// (the sample finished into its batch's slot). Consumer stages, per batch:
+// collate (the batch's other fields and unequal-shape images) and handoff
+// (the finished batch to the caller).
+#define SSDFEED_TIMERS(X)                                                                         \
+  X(kOriginRead, origin_read, "ssdfeed_stage_seconds_total", "origin_read",                       \
+    "Time spent per stage of the input pipeline (workers and consumer).")                         \
+  X(kDecode, decode, "ssdfeed_stage_seconds_total", "decode", "")                                 \
+  X(kPrepare, prepare, "ssdfeed_stage_seconds_total", "prepare", "")                              \
+  X(kCacheWrite, cache_write, "ssdfeed_stage_seconds_total", "cache_write", "")                   \
+  X(kCacheRead, cache_read, "ssdfeed_stage_seconds_total", "cache_read", "")                      \
+  X(kRecordDecode, record_decode, "ssdfeed_stage_seconds_total", "record_decode", "")             \
+  X(kAugment, augment, "ssdfeed_stage_seconds_total", "augment", "")                              \
+  X(kCollate, collate, "ssdfeed_stage_seconds_total", "collate", "")                              \
+  X(kHandoff, handoff, "ssdfeed_stage_seconds_total", "handoff", "")                              \
+  X(kWorkerBusy, worker_busy, "ssdfeed_worker_busy_seconds_total", "",                            \
+    "Time the loader's workers spent on samples (not waiting for room), summed over workers.")    \
+  X(kStep, step, "ssdfeed_step_seconds_total", "",                                                \
+    "Time from one batch handed to the consumer to the next: the training step, data wait "       \
+    "included.")                                                                                  \
+  X(kRankMaxWait, rank_max_wait, "ssdfeed_rank_max_wait_seconds_total", "",                       \
+    "Sum over steps of the slowest rank's data wait (torch.distributed, rank 0 of the job only; " \
+    "see rank_wait_every).")
+
+enum class Tmr : uint32_t {
+#define SSDFEED_TMR_ENUM(slot, key, name, stage, help) slot,
+  SSDFEED_TIMERS(SSDFEED_TMR_ENUM)
+#undef SSDFEED_TMR_ENUM
+      kCount
+};
+
+constexpr size_t kNumTimers = static_cast<size_t>(Tmr::kCount);
+using TimerArray = std::array<uint64_t, kNumTimers>;  // nanoseconds
+
+struct TimerInfo {
+  Tmr slot;
+  std::string_view key;    // Loader.stats() key (stages: in "stages")
+  std::string_view name;   // Prometheus metric
+  std::string_view stage;  // label stage="..."; empty: none
+  std::string_view help;   // HELP text (the family's first row carries it)
+  bool is_stage() const { return !stage.empty(); }
+};
+
+inline constexpr TimerInfo kTimers[] = {
+#define SSDFEED_TMR_INFO(slot, key, name, stage, help) {Tmr::slot, #key, name, stage, help},
+    SSDFEED_TIMERS(SSDFEED_TMR_INFO)
+#undef SSDFEED_TMR_INFO
+};
+static_assert(std::size(kTimers) == kNumTimers);
+
+constexpr const TimerInfo& Timer(Tmr t) { return kTimers[static_cast<size_t>(t)]; }
 
 }  // namespace ssdfeed

@@ -43,9 +43,11 @@ struct HistSnapshot {
 // A copy of one process's (or a sum of several) counters and histograms.
 struct StatsSnapshot {
   CounterArray counters{};
+  TimerArray times{};  // nanoseconds, Tmr slots
   std::array<HistSnapshot, static_cast<size_t>(Hist::kCount)> hists{};
   Admission admission = Admission::kAdmitting;
   uint64_t operator[](Ctr c) const { return counters[static_cast<size_t>(c)]; }
+  uint64_t operator[](Tmr t) const { return times[static_cast<size_t>(t)]; }
   const HistSnapshot& hist(Hist h) const { return hists[static_cast<size_t>(h)]; }
   void Add(const StatsSnapshot& o);  // admission: the first non-admitting wins
 };
@@ -72,6 +74,19 @@ class StatsPublisher {
     __atomic_store_n(&counters_[static_cast<size_t>(c)], v, __ATOMIC_RELAXED);
   }
   void Observe(Hist h, double seconds);
+  // Raises a time total kept elsewhere (the loader's stage clocks) to ns:
+  // two publishers racing (the consumer, a stats() call) never move it
+  // back, which Prometheus would read as a counter reset.
+  void RaiseTime(Tmr t, uint64_t ns) {
+    uint64_t* slot = &times_[static_cast<size_t>(t)];
+    uint64_t cur = __atomic_load_n(slot, __ATOMIC_RELAXED);
+    while (cur < ns &&
+           !__atomic_compare_exchange_n(slot, &cur, ns, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+  }
+  void AddTime(Tmr t, uint64_t ns) {
+    __atomic_fetch_add(&times_[static_cast<size_t>(t)], ns, __ATOMIC_RELAXED);
+  }
   void SetAdmission(Admission a) {
     __atomic_store_n(admission_, static_cast<uint64_t>(a), __ATOMIC_RELAXED);
   }
@@ -83,6 +98,7 @@ class StatsPublisher {
   StatsPublisher() = default;
   uint64_t* counters_ = nullptr;  // Ctr slots
   uint64_t* hists_ = nullptr;     // Hist slots, each kHistBounds + 3 words
+  uint64_t* times_ = nullptr;     // Tmr slots (ns)
   uint64_t* admission_ = nullptr;
   std::string entry_, path_;
 };

@@ -73,6 +73,12 @@ struct LoaderBenchOptions {
   // augmentation from a prepared image (a warm epoch's), over the first
   // 200 samples of the source. Default false.
   bool bounds = false;
+  // After the epochs, a compute-floor ("headspace") epoch: one batch of the
+  // last epoch handed to the consumer again and again without reading, as
+  // many times as that epoch had batches; the consumer copies it (a stand-in
+  // for the host-to-device copy) and runs the emulated compute. What the
+  // consumer could do with a free input pipeline. Default false.
+  bool headspace = false;
 };
 
 // What `iostat -x` shows for a block device over an interval, from two
@@ -86,17 +92,56 @@ struct DeviceStats {
 };
 
 // Samples /proc/diskstats for the device holding path; Stop() gives the
-// interval's figures.
+// interval's figures, Sample() those since the previous Sample() (or the
+// start), as `iostat -x INTERVAL` prints them.
 class DeviceSampler {
  public:
   explicit DeviceSampler(const std::string& path);
   DeviceStats Stop() const;
+  DeviceStats Sample();
 
  private:
   std::string device_;
-  std::vector<uint64_t> start_;
-  double t0_ = 0;
+  std::vector<uint64_t> start_, last_;
+  double t0_ = 0, t_last_ = 0;
 };
+
+// One point of an epoch's timeline: the figures of the interval that ends
+// t_s seconds after the epoch started. Sampled between batches, at least
+// 0.1 s apart, then thinned to at most kMaxTimelinePoints per epoch (longer
+// intervals), so that a report of a long run stays small.
+struct TimelinePoint {
+  double t_s = 0;
+  double images_per_s = 0;
+  double utilization = 0;  // the emulated accelerator's busy share; 0 without compute
+  DeviceStats device;      // the cache root's device over the interval
+};
+inline constexpr size_t kMaxTimelinePoints = 120;
+
+// What an epoch's timeline is made from: its progress so far at time t.
+struct TimelineSample {
+  double t = 0;  // seconds, on any one clock
+  uint64_t images = 0;
+  double busy = 0;     // emulated compute seconds so far
+  DeviceStats device;  // the device over the interval that ends here
+};
+// The intervals between samples (t_s from samples[0].t), k merged into one
+// (device figures averaged by time) so that at most kMaxTimelinePoints
+// remain; a last interval shorter than min_interval / 2 joins the one
+// before, so an epoch that ended just after a sample does not end in a
+// rate measured over a few ms.
+std::vector<TimelinePoint> TimelineIntervals(const std::vector<TimelineSample>& samples,
+                                             double min_interval);
+
+// The consumer's wait per batch: counts[i] batches waited [edges_ms[i],
+// edges_ms[i+1]) ms (the last bin includes its upper edge). Edges are
+// geometric, four per decade, from the decade below the shortest wait
+// (at least 1 us) to the decade above the longest.
+struct WaitHistogram {
+  std::vector<double> edges_ms;
+  std::vector<uint64_t> counts;
+};
+WaitHistogram MakeWaitHistogram(const std::vector<double>& waits_ms);
 
 // sync; echo 3 > /proc/sys/vm/drop_caches. Needs root with CAP_SYS_ADMIN
 // and a writable /proc/sys (not so in most containers): the error says
@@ -120,6 +165,9 @@ struct LoaderBenchEpoch {
   DeviceStats device;  // the cache root's device during the epoch
   // This epoch's Loader.stats() counters (deltas), under Loader.stats()'s names.
   std::vector<std::pair<std::string, double>> stats;
+  uint64_t batches = 0, images = 0;
+  std::vector<TimelinePoint> timeline;
+  WaitHistogram waits;
 };
 
 struct LoaderBenchResult {
@@ -138,6 +186,11 @@ struct LoaderBenchResult {
   // alone, the reference the render is compared with.
   double decode_prepare_per_core = 0, augment_per_core = 0, augment_opencv_per_core = 0;
   int cores = 0;
+  // headspace: the compute-floor epoch (batches = 0 when not run), and its
+  // images/s over the last loader epoch's (the gap a faster input pipeline
+  // could close; 1 means the loader already keeps up).
+  LoaderBenchEpoch headspace;
+  double headspace_gap = 0;
 };
 
 Result<LoaderBenchResult> BenchLoader(const LoaderBenchOptions& o);
@@ -153,6 +206,11 @@ Result<BlockDevice> BlockDeviceOf(const std::string& path);
 // blkio controller at /sys/fs/cgroup/blkio, a block device under path. The
 // error says which is missing.
 Status CanThrottleReads(const std::string& path);
+
+// Creates the cache root of `opts` as a Loader would (mode, group, the
+// node's files) before anything is measured under it: the throttle and the
+// page cache drops need the root's device. opts.env null: the default Env.
+Status PrepareBenchRoot(const CacheOptions& opts);
 
 // The cgroups ReadThrottle makes, under its own blkio cgroup `home`, are
 // named ssdfeed-throttle-PID (PID: the bench's process), or
@@ -248,6 +306,10 @@ Result<CodecBenchResult> BenchCodecs(const CodecBenchOptions& o);
 struct MetricsCostResult {
   std::vector<double> with_metrics, without_metrics;  // images/s per warm epoch
   double median_with = 0, median_without = 0;
+  // The process's CPU microseconds per image of each warm epoch: the work
+  // metrics add, much less swayed than images/s by other jobs on the node.
+  std::vector<double> cpu_us_with, cpu_us_without;
+  double median_cpu_us_with = 0, median_cpu_us_without = 0;
 };
 Result<MetricsCostResult> BenchMetricsCost(const LoaderOptions& o, int rounds);
 

@@ -80,38 +80,35 @@ std::vector<uint64_t> DiskCounters(unsigned maj, unsigned min, std::string* name
 
 }  // namespace
 
-DeviceSampler::DeviceSampler(const std::string& path) {
-  struct stat st;
-  t0_ = Now();
-  if (::stat(path.c_str(), &st) != 0) return;
-  start_ = DiskCounters(major(st.st_dev), minor(st.st_dev), &device_);
+namespace {
+
+// The eleven counters of the /proc/diskstats line named name; empty when absent.
+std::vector<uint64_t> DiskCountersByName(const std::string& name) {
+  std::ifstream in("/proc/diskstats");
+  std::string line;
+  std::vector<uint64_t> v;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    unsigned a, b;
+    std::string n;
+    if (!(ls >> a >> b >> n) || n != name) continue;
+    uint64_t x;
+    while (v.size() < 11 && ls >> x) v.push_back(x);
+    break;
+  }
+  if (v.size() < 11) v.clear();
+  return v;
 }
 
-DeviceStats DeviceSampler::Stop() const {
+// iostat -x's figures for the dt seconds between two reads of the counters.
+DeviceStats DeviceStatsBetween(const std::string& name, const std::vector<uint64_t>& start,
+                               const std::vector<uint64_t>& end, double dt) {
   DeviceStats d;
-  if (start_.empty()) return d;
-  double dt = Now() - t0_;
+  if (start.size() < 11 || end.size() < 11 || dt <= 0) return d;
   // Fields: 0 reads, 2 sectors read, 3 ms reading, 6 sectors written,
   // 9 ms with I/O in flight, 10 weighted ms (sum of each request's time).
-  std::string name;
-  std::vector<uint64_t> end;
-  std::ifstream probe("/proc/diskstats");
-  {
-    // Same device: look it up by name among the current lines.
-    std::string line;
-    while (std::getline(probe, line)) {
-      std::istringstream ls(line);
-      unsigned a, b;
-      std::string n;
-      if (!(ls >> a >> b >> n) || n != device_) continue;
-      uint64_t x;
-      while (end.size() < 11 && ls >> x) end.push_back(x);
-      break;
-    }
-  }
-  if (end.size() < 11 || dt <= 0) return d;
-  auto delta = [&](int i) { return static_cast<double>(end[i] - start_[i]); };
-  d.device = device_;
+  auto delta = [&](int i) { return static_cast<double>(end[i] - start[i]); };
+  d.device = name;
   d.reads_per_s = delta(0) / dt;
   d.read_mb_s = delta(2) * 512 / dt / 1e6;
   d.write_mb_s = delta(6) * 512 / dt / 1e6;
@@ -119,6 +116,55 @@ DeviceStats DeviceSampler::Stop() const {
   d.aqu_sz = delta(10) / (dt * 1e3);
   d.util_pct = std::min(100.0, delta(9) / (dt * 1e3) * 100);
   return d;
+}
+
+}  // namespace
+
+DeviceSampler::DeviceSampler(const std::string& path) {
+  struct stat st;
+  t0_ = t_last_ = Now();
+  if (::stat(path.c_str(), &st) != 0) return;
+  start_ = last_ = DiskCounters(major(st.st_dev), minor(st.st_dev), &device_);
+}
+
+DeviceStats DeviceSampler::Stop() const {
+  if (start_.empty()) return {};
+  // Same device: looked up by name among the current lines.
+  return DeviceStatsBetween(device_, start_, DiskCountersByName(device_), Now() - t0_);
+}
+
+DeviceStats DeviceSampler::Sample() {
+  if (start_.empty()) return {};
+  double now = Now();
+  std::vector<uint64_t> end = DiskCountersByName(device_);
+  DeviceStats d = DeviceStatsBetween(device_, last_, end, now - t_last_);
+  if (!end.empty()) last_ = std::move(end), t_last_ = now;
+  return d;
+}
+
+WaitHistogram MakeWaitHistogram(const std::vector<double>& waits_ms) {
+  WaitHistogram h;
+  if (waits_ms.empty()) return h;
+  double lo = 1e300, hi = 0;
+  for (double w : waits_ms) {
+    if (w > 0) lo = std::min(lo, w);
+    hi = std::max(hi, w);
+  }
+  constexpr double kFloorMs = 1e-3;  // 1 us: below the clock's use here
+  lo = std::max(kFloorMs, lo > hi ? kFloorMs : lo);
+  hi = std::max(hi, lo);
+  int d0 = static_cast<int>(std::floor(std::log10(lo)));
+  int d1 = static_cast<int>(std::floor(std::log10(hi))) + 1;
+  constexpr int kPerDecade = 4;
+  for (int i = d0 * kPerDecade; i <= d1 * kPerDecade; ++i)
+    h.edges_ms.push_back(std::pow(10.0, static_cast<double>(i) / kPerDecade));
+  h.counts.assign(h.edges_ms.size() - 1, 0);
+  for (double w : waits_ms) {
+    auto it = std::upper_bound(h.edges_ms.begin(), h.edges_ms.end(), w);
+    size_t bin = it == h.edges_ms.begin() ? 0 : static_cast<size_t>(it - h.edges_ms.begin()) - 1;
+    ++h.counts[std::min(bin, h.counts.size() - 1)];
+  }
+  return h;
 }
 
 namespace {
@@ -176,14 +222,97 @@ double CpuSeconds() {
   return sec(u.ru_utime) + sec(u.ru_stime);
 }
 
+}  // namespace
+
+std::vector<TimelinePoint> TimelineIntervals(const std::vector<TimelineSample>& samples,
+                                             double min_interval) {
+  std::vector<TimelinePoint> out;
+  if (samples.size() < 2) return out;
+  size_t n = samples.size() - 1;
+  size_t k = (n + kMaxTimelinePoints - 1) / kMaxTimelinePoints;
+  std::vector<size_t> cuts;
+  for (size_t i = 0; i < n; i += k) cuts.push_back(i);
+  cuts.push_back(n);
+  if (cuts.size() > 2 && samples[n].t - samples[cuts[cuts.size() - 2]].t < min_interval / 2)
+    cuts.erase(cuts.end() - 2);
+  for (size_t c = 0; c + 1 < cuts.size(); ++c) {
+    const TimelineSample &a = samples[cuts[c]], &b = samples[cuts[c + 1]];
+    double dt = b.t - a.t;
+    if (dt <= 0) continue;
+    TimelinePoint p;
+    p.t_s = b.t - samples[0].t;
+    p.images_per_s = static_cast<double>(b.images - a.images) / dt;
+    p.utilization = (b.busy - a.busy) / dt;
+    for (size_t m = cuts[c] + 1; m <= cuts[c + 1]; ++m) {
+      const DeviceStats& d = samples[m].device;
+      double w = (samples[m].t - samples[m - 1].t) / dt;
+      if (!d.device.empty()) p.device.device = d.device;
+      p.device.read_mb_s += d.read_mb_s * w;
+      p.device.write_mb_s += d.write_mb_s * w;
+      p.device.reads_per_s += d.reads_per_s * w;
+      p.device.r_await_ms += d.r_await_ms * w;
+      p.device.aqu_sz += d.aqu_sz * w;
+      p.device.util_pct += d.util_pct * w;
+    }
+    out.push_back(p);
+  }
+  return out;
+}
+
+namespace {
+
+// Samples an epoch's progress between batches (cumulative images and
+// accelerator time, the device's counters), then turns the samples into
+// intervals, at most kMaxTimelinePoints of them.
+class TimelineRecorder {
+ public:
+  // t0: the epoch's start, on Now()'s clock.
+  TimelineRecorder(const std::string& device_path, double t0)
+      : t0_(t0), dev_(device_path.empty() ? "/" : device_path), has_dev_(!device_path.empty()) {
+    samples_.push_back({t0_, 0, 0, {}});
+  }
+  // After each batch; samples when kInterval has passed since the last.
+  void Tick(uint64_t images, double busy) {
+    double now = Now();
+    if (now - samples_.back().t < kInterval) return;
+    Add(now, images, busy);
+  }
+  // t_end: the epoch's end, the last interval's.
+  std::vector<TimelinePoint> Finish(uint64_t images, double busy, double t_end) {
+    Add(t_end, images, busy);
+    return TimelineIntervals(samples_, kInterval);
+  }
+
+ private:
+  static constexpr double kInterval = 0.1;
+  void Add(double now, uint64_t images, double busy) {
+    samples_.push_back({now, images, busy, has_dev_ ? dev_.Sample() : DeviceStats{}});
+  }
+  double t0_;
+  DeviceSampler dev_;
+  bool has_dev_;
+  std::vector<TimelineSample> samples_;
+};
+
+// A deep copy of a batch's images: the headspace epoch hands it out again
+// while the loader's own buffers go back to its pool.
+Batch CopyBatch(const Batch& b) {
+  Batch c = b;
+  c.buffer = std::make_shared<BatchBuffer>();
+  c.buffer->images = b.buffer->images;
+  c.buffer->labels = b.buffer->labels;
+  return c;
+}
+
 Result<LoaderBenchEpoch> RunEpoch(Loader* l, int epoch, double compute_s,
-                                  const std::string& device_path = "") {
+                                  const std::string& device_path = "", Batch* keep = nullptr) {
   LoaderStats before = l->stats();
   DeviceSampler dev(device_path.empty() ? "/" : device_path);
   l->SetEpoch(static_cast<uint64_t>(epoch));
   std::vector<double> waits;
   uint64_t images = 0, bytes = 0;
   double t0 = Now(), busy = 0, cpu0 = CpuSeconds();
+  TimelineRecorder timeline(device_path, t0);
   while (true) {
     Batch b;
     double w0 = Now();
@@ -192,12 +321,15 @@ Result<LoaderBenchEpoch> RunEpoch(Loader* l, int epoch, double compute_s,
     waits.push_back(Now() - w0);
     images += b.size;
     bytes += b.buffer->images.size() / std::max<size_t>(1, b.shape[0]) * b.size;
+    if (keep != nullptr && waits.size() == 1) *keep = CopyBatch(b);
     if (compute_s > 0) {  // the accelerator is busy; the loader keeps working
       std::this_thread::sleep_for(std::chrono::duration<double>(compute_s));
       busy += compute_s;
     }
+    timeline.Tick(images, busy);
   }
-  double secs = Now() - t0, cpu = CpuSeconds() - cpu0;
+  double t_end = Now();
+  double secs = t_end - t0, cpu = CpuSeconds() - cpu0;
   LoaderStats after = l->stats();
   DeviceStats ds = device_path.empty() ? DeviceStats{} : dev.Stop();
   uint64_t hits = after.cache_hits - before.cache_hits;
@@ -213,10 +345,62 @@ Result<LoaderBenchEpoch> RunEpoch(Loader* l, int epoch, double compute_s,
   e.utilization = compute_s > 0 ? busy / secs : 0;
   e.device = ds;
   e.cpu_seconds = cpu;
+  e.batches = waits.size();
+  e.images = images;
+  e.timeline = timeline.Finish(images, busy, t_end);
+  for (double& w : waits) w *= 1e3;
+  e.waits = MakeWaitHistogram(waits);
   if (hits > 0)
     e.record_bytes = static_cast<double>(after.cache_bytes - before.cache_bytes) / hits + 40;
   auto b = LoaderStatsFields(before), a = LoaderStatsFields(after);
-  for (size_t i = 0; i < a.size(); ++i) e.stats.emplace_back(a[i].first, a[i].second - b[i].second);
+  // Cumulative fields per epoch; the step-wait window's as they stand at its end.
+  for (size_t i = 0; i < a.size(); ++i) {
+    bool window = a[i].first.starts_with("step_wait_");
+    e.stats.emplace_back(a[i].first, window ? a[i].second : a[i].second - b[i].second);
+  }
+  return e;
+}
+
+// The compute floor: `batch` handed to the consumer `batches` times with no
+// read behind it. The consumer copies it (as it would to the accelerator)
+// and runs the emulated compute, so the epoch's images/s is what the
+// consumer alone can take.
+LoaderBenchEpoch RunHeadspace(const Batch& batch, uint64_t batches, double compute_s, int epoch) {
+  std::vector<uint8_t> staging(batch.buffer->images.size());
+  std::vector<double> waits;
+  uint64_t images = 0;
+  double t0 = Now(), busy = 0, cpu0 = CpuSeconds();
+  TimelineRecorder timeline("", t0);
+  for (uint64_t i = 0; i < batches; ++i) {
+    // The hand-off: nothing to read or wait for, so no wait is recorded
+    // (timing an empty statement would only time the scheduler).
+    const Batch& b = batch;
+    waits.push_back(0);
+    if (!staging.empty())  // a batch of fields alone has no image bytes
+      std::memcpy(staging.data(), b.buffer->images.data(), staging.size());
+    images += b.size;
+    if (compute_s > 0) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(compute_s));
+      busy += compute_s;
+    }
+    timeline.Tick(images, busy);
+  }
+  double t_end = Now();
+  LoaderBenchEpoch e;
+  e.epoch = epoch;
+  e.seconds = t_end - t0;
+  e.cpu_seconds = CpuSeconds() - cpu0;
+  e.images_per_s = e.seconds > 0 ? images / e.seconds : 0;
+  e.mb_per_s = e.seconds > 0 ? static_cast<double>(staging.size()) * batches / e.seconds / 1e6 : 0;
+  e.hit_rate = 1;
+  e.p50_wait_ms = Percentile(waits, 0.5) * 1e3;
+  e.p99_wait_ms = Percentile(waits, 0.99) * 1e3;
+  e.utilization = compute_s > 0 && e.seconds > 0 ? busy / e.seconds : 0;
+  e.batches = batches;
+  e.images = images;
+  e.timeline = timeline.Finish(images, busy, t_end);
+  for (double& w : waits) w *= 1e3;
+  e.waits = MakeWaitHistogram(waits);
   return e;
 }
 
@@ -327,18 +511,25 @@ Result<LoaderBenchResult> BenchLoader(const LoaderBenchOptions& o) {
   SSDFEED_ASSIGN_OR_RETURN(auto loader, Loader::Open(o.loader));
   const std::string& dev = o.loader.cache.root;
   LoaderBenchResult r;
+  Batch kept;  // the last epoch's first batch, for the headspace epoch
+  Batch* keep = o.headspace ? &kept : nullptr;
   for (int e = 0; e < o.epochs; ++e) {
     bool drop = o.drop_caches && e > 0;
     if (drop) SSDFEED_RETURN_IF_ERROR(DropPageCache());
     SSDFEED_ASSIGN_OR_RETURN(LoaderBenchEpoch ep,
-                             RunEpoch(loader.get(), e, o.compute_seconds, dev));
+                             RunEpoch(loader.get(), e, o.compute_seconds, dev, keep));
     ep.dropped_caches = drop;
     r.epochs.push_back(ep);
   }
   if (o.drop_caches && o.epochs > 1) {  // the page-cache figure, next to the device's
     SSDFEED_ASSIGN_OR_RETURN(LoaderBenchEpoch ep,
-                             RunEpoch(loader.get(), o.epochs, o.compute_seconds, dev));
+                             RunEpoch(loader.get(), o.epochs, o.compute_seconds, dev, keep));
     r.epochs.push_back(ep);
+  }
+  if (o.headspace && kept.buffer != nullptr) {
+    const LoaderBenchEpoch& last = r.epochs.back();
+    r.headspace = RunHeadspace(kept, last.batches, o.compute_seconds, last.epoch + 1);
+    r.headspace_gap = last.images_per_s > 0 ? r.headspace.images_per_s / last.images_per_s : 0;
   }
   if (o.compute_seconds > 0) {
     SSDFEED_ASSIGN_OR_RETURN(LoaderBenchEpoch cap, RunEpoch(loader.get(), o.epochs + 1, 0));
@@ -373,14 +564,27 @@ Result<MetricsCostResult> BenchMetricsCost(const LoaderOptions& o, int rounds) {
   SSDFEED_RETURN_IF_ERROR(RunEpoch(with.get(), 0, 0).status());
   SSDFEED_RETURN_IF_ERROR(RunEpoch(without.get(), 0, 0).status());
   MetricsCostResult r;
+  // Which loader goes first alternates: the second epoch of a round finds
+  // the caches and the CPU clock as the first left them, and on a shared
+  // machine that order alone was worth several percent.
   for (int i = 0; i < rounds; ++i) {
-    SSDFEED_ASSIGN_OR_RETURN(LoaderBenchEpoch a, RunEpoch(with.get(), i + 1, 0));
-    SSDFEED_ASSIGN_OR_RETURN(LoaderBenchEpoch b, RunEpoch(without.get(), i + 1, 0));
+    LoaderBenchEpoch a, b;
+    if (i % 2 == 0) {
+      SSDFEED_ASSIGN_OR_RETURN(a, RunEpoch(with.get(), i + 1, 0));
+      SSDFEED_ASSIGN_OR_RETURN(b, RunEpoch(without.get(), i + 1, 0));
+    } else {
+      SSDFEED_ASSIGN_OR_RETURN(b, RunEpoch(without.get(), i + 1, 0));
+      SSDFEED_ASSIGN_OR_RETURN(a, RunEpoch(with.get(), i + 1, 0));
+    }
     r.with_metrics.push_back(a.images_per_s);
     r.without_metrics.push_back(b.images_per_s);
+    r.cpu_us_with.push_back(a.cpu_seconds * 1e6 / (a.images_per_s * a.seconds));
+    r.cpu_us_without.push_back(b.cpu_seconds * 1e6 / (b.images_per_s * b.seconds));
   }
   r.median_with = Percentile(r.with_metrics, 0.5);
   r.median_without = Percentile(r.without_metrics, 0.5);
+  r.median_cpu_us_with = Percentile(r.cpu_us_with, 0.5);
+  r.median_cpu_us_without = Percentile(r.cpu_us_without, 0.5);
   return r;
 }
 
@@ -589,6 +793,12 @@ Result<CodecBenchResult> BenchCodecs(const CodecBenchOptions& o) {
   }
   SetRatiosToRaw(&r.rows);
   return r;
+}
+
+Status PrepareBenchRoot(const CacheOptions& opts) {
+  CacheOptions root = opts;
+  if (root.env == nullptr) root.env = Env::Default();
+  return PrepareRoot(root.env, root);
 }
 
 }  // namespace ssdfeed

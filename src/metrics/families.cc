@@ -169,6 +169,29 @@ Result<DiskStats> DiskStatsFor(const std::string& path) {
                           std::to_string(minor(dev)) + " not in /proc/diskstats");
 }
 
+namespace {
+
+// One family per Prometheus name of the timer table (seconds), its rows told
+// apart by label stage; the help is the family's first row's.
+void AddTimerFamilies(const std::vector<std::pair<std::string, StatsSnapshot>>& per_entry,
+                      Families* out) {
+  for (size_t i = 0; i < kNumTimers; ++i) {
+    const TimerInfo& first = kTimers[i];
+    if (i > 0 && kTimers[i - 1].name == first.name) continue;  // rows of one family are adjacent
+    auto f = Family(std::string(first.name), std::string(first.help), MetricType::Counter);
+    for (size_t j = i; j < kNumTimers && kTimers[j].name == first.name; ++j) {
+      for (const auto& [entry, s] : per_entry) {
+        std::vector<ClientMetric::Label> labels{L("entry", entry)};
+        if (kTimers[j].is_stage()) labels.push_back(L("stage", std::string(kTimers[j].stage)));
+        AddCounter(&f, std::move(labels), static_cast<double>(s[kTimers[j].slot]) * 1e-9);
+      }
+    }
+    out->push_back(std::move(f));
+  }
+}
+
+}  // namespace
+
 void AddStatsFamilies(const std::vector<std::pair<std::string, StatsSnapshot>>& per_entry,
                       Families* out) {
   for (const auto& c : kCounters) {
@@ -177,6 +200,7 @@ void AddStatsFamilies(const std::vector<std::pair<std::string, StatsSnapshot>>& 
       AddCounter(&f, {L("entry", entry)}, static_cast<double>(s[c.slot]));
     out->push_back(std::move(f));
   }
+  AddTimerFamilies(per_entry, out);
   for (const auto& h : kHistNames) {
     auto f = Family(h.name, h.help, MetricType::Histogram);
     for (const auto& [entry, s] : per_entry) {

@@ -40,6 +40,7 @@ class MemoryPublisher final : public StatsPublisher {
   void Bind(uint8_t* b, const std::string& entry, const std::string& path) {
     counters_ = reinterpret_cast<uint64_t*>(b + metrics::kCountersOffset);
     hists_ = reinterpret_cast<uint64_t*>(b + metrics::kHistsOffset);
+    times_ = reinterpret_cast<uint64_t*>(b + metrics::kTimesOffset);
     admission_ = reinterpret_cast<uint64_t*>(b + metrics::kAdmissionOffset);
     entry_ = entry;
     path_ = path;
@@ -121,6 +122,7 @@ Result<std::unique_ptr<StatsPublisher>> FilePublisher::Make(Env* env, const Cach
   p->file_ = std::move(file);
   p->counters_ = reinterpret_cast<uint64_t*>(b + metrics::kCountersOffset);
   p->hists_ = reinterpret_cast<uint64_t*>(b + metrics::kHistsOffset);
+  p->times_ = reinterpret_cast<uint64_t*>(b + metrics::kTimesOffset);
   p->admission_ = reinterpret_cast<uint64_t*>(b + metrics::kAdmissionOffset);
   p->entry_ = EntryShortId(entry);
   p->path_ = path;
@@ -160,6 +162,7 @@ std::string EntryShortId(const std::string& fingerprint) {
 
 void StatsSnapshot::Add(const StatsSnapshot& o) {
   for (size_t i = 0; i < counters.size(); ++i) counters[i] += o.counters[i];
+  for (size_t i = 0; i < times.size(); ++i) times[i] += o.times[i];
   for (size_t h = 0; h < hists.size(); ++h) {
     for (size_t i = 0; i < hists[h].buckets.size(); ++i)
       hists[h].buckets[i] += o.hists[h].buckets[i];
@@ -276,6 +279,7 @@ StatsSnapshot ReadBlock(const uint8_t* b) {
   StatsSnapshot s;
   for (size_t i = 0; i < s.counters.size(); ++i)
     s.counters[i] = AtomicLoad(b, kCountersOffset + i * 8);
+  for (size_t i = 0; i < s.times.size(); ++i) s.times[i] = AtomicLoad(b, kTimesOffset + i * 8);
   for (size_t h = 0; h < s.hists.size(); ++h) {
     size_t off = kHistsOffset + h * kHistWords * 8;
     for (size_t i = 0; i <= kHistBounds; ++i) s.hists[h].buckets[i] = AtomicLoad(b, off + i * 8);
@@ -290,6 +294,7 @@ StatsSnapshot ReadBlock(const uint8_t* b) {
 void WriteBlock(const StatsSnapshot& s, uint8_t* b) {
   for (size_t i = 0; i < s.counters.size(); ++i)
     std::memcpy(b + kCountersOffset + i * 8, &s.counters[i], 8);
+  for (size_t i = 0; i < s.times.size(); ++i) std::memcpy(b + kTimesOffset + i * 8, &s.times[i], 8);
   for (size_t h = 0; h < s.hists.size(); ++h) {
     size_t off = kHistsOffset + h * kHistWords * 8;
     std::memcpy(b + off, s.hists[h].buckets.data(), (kHistBounds + 1) * 8);

@@ -7,6 +7,8 @@
 //   64 u32 counter slots, u32 histogram slots, u32 bounds per histogram
 //   128 u64 counters[kCounterSlots]
 //   384 histograms[kHistSlots]: u64 buckets[kHistBounds + 1], count, sum_ns
+//   1792 u64 times_ns[kTimeSlots] (Tmr slots; zeros in files written before
+//        they were added, which read as no time accounted)
 // Ended processes' totals live in ended-<entry>.stats: the same block,
 // followed by u32 n and the n ids folded into it by the last fold (so a fold
 // interrupted between writing the totals and deleting the files is not
@@ -35,12 +37,15 @@ inline constexpr size_t kAdmissionOffset = 56;
 inline constexpr uint32_t kMaxFoldedIds = 1 << 16;
 inline constexpr size_t kCountersOffset = 128;
 inline constexpr size_t kHistsOffset = kCountersOffset + kCounterSlots * 8;
+inline constexpr uint32_t kTimeSlots = 24;
+inline constexpr size_t kTimesOffset = kHistsOffset + kHistSlots * kHistWords * 8;
 // Words are stored in native byte order; the layout above is little endian.
 static_assert(std::endian::native == std::endian::little,
               "the stats file is written in native byte order: little-endian hosts only");
 static_assert(static_cast<uint32_t>(Ctr::kCount) <= kCounterSlots);
 static_assert(static_cast<uint32_t>(Hist::kCount) <= kHistSlots);
-static_assert(kHistsOffset + kHistSlots * kHistWords * 8 <= kBlockBytes);
+static_assert(static_cast<uint32_t>(Tmr::kCount) <= kTimeSlots);
+static_assert(kTimesOffset + kTimeSlots * 8 <= kBlockBytes);
 
 struct BlockHeader {
   std::string id;  // 32 hex digits

@@ -87,7 +87,7 @@ TEST(CounterTable, EveryCounterIsALoaderStatsField) {
     ASSERT_TRUE(fields.count(std::string(c.key))) << c.key << " missing from LoaderStatsFields";
     EXPECT_EQ(fields[std::string(c.key)], static_cast<double>(ValueOf(i))) << c.key;
   }
-  EXPECT_EQ(fields.size(), kNumCounters + 1);  // + wait_seconds
+  EXPECT_EQ(fields.size(), kNumCounters + 5 + kNumTimers);  // + wait_seconds, step_wait_*, times
   EXPECT_TRUE(fields.count("wait_seconds"));
 }
 
