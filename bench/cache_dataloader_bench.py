@@ -8,7 +8,7 @@ shuffled; medians of --rounds):
   first fill    DataLoader(ssdfeed.cache(dataset)) on an empty entry (a
                 fresh key each round): compute + store
   warm          DataLoader(cached) once the entry is full
-  Loader(cached)  ssdfeed.torch.Loader(cached): C++ threads read and batch
+  Loader(cached)  ssdfeed.torch.ItemLoader(cached): C++ threads read and batch
                 the cached items, no Python per item
 
     python3 bench/cache_dataloader_bench.py [--item cheap|decode] [--count 4000] [--rounds 3]
@@ -78,7 +78,7 @@ def dataloader_epoch(ds, workers):
 
 
 def loader_epoch(cached, workers):
-    loader = ssdfeed.torch.Loader(cached, batch_size=64, shuffle=True, num_workers=workers,
+    loader = ssdfeed.torch.ItemLoader(cached, batch_size=64, shuffle=True, num_workers=workers,
                                   pin_memory=False)
     t = time.perf_counter()
     n = sum(len(y) for _, y in loader)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A cached Python dataset served three ways, in one run: the C++ loader
-(``ssdfeed.Loader(cached)``: no Python per cached item), ``cached[i]`` item
+(``ssdfeed.ItemLoader(cached)``: no Python per cached item), ``cached[i]`` item
 by item in this process (one ItemEntry.get and decode each, as a DataLoader
 worker does, stacked into batches of 256), and a torch DataLoader over ``cached`` with 2 workers. Items are a float32
 array and an int label; the entry is filled first, then each way reads one
@@ -51,7 +51,7 @@ def main():
     cached.warm(workers=1, progress=False)
 
     def fast():
-        loader = ssdfeed.Loader(cached, batch_size=256, shuffle=True, workers=a.workers)
+        loader = ssdfeed.ItemLoader(cached, batch_size=256, shuffle=True, workers=a.workers)
         return sum(len(b[1]) for b in loader)
 
     def per_item():  # in this process, batched as the loader does

@@ -119,4 +119,71 @@ class ItemStore {
   std::string uri_;
 };
 
+// Items of a length not known up front (a tf.data pipeline's elements, as
+// tf.data's own cache keeps them: parts, and a meta record written at the
+// end). Item i is item i % part_size of the part entry i / part_size, an
+// ItemStore of part_size items whose identity is "<identity> P=<part_size>
+// part=<p>"; a one-item meta entry ("<identity> P=<part_size> meta") holds
+// the length, a .npy int64 scalar field "0", once Finish records it.
+// Finish is a fill's last write: a fill killed before it leaves parts and no
+// length, so no reader takes the items for complete; the next fill reads
+// what the parts hold and computes the rest (docs/cache-format.md, "Items").
+struct ItemStreamOptions {
+  // Every part's options (capacity, group sharing, claims, on_error).
+  ItemStoreOptions store;
+  // Items a part entry holds; part of every entry's identity. Default 65536
+  // (ImageNet's 1.28M images are 20 parts); must be > 0.
+  uint64_t part_size = 65536;
+};
+
+class ItemStream {
+ public:
+  // Opens nothing yet: each part is opened as an item of it is first asked
+  // for, once a process.
+  static Result<std::unique_ptr<ItemStream>> Open(const std::string& root, const std::string& uri,
+                                                  const std::string& identity,
+                                                  const ItemStreamOptions& options = {});
+  ~ItemStream();
+  ItemStream(const ItemStream&) = delete;
+  ItemStream& operator=(const ItemStream&) = delete;
+
+  // ItemStore's Get, Lookup and Put on item i's part; compute is called
+  // with the stream's index i. Busy when the part cannot be had (the root
+  // full of entries in use, without room for a new one, or locked): the
+  // caller computes the item without the cache.
+  Status Get(uint64_t i, const ItemCompute& compute, ItemFields* out);
+  Status Lookup(uint64_t i, ItemFields* out);
+  Status Put(uint64_t i, const std::vector<EncodedField>& fields, bool* stored);
+  // The length a finished fill recorded. NotFound before one did (or once
+  // the meta record was evicted); Busy when no meta entry can be had.
+  Result<uint64_t> Length();
+  // Records the length: the items have ended at n. Part 0 is opened first,
+  // so that under a small capacity the items rather than the meta entry
+  // get the first reservation.
+  Status Finish(uint64_t n);
+  // Items of [0, n) the parts hold (all processes'); parts that cannot be
+  // had hold none.
+  uint64_t Present(uint64_t n);
+  // The length is recorded and every item is present: a pass may read each
+  // item by index, never computing one.
+  bool Complete();
+  // This process's counters over every part opened, summed; the first
+  // part's cache_dir and stats_file; the first warning.
+  ItemStoreStats Stats();
+  // Why a part or the meta entry could not be had ("" while all could).
+  std::string unavailable();
+
+  uint64_t part_size() const { return part_size_; }
+
+ private:
+  struct Impl;
+  explicit ItemStream(std::unique_ptr<Impl> impl);
+  // Part p's store (opened on first use), or Busy.
+  Result<ItemStore*> Part(uint64_t p);
+  Result<ItemStore*> Meta();
+
+  std::unique_ptr<Impl> impl_;
+  uint64_t part_size_;
+};
+
 }  // namespace ssdfeed

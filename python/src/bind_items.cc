@@ -17,32 +17,14 @@
 
 #include "python/src/bindings.h"
 #include "python/src/item_source.h"
-#include "ssdfeed/cached_fields.h"
 #include "ssdfeed/enum_names.h"
 #include "ssdfeed/items.h"
-#include "ssdfeed/metrics.h"
 
 namespace nb = nanobind;
 
 namespace ssdfeed::py {
 
 namespace {
-
-// Fields as the binding returns them: [(name, kind, dtype, shape, data)],
-// data copied into bytes.
-nb::list FieldsToList(const ItemFields& f) {
-  nb::list out;
-  std::string decoded;  // a run-length mask's elements
-  for (const FieldView& v : f.views) {
-    std::string_view data = FieldData(v, &decoded);
-    nb::list shape;
-    for (uint64_t d : v.shape) shape.append(d);
-    out.append(nb::make_tuple(nb::str(v.name.data(), v.name.size()), static_cast<int>(v.kind),
-                              nb::str(v.dtype.data(), v.dtype.size()), nb::tuple(shape),
-                              nb::bytes(data.data(), data.size())));
-  }
-  return out;
-}
 
 class ItemEntry {
  public:
@@ -77,13 +59,7 @@ class ItemEntry {
         throw nb::key_error((store->Describe(i) + " is not cached (no compute given)").c_str());
       return r;
     }
-    const ItemSource* src = source_.get();
-    ItemCompute compute = [src](uint64_t id, std::vector<EncodedField>* fields) {
-      EncodedSample e;
-      Status st = src->Read(id, &e);
-      *fields = std::move(e.fields);
-      return st;
-    };
+    ItemCompute compute = ComputeOf(source_.get());
     ItemFields f;
     Status st;
     {
@@ -131,18 +107,7 @@ class ItemEntry {
 
   nb::dict Stats() {
     std::shared_ptr<ItemStore> store = Store();
-    ItemStoreStats st = store->Stats();
-    nb::dict d;
-    for (const auto& c : kCounters)
-      d[std::string(c.key).c_str()] = st.snapshot.counters[static_cast<size_t>(c.slot)];
-    nb::list skipped;
-    for (const auto& r : st.skipped_items) skipped.append(r);
-    d["skipped_items"] = skipped;
-    d["cache_dir"] = st.cache_dir;
-    d["cache_admitting"] = st.admitting;
-    d["cache_warning"] = st.cache_warning;
-    d["stats_file"] = st.stats_file;
-    return d;
+    return StatsToDict(store->Stats());
   }
 
   // A get still running on another thread holds its own reference: the
@@ -176,30 +141,16 @@ class ItemEntry {
   std::string fingerprint_;
 };
 
-// Cycle collection (compute -> dataset -> entry -> compute): nanobind
-// objects take part only through these slots.
-template <typename T, ItemSource& (*SourceOf)(T&)>
-int Traverse(PyObject* self, visitproc visit, void* arg) {
-  Py_VISIT(Py_TYPE(self));
-  if (!nb::inst_ready(self)) return 0;
-  Py_VISIT(SourceOf(*nb::inst_ptr<T>(self)).compute_ptr());
-  return 0;
-}
-template <typename T, ItemSource& (*SourceOf)(T&)>
-int Clear(PyObject* self) {
-  if (nb::inst_ready(self)) SourceOf(*nb::inst_ptr<T>(self)).DropCompute();
-  return 0;
-}
 ItemSource& SourceOfEntry(ItemEntry& e) { return e.source(); }
 ItemSource& SourceOfSource(ItemSource& s) { return s; }
 
 PyType_Slot kEntrySlots[] = {
-    {Py_tp_traverse, reinterpret_cast<void*>(Traverse<ItemEntry, SourceOfEntry>)},
-    {Py_tp_clear, reinterpret_cast<void*>(Clear<ItemEntry, SourceOfEntry>)},
+    {Py_tp_traverse, reinterpret_cast<void*>(TraverseCompute<ItemEntry, SourceOfEntry>)},
+    {Py_tp_clear, reinterpret_cast<void*>(ClearCompute<ItemEntry, SourceOfEntry>)},
     {0, nullptr}};
 PyType_Slot kSourceSlots[] = {
-    {Py_tp_traverse, reinterpret_cast<void*>(Traverse<ItemSource, SourceOfSource>)},
-    {Py_tp_clear, reinterpret_cast<void*>(Clear<ItemSource, SourceOfSource>)},
+    {Py_tp_traverse, reinterpret_cast<void*>(TraverseCompute<ItemSource, SourceOfSource>)},
+    {Py_tp_clear, reinterpret_cast<void*>(ClearCompute<ItemSource, SourceOfSource>)},
     {0, nullptr}};
 
 }  // namespace

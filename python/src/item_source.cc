@@ -1,9 +1,13 @@
 #include "python/src/item_source.h"
 
+#include <dlfcn.h>
+
 #include <string>
 #include <utility>
 
 #include "python/src/bindings.h"
+#include "ssdfeed/cached_fields.h"
+#include "ssdfeed/enum_names.h"
 
 namespace nb = nanobind;
 
@@ -14,6 +18,22 @@ namespace {
 // A thread that takes the GIL while the interpreter finalizes is ended
 // where it stands (no unwinding a C++ worker survives); loaders are stopped
 // at exit (ssdfeed._item_loader), this catches a stray late read.
+#if defined(Py_LIMITED_API) && Py_LIMITED_API < 0x030D0000
+// The stable ABI of 3.12 (the cp312-abi3 wheel, which 3.13 also loads) has
+// neither function: Py_IsFinalizing is 3.13's, _Py_IsFinalizing is private
+// and gone in 3.13. The running interpreter exports the one it has.
+using IsFinalizingFn = int (*)();
+IsFinalizingFn FindIsFinalizing() {
+  for (const char* name : {"Py_IsFinalizing", "_Py_IsFinalizing"}) {
+    if (void* f = dlsym(RTLD_DEFAULT, name)) return reinterpret_cast<IsFinalizingFn>(f);
+  }
+  return nullptr;
+}
+bool Finalizing() {
+  static const IsFinalizingFn is_finalizing = FindIsFinalizing();
+  return is_finalizing != nullptr && is_finalizing() != 0;
+}
+#else
 bool Finalizing() {
 #if PY_VERSION_HEX >= 0x030D0000
   return Py_IsFinalizing() != 0;
@@ -21,6 +41,7 @@ bool Finalizing() {
   return _Py_IsFinalizing() != 0;
 #endif
 }
+#endif
 
 // "ValueError: bad file", for the Status (the exception itself is kept).
 std::string Explain(nb::handle exc) {
@@ -98,6 +119,43 @@ Status ItemSource::ToFields(size_t id, nb::handle r, std::vector<EncodedField>* 
     out->push_back(std::move(f));
   }
   return Status::OK();
+}
+
+ItemCompute ComputeOf(const ItemSource* src) {
+  return [src](uint64_t id, std::vector<EncodedField>* fields) {
+    EncodedSample e;
+    Status st = src->Read(id, &e);
+    *fields = std::move(e.fields);
+    return st;
+  };
+}
+
+nb::list FieldsToList(const ItemFields& f) {
+  nb::list out;
+  std::string decoded;  // a run-length mask's elements
+  for (const FieldView& v : f.views) {
+    std::string_view data = FieldData(v, &decoded);
+    nb::list shape;
+    for (uint64_t d : v.shape) shape.append(d);
+    out.append(nb::make_tuple(nb::str(v.name.data(), v.name.size()), static_cast<int>(v.kind),
+                              nb::str(v.dtype.data(), v.dtype.size()), nb::tuple(shape),
+                              nb::bytes(data.data(), data.size())));
+  }
+  return out;
+}
+
+nb::dict StatsToDict(const ItemStoreStats& st) {
+  nb::dict d;
+  for (const auto& c : kCounters)
+    d[std::string(c.key).c_str()] = st.snapshot.counters[static_cast<size_t>(c.slot)];
+  nb::list skipped;
+  for (const auto& r : st.skipped_items) skipped.append(r);
+  d["skipped_items"] = skipped;
+  d["cache_dir"] = st.cache_dir;
+  d["cache_admitting"] = st.admitting;
+  d["cache_warning"] = st.cache_warning;
+  d["stats_file"] = st.stats_file;
+  return d;
 }
 
 }  // namespace ssdfeed::py

@@ -57,4 +57,32 @@ class ItemSource final : public Source {
   bool skip_;
 };
 
+// What the bindings of item entries (ItemEntry over an ItemStore, ItemStream)
+// share.
+
+// The source's compute as an ItemCompute (Read takes the GIL per call).
+ItemCompute ComputeOf(const ItemSource* src);
+// Fields as the bindings return them: [(name, kind, dtype, shape, data)],
+// data copied into bytes. GIL held.
+nanobind::list FieldsToList(const ItemFields& f);
+// Stats as a dict: the Loader.stats() counter names, skipped_items,
+// cache_dir, cache_admitting, cache_warning, stats_file. GIL held.
+nanobind::dict StatsToDict(const ItemStoreStats& st);
+
+// Cycle collection (compute -> dataset -> entry -> compute): nanobind
+// objects take part only through type slots; these visit and drop the
+// compute of the ItemSource that SourceOf finds in a T.
+template <typename T, ItemSource& (*SourceOf)(T&)>
+int TraverseCompute(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));
+  if (!nanobind::inst_ready(self)) return 0;
+  Py_VISIT(SourceOf(*nanobind::inst_ptr<T>(self)).compute_ptr());
+  return 0;
+}
+template <typename T, ItemSource& (*SourceOf)(T&)>
+int ClearCompute(PyObject* self) {
+  if (nanobind::inst_ready(self)) SourceOf(*nanobind::inst_ptr<T>(self)).DropCompute();
+  return 0;
+}
+
 }  // namespace ssdfeed::py

@@ -1,6 +1,7 @@
-"""The fast path of a cached dataset: ``ssdfeed.Loader(cached)`` and
-``ssdfeed.torch.Loader(cached)`` serve ``ssdfeed.cache(dataset)`` with the
-C++ workers. A cached item is read, checked and collated with no Python per
+"""The fast path of a cached dataset: ``ssdfeed.ItemLoader(cached)`` and
+``ssdfeed.torch.ItemLoader(cached)`` serve ``ssdfeed.cache(dataset)`` with
+the C++ workers (``Loader(cached)`` still does, with a DeprecationWarning).
+A cached item is read, checked and collated with no Python per
 sample; a missing one is computed by ``cached._compute_fields(i)`` (under
 the GIL, from a worker thread) and stored, as ``cached[i]`` would.
 
@@ -23,9 +24,8 @@ from __future__ import annotations
 
 import atexit
 import weakref
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Dict, Optional
 
-import numpy as np
 
 from ssdfeed import _ssdfeed
 
@@ -50,6 +50,13 @@ def _stop_live_loaders() -> None:
 def is_cached_dataset(x) -> bool:
     """True for what ``ssdfeed.cache()`` returns."""
     return hasattr(x, "_compute_fields") and hasattr(x, "_uri") and hasattr(x, "_identity")
+
+
+def require_cached_dataset(x, who: str) -> None:
+    """ItemLoader's source is a cached dataset and nothing else."""
+    if not is_cached_dataset(x):
+        raise TypeError(f"{who} takes what ssdfeed.cache(dataset) returns, not "
+                        f"{type(x).__name__}; a source URI or directory goes to Loader")
 
 
 def _first_fields(cached, skip: bool = False) -> list:
@@ -79,7 +86,7 @@ def refuse_image_options(given: Dict[str, Any]) -> None:
     for name, value in given.items():
         if value is not None:
             raise ValueError(
-                f"ssdfeed.Loader(cached dataset) does not take {name}=: items are served as "
+                f"ssdfeed.ItemLoader(cached dataset) does not take {name}=: items are served as "
                 f"the dataset gave them (no decoding, augmentation or pixel conversion); "
                 f"transform the batches in your loop")
 
@@ -97,7 +104,7 @@ def fill_options(o, cached, cache, cache_capacity: Optional[int], on_error: str)
     o.source_object = _ssdfeed.ItemSource(len(cached), cached._uri, cached._identity,
                                           fields, cached._compute_fields, on_error=on_error)
     if cache is not True and cache is not None:
-        raise ValueError("ssdfeed.Loader(cached dataset) uses the dataset's own cache "
+        raise ValueError("ssdfeed.ItemLoader(cached dataset) uses the dataset's own cache "
                          "(ssdfeed.cache(dataset, cache=...)); leave cache= out")
     o.cache.root = cached._cache_root or ""
     o.cache.group_shared = getattr(cached, "_group_shared", False)
@@ -129,8 +136,8 @@ class ItemBatches:
                     f"{self._tree_bytes[:200]!r}, another's {bytes(t)[:200]!r}): the fast "
                     f"path serves items of one structure; use a torch DataLoader over the "
                     f"cached dataset instead")
-        convert = _torch_leaf if self.tensors else _numpy_leaf
-        leaves = {n["L"]: convert(n, batch[n["L"]]) for n in self._nodes}
+        leaves = {n["L"]: _items.batch_leaf(n, batch[n["L"]], self.tensors)
+                  for n in self._nodes}
         return _items.unflatten(self._tree, leaves)
 
 
@@ -152,42 +159,3 @@ def _tree_field(fields) -> bytes:
         if f[0] == _items.TREE:
             return f[2] if len(f) == 3 else f[4]
     raise ValueError("the item's fields have no __tree__ field")
-
-
-def _each(value, fn: Callable) -> Any:
-    return [fn(v) for v in value] if isinstance(value, list) else fn(value)
-
-
-def _numpy_leaf(node: dict, value):
-    tag = node["k"]
-    if tag == "str":
-        return [bytes(v).decode("utf-8", "surrogatepass") for v in value]
-    if tag == "bytearray":
-        return [bytearray(v) for v in value]
-    if tag == "bytes" or isinstance(value, list) and value and isinstance(value[0], bytes):
-        return list(value)  # bytes leaves (and PIL images of other modes) as given
-    if "sd" in node:  # structured dtypes travel as opaque records
-        from ssdfeed import _items
-
-        dt = _items.structured_dtype(node)
-        return _each(value, lambda a: a.view(dt))
-    return value
-
-
-def _torch_leaf(node: dict, value):
-    import torch
-
-    from ssdfeed import _item_tree
-
-    value = _numpy_leaf(node, value)
-
-    def tensor(a):
-        if not isinstance(a, np.ndarray):
-            return a
-        try:
-            t = torch.from_numpy(a)
-        except TypeError:  # no torch dtype (strings, big-endian): as it is
-            return a
-        return t.view(_item_tree.torch_dtype(node["dt"])) if "dt" in node else t
-
-    return _each(value, tensor)

@@ -81,6 +81,12 @@ def _npy(arr: np.ndarray) -> bytes:
     return head + arr.tobytes()
 
 
+def array_payload(arr: np.ndarray) -> bytes:
+    """An array field's payload (kind 5): arr as .npy, C order. The one
+    writer of array fields, for items and tf.cache elements alike."""
+    return _npy(_c_order(arr))
+
+
 def _c_order(arr: np.ndarray) -> np.ndarray:
     # Not np.ascontiguousarray: it turns 0-d arrays into 1-d ones.
     return arr if arr.flags.c_contiguous else arr.copy(order="C")
@@ -514,14 +520,25 @@ def _build(node, leaf):
     raise ItemFormatError(f"unknown node in an ssdfeed.cache item tree: {sorted(node)}")
 
 
+# ------------------------------------------------------------------ leaves
+# A leaf's value from its stored field, written once for both readers: one
+# item (decode) and a batch of items (the C++ loader's, ItemLoader: a leaf
+# stacked over the batch, or a list of per-item values).
+
+
+def _text(b) -> str:
+    return bytes(b).decode("utf-8", "surrogatepass")
+
+
+# Bytes leaves (kind 6): the value from the stored bytes.
+_BYTES_LEAVES = {"str": _text, "bytes": bytes, "bytearray": bytearray}
+
+
 def _leaf_value(node: dict, value):
+    """One item's leaf from its field (_field_value's)."""
     tag = node["k"]
-    if tag == "str":
-        return value.decode("utf-8", "surrogatepass")
-    if tag == "bytes":
-        return value
-    if tag == "bytearray":
-        return bytearray(value)
+    if tag in _BYTES_LEAVES:
+        return _BYTES_LEAVES[tag](value)
     if isinstance(value, _RawArray) and tag in ("int", "float", "bool", "complex"):
         value = np.frombuffer(value.data, dtype=value.dtype)[0]
     if tag == "int":
@@ -546,6 +563,38 @@ def _leaf_value(node: dict, value):
     return arr
 
 
+def batch_leaf(node: dict, value, tensors: bool = False):
+    """A leaf's batch as the C++ loader gives it (an array stacked over the
+    batch, or a list of per-item values) as ItemLoader serves it: bytes
+    leaves as lists of their values, structured dtypes restored, and with
+    ``tensors`` arrays as torch tensors (of the stored torch dtype where
+    numpy has none; an array torch cannot hold stays one)."""
+    tag = node["k"]
+    if tag in _BYTES_LEAVES:
+        return [_BYTES_LEAVES[tag](v) for v in value]
+    if isinstance(value, list) and value and isinstance(value[0], bytes):
+        return list(value)  # PIL images of other modes, as given
+    if "sd" in node:  # structured dtypes travel as opaque records
+        dt = structured_dtype(node)
+        value = _each(value, lambda a: a.view(dt))
+    if tensors:
+        value = _each(value, lambda a: _batch_tensor(node, a))
+    return value
+
+
+def _each(value, fn):
+    return [fn(v) for v in value] if isinstance(value, list) else fn(value)
+
+
+def _batch_tensor(node: dict, a):
+    if not isinstance(a, np.ndarray):
+        return a
+    try:
+        return _tensor(node, a)
+    except TypeError:  # no torch dtype (strings, big-endian): as it is
+        return a
+
+
 def structured_dtype(node: dict) -> np.dtype:
     """The structured dtype a leaf's "sd" describes (a literal, never code);
     one holding Python objects is refused."""
@@ -565,14 +614,15 @@ def _restore_array(node: dict, arr: np.ndarray) -> np.ndarray:
 
 
 def _tensor_value(node: dict, arr: np.ndarray):
+    """One item's tensor: its own memory (users write into items)."""
+    return _tensor(node, arr if arr.flags.writeable else arr.copy())
+
+
+def _tensor(node: dict, arr: np.ndarray):
     import torch
 
-    if not arr.flags.writeable:
-        arr = arr.copy()
     t = torch.from_numpy(arr)
-    if "dt" in node:
-        t = t.view(_item_tree.torch_dtype(node["dt"]))
-    return t
+    return t.view(_item_tree.torch_dtype(node["dt"])) if "dt" in node else t
 
 
 def _tv_value(node: dict, t):

@@ -3,13 +3,14 @@ entries, in place of ``ds.cache(filename)``.
 
 How elements are kept. A pipeline's length is usually unknown
 (``TFRecordDataset``) while an entry needs its item count when it is made,
-so element i goes into "part" entry i // P as item i % P (P elements a part,
-``tf:KEY`` entries whose identity holds the key, the element_spec, P and the
-part number), and a one-item "meta" entry records the element count once the
-upstream has ended. A pass over a complete cache (meta present, every
-element stored) never touches the upstream and reads elements by index on
-tf.data's parallel map; any other pass reads what is stored in order and
-takes the rest from the upstream, storing it (the fill, and its resume).
+so the elements go into a C++ ItemStream (ssdfeed/items.h, identity
+"tf1 key=KEY spec=DIGEST"): element i is item i % P of "part" entry i // P
+(P elements a part), and a one-item "meta" entry records the element count
+once the upstream has ended (docs/cache-format.md, "Items"). A pass over
+a complete cache (meta present, every element stored) never touches the
+upstream and reads elements by index on tf.data's parallel map; any other
+pass reads what is stored in order and takes the rest from the upstream,
+storing it (the fill, and its resume).
 
 Each element is flattened into its component tensors
 (``tf.nest.flatten(expand_composites=True)``: ragged flat values and row
@@ -20,7 +21,6 @@ numbers as a .npy array, strings as one bytes field (shape, lengths, data).
 from __future__ import annotations
 
 import hashlib
-import io
 import itertools
 import math
 import re
@@ -32,10 +32,11 @@ import numpy as np
 import tensorflow as tf
 
 from ssdfeed import _ssdfeed
-from ssdfeed._item_tree import ItemFormatError
+from ssdfeed._item_tree import KIND_ARRAY, KIND_BYTES, ItemFormatError
+from ssdfeed._items import array_payload
 from ssdfeed._tf_malloc import undo_tf_malloc_patch
 
-ARRAY, BYTES = 5, 6  # FieldKind kArray, kBytes
+ARRAY, BYTES = KIND_ARRAY, KIND_BYTES
 _PART = 65536  # elements per part entry (part of the identity): ImageNet is 20 entries
 _INDEX_CHUNK = 1024  # indices handed to the read map at a time
 _NO_U8, _NO_FLOATS = np.zeros(0, np.uint8), np.zeros(0, np.float32)  # _read_np's unused outputs
@@ -51,13 +52,6 @@ def component_specs(element_spec):
                             f"{s.dtype.name} is not supported (numbers, bool and strings are); "
                             f"element_spec: {element_spec}")
     return specs
-
-
-def _npy(a: np.ndarray) -> bytes:
-    buf = io.BytesIO()
-    # (ascontiguousarray would make a 0-d array 1-d)
-    np.lib.format.write_array(buf, np.require(a, requirements="C"), allow_pickle=False)
-    return buf.getvalue()
 
 
 def _strings(a: np.ndarray) -> bytes:
@@ -136,9 +130,9 @@ def encode(components) -> list:
             continue
         u8 = _as_u8(a)
         if u8 is not None:
-            out.append((f"{j}:{u8[0]}", ARRAY, _npy(u8[1])))
+            out.append((f"{j}:{u8[0]}", ARRAY, array_payload(u8[1])))
         else:
-            out.append((str(j), ARRAY, _npy(a)))
+            out.append((str(j), ARRAY, array_payload(a)))
     return out
 
 
@@ -226,105 +220,96 @@ def _digest(*parts) -> str:
 
 
 class Store:
-    """The part entries and the meta entry of one (key, element_spec)."""
+    """The elements of one (key, element_spec): a C++ ItemStream
+    (ssdfeed/items.h), part entries of ``part_size`` elements and a meta
+    record of the element count, which a fill writes as its last step."""
 
     def __init__(self, root, key, element_spec, capacity, part_size, group_shared=False):
-        self.root, self.key, self.part = root, key, part_size
-        self.group_shared = group_shared
+        self.part = part_size
         self.uri = f"tf:{key}"
-        self.spec_text = repr(element_spec)
-        self.capacity = 0 if capacity is None else int(capacity)
-        self._lock = threading.Lock()
-        self._parts = {}
-        self._meta = None
-        self._full_warned = False
         # compute(i) -> element i's components, by index (TfCache sets it
         # where the pipeline allows random access): get() then computes a
         # missing element under its claim, so two jobs filling one cache
         # compute each element about once.
         self.compute = None
+        self._stream = _ssdfeed.ItemStream(
+            root, self.uri, f"tf1 key={key} spec={_digest(repr(element_spec))}",
+            lambda i: encode(self.compute(i)), part_size=part_size,
+            capacity_bytes=0 if capacity is None else int(capacity), group_shared=group_shared)
+        self._full_warned = False
 
-    def _open(self, what, size):
-        """The entry, or None where none can be had (the root full of entries
-        in use, a lock held by a stopped process): its elements then come
-        from the upstream."""
-        ident = f"tf1 key={self.key} spec={_digest(self.spec_text)} P={self.part} {what}"
-        try:
-            return _ssdfeed.ItemEntry(self.root, self.uri, ident, size, self._part_compute(what),
-                                      capacity_bytes=self.capacity,
-                                      group_shared=self.group_shared)
-        except _ssdfeed.CacheUnavailableError as e:  # full of entries in use, or busy
-            if not self._full_warned:
-                self._full_warned = True
-                warnings.warn(f"ssdfeed.tf.cache: {e}; what does not fit is computed by the "
-                              "pipeline each pass", stacklevel=2)
-            return None
-
-    def _part_compute(self, what):
-        if not what.startswith("part="):
-            return None  # the meta entry is only put
-        first = int(what[len("part="):]) * self.part
-        return lambda k: encode(self.compute(first + k))
+    def _warn_unavailable(self):
+        """Once: an entry the root had no room for (full of entries in use,
+        or locked by a stopped process); its elements come from upstream."""
+        if self._full_warned:
+            return
+        why = self._stream.unavailable
+        if why:
+            self._full_warned = True
+            warnings.warn(f"ssdfeed.tf.cache: {why}; what does not fit is computed by the "
+                          "pipeline each pass", stacklevel=3)
 
     def entry(self, p):
-        """Part p's entry (None: no room for it; tried once a process)."""
-        if p not in self._parts:
-            with self._lock:
-                if p not in self._parts:
-                    self._parts[p] = self._open(f"part={p}", self.part)
-        return self._parts[p]
-
-    def meta(self):
-        # Part 0 first: a new entry's writer reserves up to a whole chunk
-        # (64 MiB) of the root's capacity, and under a small capacity the
-        # elements should have it rather than the one-item meta entry.
-        self.entry(0)
-        if self._meta is None:  # tried again each pass: it is the one that says "complete"
-            with self._lock:
-                if self._meta is None:
-                    self._meta = self._open("meta", 1)
-        return self._meta
+        """Part p, to look into: lookup(k) and present() of its elements."""
+        return _Part(self, p)
 
     def total(self):
         """The element count, once a pass has reached the upstream's end."""
-        m = self.meta()
-        f = None if m is None else m.lookup(0)
-        return None if f is None else int(decode(f, [None])[0])
-
-    def set_total(self, n):
-        m = self.meta()
-        if m is not None:
-            m.put(0, encode([np.asarray(n, dtype=np.int64)]))
-
-    def lookup(self, i, specs):
-        e = self.entry(i // self.part)
-        f = None if e is None else e.lookup(i % self.part)
-        return None if f is None else decode(f, specs)
-
-    def get(self, i, specs):
-        """Element i: stored, else computed by self.compute under its claim
-        (or read once the job that claimed it stored it). None: no entry."""
-        e = self.entry(i // self.part)
-        return None if e is None else decode(e.get(i % self.part), specs)
-
-    def put(self, i, components):
-        e = self.entry(i // self.part)
-        return e is not None and e.put(i % self.part, encode(components))
-
-    def present(self, total):
-        n = 0
-        for p in range(-(-total // self.part)):
-            e = self.entry(p)
-            n += 0 if e is None else min(e.present(), total - p * self.part)
+        n = self._stream.length()
+        self._warn_unavailable()
         return n
 
+    def set_total(self, n):
+        self._stream.finish(n)
+        self._warn_unavailable()
+
+    def complete(self):
+        """The count is recorded and every element is stored."""
+        return self._stream.complete()
+
+    def fields(self, i):
+        """Element i's stored fields, or None."""
+        f = self._stream.lookup(i)
+        self._warn_unavailable()
+        return f
+
+    def lookup(self, i, specs):
+        f = self.fields(i)
+        return None if f is None else decode(f, specs)
+
+    def get(self, i):
+        """Element i's fields: stored, else computed by self.compute under
+        its claim (or read once the job that claimed it stored it). None: no
+        entry."""
+        f = self._stream.get(i)
+        self._warn_unavailable()
+        return f
+
+    def put(self, i, components):
+        stored = self._stream.put(i, encode(components))
+        self._warn_unavailable()
+        return stored
+
+    def present(self, total):
+        return self._stream.present(total)
+
     def stats(self):
-        out = {}
-        for e in [e for e in self._parts.values() if e is not None]:
-            for k, v in e.stats().items():
-                if isinstance(v, int) and not isinstance(v, bool):
-                    out[k] = out.get(k, 0) + v
-        return out
+        return {k: v for k, v in self._stream.stats().items()
+                if isinstance(v, int) and not isinstance(v, bool)}
+
+
+class _Part:
+    """Part p of a Store, as a one-part view (tests and tools look into one)."""
+
+    def __init__(self, store, p):
+        self._store, self._first = store, p * store.part
+
+    def lookup(self, k):
+        return self._store.fields(self._first + k)
+
+    def present(self):
+        n = self._store._stream.present(self._first + self._store.part)
+        return n - self._store._stream.present(self._first)
 
 
 # ------------------------------------------------------------------ dataset
@@ -387,15 +372,16 @@ class TfCache:
         card = int(ds.cardinality())
         self.known_total = card if card >= 0 else None
         self.store.compute = self._at_index
+        self._computed = threading.local()  # the element _at_index computed last
 
     # One plan per pass, made when the pass starts; the read and the fill
     # datasets of that pass both follow it.
     def _new_plan(self):
         epoch = next(self._passes)
-        total = self.store.total()
-        read = total is not None and self.store.present(total) >= total
+        read = self.store.complete()
         order = None
         if read:  # the Loader's order for (seed, epoch): one shuffle in C++ and Python
+            total = self.store.total()
             order = np.frombuffer(_ssdfeed.epoch_order(total, self.shuffle, self.seed, epoch),
                                   np.uint64).astype(np.int64)
         pid = next(self._ids)
@@ -418,8 +404,7 @@ class TfCache:
         component as three outputs (uint8 k, scale, floats): k / scale when
         it was stored as k (scale > 0), else the floats (scale 0)."""
         i = int(i)
-        e = self.store.entry(i // self.store.part)
-        f = None if e is None else e.lookup(i % self.store.part)
+        f = self.store.fields(i)
         if f is not None:
             comps = decode(f, self.specs, u8_as_pairs=True)
         else:  # dropped since the pass began: compute it again
@@ -484,6 +469,7 @@ class TfCache:
             el = tf.data.experimental.at(self.upstream, i)
         except _NO_INDEX as e:
             raise _NoRandomAccess(str(e)) from None
+        self._computed.element = (i, el)  # compute runs on the thread that asked
         return to_numpy(el)
 
     def _claimed(self, i):
@@ -491,14 +477,26 @@ class TfCache:
         index, computed here under its claim while another job computing it
         is waited for; None when the upstream must go on from i."""
         if self.known_total is None or self._random_access is False:
-            return self.store.lookup(i, self.specs)
+            return self._stored(i)
+        self._computed.element = None
         try:
-            comps = self.store.get(i, self.specs)
+            fields = self.store.get(i)
         except _NoRandomAccess:
             self._random_access = False
-            return self.store.lookup(i, self.specs)
-        self._random_access = self._random_access or comps is not None
-        return comps
+            return self._stored(i)
+        self._random_access = self._random_access or fields is not None
+        if fields is None:
+            return None
+        mine = self._computed.element
+        if mine is not None and mine[0] == i:
+            # Computed here: the upstream's own tensors (what was stored
+            # decodes to them bit for bit), not a decoded copy of them.
+            return mine[1]
+        return self._pack(decode(fields, self.specs))
+
+    def _stored(self, i):
+        comps = self.store.lookup(i, self.specs)
+        return None if comps is None else self._pack(comps)
 
     def _by_index(self, start):
         for j in range(start, self.known_total):
@@ -517,9 +515,9 @@ class TfCache:
         it, i = None, 0
         while total is None or i < total:
             if it is None:
-                comps = self._claimed(i)
-                if comps is not None:
-                    yield self._pack(comps)
+                el = self._claimed(i)
+                if el is not None:
+                    yield el
                     i += 1
                     continue
                 it = self._upstream_from(i)

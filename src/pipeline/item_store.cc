@@ -8,7 +8,6 @@
 
 #include "pipeline/entry_key.h"
 #include "pipeline/fetcher.h"
-#include "ssdfeed/cached_fields.h"
 #include "ssdfeed/defaults.h"
 #include "ssdfeed/items.h"
 #include "ssdfeed/loader.h"
@@ -92,7 +91,7 @@ Status CopyFields(const CachedSample& cs, ItemFields* out) {
   out->section.assign(cs.fields.data(), cs.fields.size());
   CachedSample own;
   own.fields = out->section;
-  return ParseFields(own, &out->views);
+  return own.ParsedFields(&out->views);
 }
 }  // namespace
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <cstring>
 #include <thread>
 
@@ -186,6 +187,127 @@ TEST(ItemStore, AForkedChildOpensItsOwnStateAndLeavesTheParentsAlone) {
   bool stored = false;
   ASSERT_TRUE(store->Put(2, ItemFieldsOf(2), &stored).ok());
   EXPECT_TRUE(stored);
+}
+
+// ItemStream: items of a length not known up front, in parts of P items
+// plus a meta record of the length that a fill writes at its end.
+std::unique_ptr<ItemStream> OpenStream(const std::string& root, uint64_t part_size,
+                                       ItemStoreOptions o = {}) {
+  ItemStreamOptions so;
+  so.store = o;
+  so.part_size = part_size;
+  auto r = ItemStream::Open(root, "test:stream", "ident", so);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? std::move(r).value() : nullptr;
+}
+
+TEST(ItemStream, ItemsGoIntoPartsAndTheLengthIsRecordedAtTheEnd) {
+  test::TempDir root;
+  auto stream = OpenStream(root.path(), 3);
+  std::atomic<int> calls{0};
+  ItemFields f;
+  EXPECT_TRUE(stream->Length().status().IsNotFound());
+  for (uint64_t i = 0; i < 7; ++i) {  // parts 0, 1 and 2 (one item)
+    ASSERT_TRUE(stream->Get(i, Counting(&calls), &f).ok());
+    ExpectItem(f, i);  // compute was called with the stream's index
+  }
+  EXPECT_FALSE(stream->Complete()) << "every item stored, but the fill has not ended";
+  EXPECT_EQ(stream->Present(7), 7u);
+  ASSERT_TRUE(stream->Finish(7).ok());
+  auto n = stream->Length();
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 7u);
+  EXPECT_TRUE(stream->Complete());
+  EXPECT_EQ(stream->Stats().snapshot[Ctr::kCacheMisses], 7u);
+  // The entries are ItemStores of these identities (docs/cache-format.md,
+  // "Items"): part 1 holds items 3..5 as its 0..2.
+  auto part1 = ItemStore::Open(root.path(), "test:stream", "ident P=3 part=1", 3);
+  ASSERT_TRUE(part1.ok()) << part1.status().ToString();
+  ASSERT_TRUE((*part1)->Lookup(2, &f).ok());
+  ExpectItem(f, 5);
+  auto meta = ItemStore::Open(root.path(), "test:stream", "ident P=3 meta", 1);
+  ASSERT_TRUE(meta.ok());
+  ASSERT_TRUE((*meta)->Lookup(0, &f).ok());
+  ASSERT_EQ(f.views.size(), 1u);
+  EXPECT_EQ(f.views[0].dtype, "<i8");
+  // Another job finds it complete and computes nothing.
+  auto other = OpenStream(root.path(), 3);
+  EXPECT_TRUE(other->Complete());
+  ASSERT_TRUE(other->Get(6, Counting(&calls), &f).ok());
+  ExpectItem(f, 6);
+  EXPECT_EQ(calls.load(), 7);
+  // Another part size is another set of entries.
+  EXPECT_TRUE(OpenStream(root.path(), 4)->Length().status().IsNotFound());
+}
+
+TEST(ItemStream, ConcurrentFillsComputeEachItemOnce) {
+  test::TempDir root;
+  constexpr uint64_t kN = 40;
+  ItemStoreOptions o;
+  o.claim_wait_seconds = 60;  // a waiter returns as the claim is let go of: never this long
+  auto a = OpenStream(root.path(), 16, o), b = OpenStream(root.path(), 16, o);
+  std::atomic<int> calls{0};
+  auto run = [&](ItemStream* s) {
+    ItemFields f;
+    for (uint64_t i = 0; i < kN; ++i) {
+      ASSERT_TRUE(s->Get(i, Counting(&calls), &f).ok());
+      ExpectItem(f, i);
+    }
+    ASSERT_TRUE(s->Finish(kN).ok());
+  };
+  std::thread t1(run, a.get()), t2(run, b.get());
+  t1.join();
+  t2.join();
+  EXPECT_EQ(calls.load(), static_cast<int>(kN));
+  EXPECT_TRUE(a->Complete());
+}
+
+// A fill killed (SIGKILL, nothing flushed or closed) before its end leaves
+// no length: no job takes the items for complete; the next fill reads what
+// the killed one stored and computes only the rest.
+TEST(ItemStream, AKilledFillIsNeverCompleteAndIsResumed) {
+  test::TempDir root;
+  constexpr uint64_t kN = 7, kKilledAt = 5;
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto stream = OpenStream(root.path(), 3);
+    std::atomic<int> calls{0};
+    ItemFields f;
+    for (uint64_t i = 0; i < kKilledAt; ++i)
+      if (!stream || !stream->Get(i, Counting(&calls), &f).ok()) _exit(1);
+    kill(getpid(), SIGKILL);
+    _exit(2);  // not reached
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the child failed before it was killed: " << status;
+  auto stream = OpenStream(root.path(), 3);
+  EXPECT_TRUE(stream->Length().status().IsNotFound());
+  EXPECT_FALSE(stream->Complete());
+  EXPECT_EQ(stream->Present(kN), kKilledAt) << "what was stored survives the kill";
+  std::atomic<int> calls{0};
+  ItemFields f;
+  for (uint64_t i = 0; i < kN; ++i) {
+    ASSERT_TRUE(stream->Get(i, Counting(&calls), &f).ok());
+    ExpectItem(f, i);
+  }
+  EXPECT_EQ(calls.load(), static_cast<int>(kN - kKilledAt));
+  EXPECT_FALSE(stream->Complete());
+  ASSERT_TRUE(stream->Finish(kN).ok());
+  EXPECT_TRUE(stream->Complete());
+}
+
+TEST(ItemStream, AMalformedLengthIsCorruptionNamingTheMetaItem) {
+  test::TempDir root;
+  auto meta = ItemStore::Open(root.path(), "test:stream", "ident P=3 meta", 1);
+  ASSERT_TRUE(meta.ok());
+  bool stored = false;
+  ASSERT_TRUE((*meta)->Put(0, ItemFieldsOf(3), &stored).ok());  // two fields, not one count
+  meta->reset();
+  Status st = OpenStream(root.path(), 3)->Length().status();
+  EXPECT_TRUE(st.IsCorruption()) << st.ToString();
+  EXPECT_NE(st.message().find("test:stream item 0"), std::string::npos) << st.ToString();
 }
 
 }  // namespace

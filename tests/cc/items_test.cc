@@ -225,5 +225,30 @@ TEST(ImageLess, RendererServesFieldsAndRefusesPixels) {
   EXPECT_TRUE(st.IsCorruption()) << st.ToString();
 }
 
+// A cached sample hands out its fields parsed (ssdfeed/cache.h): a reader
+// outside src/cache needs no header but the public ones, and a section that
+// does not parse is corruption, never a read past it.
+TEST(ImageLess, CachedSampleGivesItsFieldsParsed) {
+  std::vector<Field> fields = {{"txt", FieldKind::kBytes, "|u1", {2}, "ab"},
+                               {"n", FieldKind::kArray, "<i8", {}, std::string(8, '\x01')}};
+  std::string section;
+  ASSERT_TRUE(EncodeFields(fields, &section).ok());
+  CachedSample cs;
+  std::vector<FieldView> views = {FieldView{}};
+  ASSERT_TRUE(cs.ParsedFields(&views).ok());
+  EXPECT_TRUE(views.empty()) << "a sample of only an image and a label has no fields";
+  cs.fields = section;
+  ASSERT_TRUE(cs.ParsedFields(&views).ok());
+  ASSERT_EQ(views.size(), 2u);
+  EXPECT_EQ(views[0].name, "txt");
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(views[0].data), views[0].size), "ab");
+  EXPECT_EQ(views[1].dtype, "<i8");
+  EXPECT_EQ(views[1].shape, std::vector<uint64_t>{});
+  std::string cut = section.substr(0, section.size() - 1);
+  cs.fields = cut;
+  Status st = cs.ParsedFields(&views);
+  EXPECT_TRUE(st.IsCorruption()) << st.ToString();
+}
+
 }  // namespace
 }  // namespace ssdfeed
