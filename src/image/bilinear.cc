@@ -40,7 +40,10 @@ Tap MapCoord(int d, double scale) {
   s -= s > f;
   return {s, f - static_cast<float>(s)};
 }
-double Scale(int n, int m) { return 1. / (static_cast<double>(m) / n); }
+// OpenCV's scale: the inverse of the inverse scale it is given or computes
+// (m / n for n pixels resized to m).
+double Scale(double inv_scale) { return 1. / inv_scale; }
+double InvScale(int n, int m) { return static_cast<double>(m) / n; }
 
 int16_t Sat16(int32_t v) { return static_cast<int16_t>(std::clamp(v, -32768, 32767)); }
 uint8_t SatU8(int32_t v) { return static_cast<uint8_t>(std::clamp(v, 0, 255)); }
@@ -69,9 +72,9 @@ struct PixelTap {
   int16_t a0, a1;
   bool edge;  // OpenCV's xmax on: one source pixel, weight kOne
 };
-void PixelTaps(int sw, int dw, std::vector<PixelTap>* taps) {
+void PixelTaps(int sw, int dw, double inv_scale, std::vector<PixelTap>* taps) {
   taps->resize(dw);
-  double scale = Scale(sw, dw);
+  double scale = Scale(inv_scale);
   bool edge = false;
   for (int dx = 0; dx < dw; ++dx) {
     Tap t = MapCoord(dx, scale);
@@ -112,9 +115,9 @@ void BuildBlocks(int row_bytes, Horizontal* h) {
   }
 }
 
-void BuildHorizontal(int sw, int dw, int cn, bool mirror, Horizontal* h) {
+void BuildHorizontal(int sw, int dw, int cn, bool mirror, double inv_scale, Horizontal* h) {
   thread_local std::vector<PixelTap> taps;
-  PixelTaps(sw, dw, &taps);
+  PixelTaps(sw, dw, inv_scale, &taps);
   h->values = dw * cn;
   h->mirrored = mirror;
   h->left.resize(h->values);
@@ -219,11 +222,18 @@ void SetBilinearPortableOnly(bool on) { portable_only.store(on, std::memory_orde
 
 bool ResizeBilinearU8(const uint8_t* src, int sh, int sw, size_t src_stride, int cn, uint8_t* dst,
                       int dh, int dw, size_t dst_stride, bool mirror) {
+  return ResizeBilinearU8AtScale(src, sh, sw, src_stride, cn, dst, dh, dw, dst_stride,
+                                 InvScale(sh, dh), InvScale(sw, dw), mirror);
+}
+
+bool ResizeBilinearU8AtScale(const uint8_t* src, int sh, int sw, size_t src_stride, int cn,
+                             uint8_t* dst, int dh, int dw, size_t dst_stride, double inv_scale_y,
+                             double inv_scale_x, bool mirror) {
 #ifdef SSDFEED_BILINEAR_AVX2
   if (!HaveAvx2() || portable_only.load(std::memory_order_relaxed)) return false;
   if ((cn != 1 && cn != 3) || sh < 1 || sw < 1 || dh < 1 || dw < 1) return false;
   thread_local Horizontal h;
-  BuildHorizontal(sw, dw, cn, mirror, &h);
+  BuildHorizontal(sw, dw, cn, mirror, inv_scale_x, &h);
   // Four values' taps span more than 16 bytes from a shrink by about 3x (3
   // channels) or 4.5x (1), and no 16-byte load fits a row under 16 bytes:
   // one-value-at-a-time code would be slower than OpenCV's pixel at a
@@ -247,7 +257,7 @@ bool ResizeBilinearU8(const uint8_t* src, int sh, int sw, size_t src_stride, int
     held[i] = r;
     return &rows[i * pitch];
   };
-  double scale = Scale(sh, dh);
+  double scale = Scale(inv_scale_y);
   for (int dy = 0; dy < dh; ++dy) {
     Tap t = MapCoord(dy, scale);  // rows clamped, weights not: as OpenCV
     int r0 = std::clamp(t.s, 0, sh - 1), r1 = std::clamp(t.s + 1, 0, sh - 1);
@@ -259,7 +269,7 @@ bool ResizeBilinearU8(const uint8_t* src, int sh, int sw, size_t src_stride, int
   return true;
 #else
   (void)src, (void)sh, (void)sw, (void)src_stride, (void)cn, (void)dst, (void)dh, (void)dw,
-      (void)dst_stride, (void)mirror;
+      (void)dst_stride, (void)inv_scale_y, (void)inv_scale_x, (void)mirror;
   return false;
 #endif
 }

@@ -35,6 +35,17 @@ namespace ssdfeed {
 bool ResizeBilinearU8(const uint8_t* src, int sh, int sw, size_t src_stride, int cn, uint8_t* dst,
                       int dh, int dw, size_t dst_stride, bool mirror = false);
 
+// The same at a given inverse scale per axis (output pixels per source
+// pixel), as cv::resize(src, dst, cv::Size(), inv_scale_x, inv_scale_y,
+// INTER_LINEAR) maps: for a source that stands for a fractional number of
+// pixels (the last chroma sample of an odd-sized JPEG covers one luma
+// pixel, not two). dh x dw is what is written: OpenCV would make
+// round(sh * inv_scale_y) x round(sw * inv_scale_x), of which these are the
+// top-left values. Declines where ResizeBilinearU8 does.
+bool ResizeBilinearU8AtScale(const uint8_t* src, int sh, int sw, size_t src_stride, int cn,
+                             uint8_t* dst, int dh, int dw, size_t dst_stride, double inv_scale_y,
+                             double inv_scale_x, bool mirror = false);
+
 // Tests: make ResizeBilinearU8 decline, as on a CPU without AVX2.
 void SetBilinearPortableOnly(bool on);
 

@@ -5,6 +5,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "image/cv_call.h"
+#include "image/jpeg_planes.h"
 #include "image/png.h"
 #include "ssdfeed/image.h"
 
@@ -31,24 +32,6 @@ Status TooLarge(uint64_t w, uint64_t h, uint64_t limit) {
                                  " pixels");
 }
 
-// The largest DCT scaling (<= 1) that keeps both sides >= the minimum.
-tjscalingfactor PickScale(int w, int h, int min_w, int min_h) {
-  tjscalingfactor best{1, 1};
-  if (min_w <= 0 || min_h <= 0) return best;
-  int n = 0;
-  tjscalingfactor* sf = tjGetScalingFactors(&n);
-  for (int i = 0; i < n; ++i) {
-    // Only 1/2, 1/4 and 1/8: libjpeg-turbo's other M/8 scalings use plain C
-    // IDCTs that are slower than a full-size SIMD decode (measured: 475 vs
-    // 500 images/s with them, bench/decode_bench.py).
-    if (sf[i].num != 1 || (sf[i].denom != 2 && sf[i].denom != 4 && sf[i].denom != 8)) continue;
-    int sw = TJSCALED(w, sf[i]);
-    int sh = TJSCALED(h, sf[i]);
-    if (sw >= min_w && sh >= min_h && sw < TJSCALED(w, best)) best = sf[i];
-  }
-  return best;
-}
-
 // Adobe CMYK JPEGs store inverted ink; libjpeg hands them back as is.
 void CmykToRgb(const uint8_t* cmyk, size_t pixels, uint8_t* rgb) {
   for (size_t i = 0; i < pixels; ++i) {
@@ -68,7 +51,7 @@ Status DecodeJpeg(tjhandle tj, std::string_view bytes, bool gray, int min_h, int
     return Status::Corruption(std::string("bad JPEG header: ") + tjGetErrorStr2(tj));
   if (w <= 0 || h <= 0) return Status::Corruption("JPEG with zero size");
   if (static_cast<uint64_t>(w) * h > limits.max_pixels) return TooLarge(w, h, limits.max_pixels);
-  tjscalingfactor sf = PickScale(w, h, min_w, min_h);
+  tjscalingfactor sf = PickDctScale(w, h, min_w, min_h);
   int sw = TJSCALED(w, sf), sh = TJSCALED(h, sf);
   bool cmyk = (cs == TJCS_CMYK || cs == TJCS_YCCK);
   int pf = gray && !cmyk ? TJPF_GRAY : (cmyk ? TJPF_CMYK : TJPF_RGB);

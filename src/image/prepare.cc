@@ -10,9 +10,11 @@
 #include <utility>
 
 #include "image/cv_call.h"
+#include "image/jpeg_planes.h"
 #include "image/resample.h"
 #include "ssdfeed/enum_names.h"
 #include "ssdfeed/image.h"
+#include "util/stage_clock.h"
 
 namespace ssdfeed {
 
@@ -69,10 +71,10 @@ std::string CodecCanonical(const PrepareSpec& s) {
 
 std::string PrepareSpec::Canonical() const {
   // Bump "prepN" whenever the bytes produced for the same spec change.
-  return "prep2;" + std::string(gray ? "gray" : "rgb") + ";short=" + std::to_string(resize_short) +
+  return "prep3;" + std::string(gray ? "gray" : "rgb") + ";short=" + std::to_string(resize_short) +
          ";long=" + std::to_string(max_long) + ";exact=" + std::to_string(resize_h) + "x" +
          std::to_string(resize_w) + ";crop=" + std::to_string(crop_h) + "x" +
-         std::to_string(crop_w) + ";resample=gauss-aa/linear;jpeg=tj-dct248-islow" +
+         std::to_string(crop_w) + ";resample=gauss-aa/linear;jpeg=tj-dct248-islow-planes" +
          CodecCanonical(*this);
 }
 
@@ -220,9 +222,8 @@ Status Decoder::DecodeAndPrepare(std::string_view bytes, const PrepareSpec& spec
   SSDFEED_RETURN_IF_ERROR(spec.Validate());
   // The target is computed from the original size so the output size never
   // depends on the DCT scale picked.
-  int h = 0, w = 0;
+  int h = 0, w = 0, subsamp = -1, cs = -1;
   if (SniffFormat(bytes) == ImageFormat::kJpeg) {
-    int subsamp = 0, cs = 0;
     if (tjDecompressHeader3(static_cast<tjhandle>(tj_),
                             reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), &w,
                             &h, &subsamp, &cs) != 0)
@@ -232,13 +233,26 @@ Status Decoder::DecodeAndPrepare(std::string_view bytes, const PrepareSpec& spec
   int th = 0, tw = 0;
   if (h > 0) ResizeTarget(spec, h, w, &th, &tw);
   bool resizes = spec.resize_h > 0 || spec.resize_short > 0;
-  thread_local Image decoded, resized;
   // DCT scaling only down to twice the target: the last halving is left to
   // the antialiasing resize, which keeps quality at a full decode's level
   // (image_test.cc) while large images still decode 4-16x fewer pixels.
-  SSDFEED_RETURN_IF_ERROR(
-      Decode(bytes, spec.gray, resizes ? 2 * th : 0, resizes ? 2 * tw : 0, &decoded));
-  if (h == 0) {  // not a JPEG: decoded at full size
+  int min_h = resizes ? 2 * th : 0, min_w = resizes ? 2 * tw : 0;
+  thread_local Image decoded, resized;
+  // A JPEG decoded at full size that shrinks is resized in its YCbCr planes
+  // (image/jpeg_planes.h). Not after a DCT scaling: there the planes' route
+  // measured further from the original than the RGB one (image_test.cc).
+  bool full_size = PickDctScale(w, h, min_w, min_h).denom == 1;
+  if (h > 0 && static_cast<uint64_t>(w) * h <= limits.max_pixels && full_size &&
+      ResizesInPlanes(subsamp, cs, spec.gray, h, w, th, tw)) {
+    if (geometry != nullptr) *geometry = PlanPrepare(spec, h, w);
+    tjhandle tj = static_cast<tjhandle>(tj_);
+    if (spec.crop_h == 0) return DecodeJpegResizedInPlanes(tj, bytes, w, h, subsamp, th, tw, out);
+    SSDFEED_RETURN_IF_ERROR(DecodeJpegResizedInPlanes(tj, bytes, w, h, subsamp, th, tw, &resized));
+    return CenterCrop(resized, spec.crop_h, spec.crop_w, out);
+  }
+  SSDFEED_RETURN_IF_ERROR(Decode(bytes, spec.gray, min_h, min_w, &decoded));
+  MarkStage(Tmr::kDecode);  // the rest is prepare (resize, crop)
+  if (h == 0) {             // not a JPEG: decoded at full size
     h = decoded.height;
     w = decoded.width;
     ResizeTarget(spec, h, w, &th, &tw);

@@ -365,6 +365,33 @@ TEST(Resample, TheBilinearKernelGivesOpenCvsBytes) {
   EXPECT_FALSE(ResizeBilinearU8(&probe, 1, 1, 1, 2, &out, 1, 1, 2)) << "2 channels: not ours";
 }
 
+// At a given scale (an odd JPEG's chroma plane resized at the image's
+// scale), the kernel gives the top-left of what cv::resize makes when
+// handed the same scale and no size.
+TEST(Resample, TheBilinearKernelAtAGivenScaleGivesOpenCvsBytes) {
+  uint8_t probe = 0, out = 0;
+  if (!ResizeBilinearU8(&probe, 1, 1, 1, 1, &out, 1, 1, 1))
+    GTEST_SKIP() << "no AVX2 here: cv::resize itself is used";
+  std::mt19937 rng(20261205);
+  for (int i = 0; i < 300; ++i) {
+    int sw = 17 + static_cast<int>(rng() % 400), sh = 2 + static_cast<int>(rng() % 400);
+    // A plane of ceil(n / 2) samples for an odd n-pixel side, resized to t.
+    int nw = 2 * sw - 1, nh = 2 * sh - 1;
+    int tw = std::max(1, static_cast<int>(nw * (0.3 + (rng() % 1000) * 0.0007)));
+    int th = std::max(1, static_cast<int>(nh * (0.3 + (rng() % 1000) * 0.0007)));
+    double ix = 2.0 * tw / nw, iy = 2.0 * th / nh;
+    cv::Mat src(sh, sw, CV_8UC1), want, got(th, tw, CV_8UC1);
+    cv::randu(src, 0, 256);
+    cv::resize(src, want, cv::Size(), ix, iy, cv::INTER_LINEAR);
+    ASSERT_GE(want.cols, tw);
+    ASSERT_GE(want.rows, th);
+    if (!ResizeBilinearU8AtScale(src.data, sh, sw, src.step, 1, got.data, th, tw, got.step, iy, ix))
+      continue;  // a shrink past the kernel's reach: ResizeChroma uses OpenCV
+    ASSERT_EQ(cv::norm(got, want(cv::Rect(0, 0, tw, th)), cv::NORM_INF), 0)
+        << sh << "x" << sw << " -> " << th << "x" << tw;
+  }
+}
+
 // ResizeAntialiased's mirror gives the bytes of a cv::flip after it, on
 // every path: bilinear (the kernel, or OpenCV where it declines), the blur
 // first, the box average, the plain copy.

@@ -254,8 +254,12 @@ TEST(PixelCodec, Yuv420GrayRoundTripsExactly) {
 
 // The fidelity docs/cache-format.md states: only chroma is lost, at half
 // raw's bytes. make-dataset's photos (saturated colour fields with sharp
-// edges: the hardest case for half-resolution chroma) keep 31-33 dB, above
-// what jpeg q90 keeps of the same images.
+// edges: the hardest case for half-resolution chroma) keep 30.5-32 dB, at
+// least 0.5 dB above what jpeg q90 keeps of the same images. (31.6-32.8 dB
+// when the prepare resized in RGB: its chroma, upsampled by libjpeg then
+// resized, was smoothed twice; resized in the planes it is sharper, closer
+// to the original, and half-resolution chroma loses more of it. jpeg q90
+// lost as much more.)
 TEST(PixelCodec, Yuv420HalvesPhotosAboveJpegQ90) {
   PixelCodecScratch s;
   for (int i = 0; i < 4; ++i) {
@@ -272,8 +276,8 @@ TEST(PixelCodec, Yuv420HalvesPhotosAboveJpegQ90) {
     double psnr = Psnr(img.pixels.data(), back.data(), img.bytes());
     double q90 = Psnr(img.pixels.data(), jpeg.data(), img.bytes());
     std::printf("photo %d: yuv420 %.2f dB against raw, jpeg q90 %.2f dB\n", i, psnr, q90);
-    EXPECT_GE(psnr, 31.0) << "photo " << i;
-    EXPECT_GT(psnr, q90) << "photo " << i;
+    EXPECT_GE(psnr, 30.5) << "photo " << i;
+    EXPECT_GT(psnr, q90 + 0.5) << "photo " << i;
   }
 }
 
@@ -303,8 +307,8 @@ TEST(PrepareSpecCodec, RawKeepsItsTextAndOthersChangeIt) {
   raw.resize_short = 256;
   raw.crop_h = raw.crop_w = 224;
   EXPECT_EQ(raw.Canonical(),
-            "prep2;rgb;short=256;long=0;exact=0x0;crop=224x224;resample=gauss-aa/linear;"
-            "jpeg=tj-dct248-islow");
+            "prep3;rgb;short=256;long=0;exact=0x0;crop=224x224;resample=gauss-aa/linear;"
+            "jpeg=tj-dct248-islow-planes");
   EXPECT_EQ(raw.ToJson().find("codec"), std::string::npos);
   PrepareSpec zstd = raw, jpeg = raw, jpeg50 = raw, jpeg_gray = raw;
   zstd.codec = jpeg.codec = jpeg50.codec = jpeg_gray.codec = RecordCodec::kJpeg;
