@@ -8,7 +8,7 @@
 //   auto pe = ssdfeed::PeerEntry::Open("s3://bucket/train/", o);
 //   std::string batch;
 //   PeerBatchInfo sent;
-//   (*pe)->Export({0, 3, 6}, &batch, &sent);   // on the node that holds them
+//   (*pe)->Export({0, 3, 6}, 1, &batch, &sent);  // on the node that holds them
 //   PeerImportReport r;
 //   (*pe)->Import(batch.data(), batch.size(), &r);  // on a node that lacks them
 #pragma once
@@ -63,8 +63,9 @@ class PeerEntry {
   // Appends to *batch a batch of the entry's stored records of `ids` (those
   // it holds intact; the others are left out): a header naming the entry's
   // fingerprint, then the records in the cache's own format. Counts them as
-  // sent (peer_records_sent, peer_bytes_sent).
-  virtual Status Export(const std::vector<uint64_t>& ids, std::string* batch,
+  // sent (peer_records_sent, peer_bytes_sent) once for each of the
+  // `receivers` nodes the caller sends the batch to.
+  virtual Status Export(const std::vector<uint64_t>& ids, uint32_t receivers, std::string* batch,
                         PeerBatchInfo* info) = 0;
   // Checks every record of a batch as an import of `ssdfeed cache export`
   // does (the batch's entry fingerprint, each record's checksum, id, length,

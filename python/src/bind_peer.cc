@@ -51,13 +51,13 @@ WarmResult WarmIds(PeerEntry& pe, const std::vector<uint64_t>& ids) {
   return r;
 }
 
-nb::tuple Export(PeerEntry& pe, const std::vector<uint64_t>& ids) {
+nb::tuple Export(PeerEntry& pe, const std::vector<uint64_t>& ids, uint32_t receivers) {
   std::string batch;
   PeerBatchInfo info;
   Status s;
   {
     nb::gil_scoped_release nogil;
-    s = pe.Export(ids, &batch, &info);
+    s = pe.Export(ids, receivers, &batch, &info);
   }
   ThrowIfError(s);
   return nb::make_tuple(nb::bytes(batch.data(), batch.size()), info.records);
@@ -95,8 +95,9 @@ void BindPeer(nb::module_& m) {
       .def_prop_ro("warning", &PeerEntry::warning)
       .def("presence", &Presence, "One byte per sample id: 1 where the entry holds it.")
       .def("warm_ids", &WarmIds, nb::arg("ids"), "Prepares ids from the origin into the entry.")
-      .def("export_batch", &Export, nb::arg("ids"),
-           "(batch bytes, records): the entry's intact records of ids.")
+      .def("export_batch", &Export, nb::arg("ids"), nb::arg("receivers") = 1,
+           "(batch bytes, records): the entry's intact records of ids, counted as "
+           "sent to `receivers` nodes (default 1).")
       .def("import_batch", &Import, nb::arg("batch"),
            "Checks a batch's records and stores those the entry lacks.")
       .def("record_complete", &PeerEntry::RecordComplete, nb::arg("seconds"))

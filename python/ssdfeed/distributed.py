@@ -32,6 +32,13 @@ from ssdfeed.prepare import Prepare
 from ssdfeed._warm import _warm_options
 
 
+def count_export(r: dict, batch: bytes, records: int, receivers: int) -> None:
+    """Adds a batch exported for `receivers` nodes to a node's result dict r:
+    sent counts once per receiver, what crossed the fabric."""
+    r["records_sent"] += records * receivers
+    r["bytes_sent"] += len(batch) * receivers
+
+
 def count_import(r: dict, rep) -> None:
     """Adds what one received batch did (PeerEntry.import_batch's report) to
     a node's result dict r; the Ray fill counts the same way."""
@@ -49,6 +56,9 @@ NODE_ID_FILE = "node-id"
 # Exchange rounds before the leaders give up on refilling what peers hold and
 # read the rest from the origin (a peer whose records keep failing checks).
 MAX_ROUNDS = 4
+# Tags of a batch's two point-to-point messages between leaders: its length,
+# then its bytes.
+SIZE_TAG, BATCH_TAG = 7301, 7302
 
 
 def _torch_dist():
@@ -105,6 +115,28 @@ def senders(present: np.ndarray, wanting: np.ndarray):
     sender = np.array([np.flatnonzero(holders[:, j])[pick[j]] for j in range(needed.size)],
                       dtype=np.int64)
     return needed, sender
+
+
+def plan(present: np.ndarray, wanting: np.ndarray, batch_records: int) -> list:
+    """One round's batches: for each node, the batches it sends, in order,
+    each (ids, receivers). Every record some wanting node lacks goes out once,
+    from the holder senders() picks, in a batch of records that exactly the
+    same nodes lack, and goes to those nodes only: a node never receives a
+    record it holds (or any batch, when it holds everything)."""
+    needed, sender = senders(present, wanting)
+    lacking = wanting[:, None] & ~present[:, needed]  # nodes x needed
+    sets, which = np.unique(lacking.T, axis=0, return_inverse=True)
+    which = which.reshape(-1)
+    out = []
+    for k in range(present.shape[0]):
+        mine = []
+        for g in range(len(sets)):
+            ids = needed[(sender == k) & (which == g)]
+            receivers = np.flatnonzero(sets[g]).tolist()
+            mine += [(ids[i:i + batch_records].tolist(), receivers)
+                     for i in range(0, ids.size, batch_records)]
+        out.append(mine)
+    return out
 
 
 class _Nodes:
@@ -287,18 +319,19 @@ class _NodeFill:
 
     def _exchange(self, present: np.ndarray, wanting: np.ndarray) -> None:
         """One round: every record some admitting node lacks goes out once,
-        from one of the nodes holding it, in batches."""
-        needed, sender = senders(present, wanting)
-        mine = needed[sender == self.nodes.node].tolist()
-        per_node = np.bincount(sender, minlength=self.nodes.nodes)
-        steps = -(-int(per_node.max()) // self.batch_records) if needed.size else 0
-        lack_any = bool(wanting[self.nodes.node])
-        for step in range(steps):
-            ids = mine[step * self.batch_records: (step + 1) * self.batch_records]
-            batch = self._export(ids, step) if ids and not self.failed else b""
-            for j, got in enumerate(self._all_gather_bytes(batch)):
-                if j != self.nodes.node and got and lack_any and self._admitting() \
-                        and not self.failed:
+        from one of the nodes holding it, in batches, each sent point to
+        point to the nodes that lack its records (plan()). In step s every
+        node sends its s-th batch and receives the s-th batches meant for it;
+        each node knows the plan, so it knows whom to wait for."""
+        batches = plan(present, wanting, self.batch_records)
+        me = self.nodes.node
+        for step in range(max(len(b) for b in batches)):
+            out_ids, to = batches[me][step] if step < len(batches[me]) else ([], [])
+            batch = self._export(out_ids, len(to), step) if to and not self.failed else b""
+            senders_now = [k for k, b in enumerate(batches)
+                           if step < len(b) and me in b[step][1]]
+            for got in self._swap(batch, to, senders_now):
+                if got and not self.failed:
                     self._import(got)
         self._guarded(self.pe.sync)
 
@@ -311,13 +344,12 @@ class _NodeFill:
             self.failed = self.failed or f"{type(e).__name__}: {e}"
             return None
 
-    def _export(self, ids: list, step: int) -> bytes:
-        out = self._guarded(self.pe.export_batch, ids)
+    def _export(self, ids: list, receivers: int, step: int) -> bytes:
+        out = self._guarded(self.pe.export_batch, ids, receivers)
         if out is None:
             return b""
         batch, records = out
-        self.r["records_sent"] += records
-        self.r["bytes_sent"] += len(batch)
+        count_export(self.r, batch, records, receivers)
         return self.tamper(batch, step) if self.tamper is not None else batch
 
     def _import(self, batch: bytes) -> None:
@@ -325,24 +357,36 @@ class _NodeFill:
         if rep is not None:
             count_import(self.r, rep)
 
-    def _all_gather_bytes(self, data: bytes) -> list:
-        """Every leader's bytes (a batch each), over the leaders' group."""
+    def _swap(self, data: bytes, to: list, senders_from: list) -> list:
+        """Sends data to the nodes in to and returns the batch each node in
+        senders_from sends here, over the leaders' gloo group, point to
+        point: a length, then the bytes (none for an empty batch, one a
+        failed export left empty). Every send is posted before any receive
+        is waited for, so no order of the nodes' steps can deadlock."""
         import torch
         import torch.distributed as dist
 
-        g = self.nodes.leader_group
+        g, leaders = self.nodes.leader_group, self.nodes.leaders
         size = torch.tensor([len(data)], dtype=torch.int64)
-        sizes = [torch.empty_like(size) for _ in range(self.nodes.nodes)]
-        dist.all_gather(sizes, size, group=g)
-        longest = max(int(s) for s in sizes)
-        if longest == 0:
-            return [b""] * self.nodes.nodes
-        buf = torch.zeros(longest, dtype=torch.uint8)
-        if data:
-            buf[: len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-        bufs = [torch.empty_like(buf) for _ in range(self.nodes.nodes)]
-        dist.all_gather(bufs, buf, group=g)
-        return [b.numpy()[: int(s)].tobytes() for b, s in zip(bufs, sizes)]
+        payload = torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else None
+        sends = []
+        for k in to:
+            sends.append(dist.isend(size, leaders[k], group=g, tag=SIZE_TAG))
+            if payload is not None:
+                sends.append(dist.isend(payload, leaders[k], group=g, tag=BATCH_TAG))
+        got = []
+        for k in senders_from:
+            n = torch.empty(1, dtype=torch.int64)
+            dist.irecv(n, leaders[k], group=g, tag=SIZE_TAG).wait()
+            if int(n) == 0:
+                got.append(b"")
+                continue
+            buf = torch.empty(int(n), dtype=torch.uint8)
+            dist.irecv(buf, leaders[k], group=g, tag=BATCH_TAG).wait()
+            got.append(buf.numpy().tobytes())
+        for w in sends:
+            w.wait()
+        return got
 
     def _finish(self) -> dict:
         if self.failed:  # after the last gather: nobody waits for this leader now

@@ -12,8 +12,11 @@ prepares and caches it for the next pass. Install with ``pip install
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import os
+import pickle
+from collections import OrderedDict
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -37,13 +40,15 @@ Ranges = List[Tuple[int, int]]
 # by then is planned as if it cached nothing (its ranges go anywhere).
 REPORT_TIMEOUT_S = 30.0
 
-# Defaults that keep Ray's per-task and per-block costs (a task start, a
-# loader opening its entry, an object in the store, a step of the executor)
-# small against the bytes moved: one read task per CPU of the cluster, each
-# yielding blocks of about BLOCK_BYTES. Tasks stay at most MAX_SAMPLES_PER_TASK
-# ids, so a task retried after a node loss redoes a bounded range.
-BLOCK_BYTES = 32 << 20
-MIN_BLOCK_ROWS = 256
+# Defaults that keep Ray's per-task and per-block costs (a task start, an
+# object in the store, a step of the executor) small against the bytes
+# moved: one read task per CPU of the cluster, each yielding its whole range
+# as one block. Ray Data concatenates (copies) the blocks a task yields until
+# they pass its target block size (DataContext.target_max_block_size, 128
+# MiB by default), so a task's range is at most that many bytes, one block
+# that passes through whole. Tasks stay at most MAX_SAMPLES_PER_TASK ids, so
+# a task retried after a node loss redoes a bounded range, and at least
+# MIN_SAMPLES_PER_TASK (where a block holds them): not slivers.
 MIN_SAMPLES_PER_TASK = 1024
 MAX_SAMPLES_PER_TASK = 1 << 16
 
@@ -100,29 +105,73 @@ def _rows(batch, kinds: dict) -> dict:
     return out
 
 
+# Loaders a Ray worker process keeps open between passes (Ray reuses its
+# workers): a read task whose range this process read before finds the source
+# listed and the entry open, where opening them again cost each task of each
+# pass a listing of the whole source. Keyed by everything the loader is made
+# of and the source's size as planned (a source that grew or shrank is
+# another key). A kept loader also keeps its batch buffer for reuse (a
+# range's bytes), so a process keeps at most KEEP_OPEN loaders and
+# KEEP_OPEN_BYTES of their ranges, the least recently used closed first (the
+# one just used is always kept).
+KEEP_OPEN = 8
+KEEP_OPEN_BYTES = 256 << 20
+_open_loaders: "OrderedDict[bytes, Tuple[Loader, int]]" = OrderedDict()
+
+
+@atexit.register
+def _close_open_loaders() -> None:
+    """Stops the kept loaders' workers before the interpreter goes."""
+    while _open_loaders:
+        _open_loaders.popitem()[1][0].close()
+
+
+def _open_loader(spec: dict, cache, lo: int, hi: int) -> Tuple[bytes, Loader]:
+    kw = _loader_kwargs(spec, cache)
+    kw.pop("epoch")
+    key = pickle.dumps((kw, lo, hi))
+    loader, _ = _open_loaders.pop(key, (None, 0))
+    if loader is None:
+        source = kw.pop("source")
+        kw.pop("samples", None)
+        kw.pop("sample_bytes", None)
+        loader = Loader(source, ids=range(lo, hi), shuffle=False, **kw)
+    _open_loaders[key] = (loader, (hi - lo) * spec.get("sample_bytes", 0))
+    while len(_open_loaders) > 1 and (
+            len(_open_loaders) > KEEP_OPEN
+            or sum(held for _, held in _open_loaders.values()) > KEEP_OPEN_BYTES):
+        _open_loaders.popitem(last=False)[1][0].close()
+    return key, loader
+
+
 def _read_range(spec: dict, cache, lo: int, hi: int, stats) -> Iterator[dict]:
     """Reads ids [lo, hi) here, in canonical order, as numpy batches, each
     yielded as the loader makes it (a block leaves the task while the next
-    is read)."""
-    kw = _loader_kwargs(spec, cache)
-    source = kw.pop("source")
-    epoch = kw.pop("epoch")
-    with Loader(source, ids=range(lo, hi), shuffle=False, **kw) as loader:
-        loader.set_epoch(epoch)
+    is read), with a loader this process keeps open for the next pass."""
+    key, loader = _open_loader(spec, cache, lo, hi)
+    before = loader.stats() if stats is not None else None
+    loader.set_epoch(spec["epoch"])
+    whole = False
+    try:
         pos = lo
         for b in loader:
             batch = _rows(b, loader.fields)
             n = len(batch["image"])
-            if kw.get("on_error", "raise") == "raise":
+            if spec.get("on_error", "raise") == "raise":
                 # Canonical order, nothing skipped: positions are ids.
                 batch["id"] = np.arange(pos, pos + n, dtype=np.int64)
             pos += n
             yield batch
-        if stats is not None:
-            s = loader.stats()
-            # Waited for, so a summary asked after the pass counts this task.
-            ray.get(stats.add.remote(_node_id(), {k: s[k] for k in (
-                "cache_hits", "cache_misses", "prepared", "samples")}))
+        whole = True
+    finally:
+        if not whole:  # a pass left early or failed: the next one opens afresh
+            _open_loaders.pop(key, None)
+            loader.close()
+    if stats is not None:
+        s = loader.stats()
+        # Waited for, so a summary asked after the pass counts this task.
+        ray.get(stats.add.remote(_node_id(), {k: s[k] - before[k] for k in (
+            "cache_hits", "cache_misses", "prepared", "samples")}))
 
 
 def _read_range_list(spec: dict, cache, lo: int, hi: int, stats) -> List[dict]:
@@ -183,15 +232,13 @@ def _cluster_cpus() -> int:
     return max(1, int(ray.cluster_resources().get("CPU", 1)))
 
 
-def _default_per_task(samples: int, cpus: int) -> int:
-    """One task per CPU, within [MIN_SAMPLES_PER_TASK, MAX_SAMPLES_PER_TASK]."""
+def _default_per_task(samples: int, cpus: int, sample_bytes: int) -> int:
+    """One task per CPU, within [MIN_SAMPLES_PER_TASK, MAX_SAMPLES_PER_TASK],
+    and no more ids than one block of Ray Data's target block size holds."""
     per_cpu = -(-samples // cpus)
-    return max(1, min(samples, max(MIN_SAMPLES_PER_TASK, min(MAX_SAMPLES_PER_TASK, per_cpu))))
-
-
-def default_block_rows(sample_bytes: int) -> int:
-    """Rows of a block of about BLOCK_BYTES, at least MIN_BLOCK_ROWS."""
-    return max(MIN_BLOCK_ROWS, BLOCK_BYTES // max(1, sample_bytes))
+    block = ray.data.DataContext.get_current().target_max_block_size or (128 << 20)
+    per = max(MIN_SAMPLES_PER_TASK, min(MAX_SAMPLES_PER_TASK, per_cpu))
+    return max(1, min(samples, per, block // max(1, sample_bytes)))
 
 
 def _metadata(rows: int, size: int) -> BlockMetadata:
@@ -272,7 +319,7 @@ def read(source: Union[str, os.PathLike], *, prepare: Prepare = Prepare(),
          augment=None,
          cache: Union[str, os.PathLike, bool, None] = True, epoch: int = 0, seed: int = 0,
          samples_per_task: Optional[int] = None, batch_size: Optional[int] = None,
-         threads: int = 1,
+         threads: int = 1, reserve_resources: bool = False,
          locality: bool = True, stats=None, on_error: str = "raise", dtype: str = "uint8",
          layout: str = "NHWC", mean: Optional[Sequence[float]] = None,
          std: Optional[Sequence[float]] = None, image_key: Optional[str] = None,
@@ -299,18 +346,34 @@ def read(source: Union[str, os.PathLike], *, prepare: Prepare = Prepare(),
         samples_per_task: ids per read task (the unit of placement), int >= 1,
             or None (default): one task per CPU of the cluster, at least
             1024 and at most 65,536 ids (Ray's per-task cost is paid once
-            per CPU, not once per thousand samples).
-        batch_size: rows per block, int >= 1, or None (default): blocks of
-            about 32 MiB, at least 256 rows (64x64 RGB uint8: 2,730 rows).
-            Big blocks keep Ray's per-block cost small; ``iter_batches``
-            cuts them to any batch size without copying image columns.
+            per CPU, not once per thousand samples), and no more than one
+            block of ``DataContext.target_max_block_size`` bytes (128 MiB
+            by default) holds.
+        batch_size: rows per block a read task yields, int >= 1, or None
+            (default): the task's whole range as one block. Ray Data
+            concatenates (copies) smaller blocks of a task up to its target
+            block size; one block per task passes through whole, and
+            ``iter_batches`` cuts it to any batch size without copying
+            image columns.
         threads: decoding threads of each read task, int >= 1. Default 1
             (Ray counts one CPU per task).
+        reserve_resources: Ray Data's per-operator resource reservation
+            (``DataContext.op_resource_reservation_enabled``) for this
+            dataset and those derived from it; the process's DataContext
+            is left as it is. Default False: with it on, Ray Data ran the
+            read tasks one after the other, one at a time, on 2 and on 4
+            CPUs (tests/py/test_ray.py); pass True where later operators of
+            the pipeline (a heavy ``map_batches``) need CPUs kept from the
+            reads.
         locality: place read tasks where their ids are cached. Default True.
         stats: a ``ssdfeed.ray.Stats`` actor that read tasks report their
             cache counters to, or None (default).
         read_args: passed to ``ray.data.read_datasource`` (e.g.
             ``override_num_blocks``, ``ray_remote_args``).
+
+    A Ray worker keeps the loader of each range it read (up to KEEP_OPEN
+    loaders and KEEP_OPEN_BYTES of ranges) for the next pass, as a plain Loader is kept between epochs: the source
+    is listed by this call on the driver, not again by every read task.
 
     Order is canonical by id range; shuffle with ``random_shuffle()`` or
     ``iter_batches(local_shuffle_buffer_size=...)``. The ``id`` column is
@@ -333,21 +396,26 @@ def read(source: Union[str, os.PathLike], *, prepare: Prepare = Prepare(),
                          "Prepare(resize=...) or center_crop, or an augment")
     size = {"uint8": 1, "float16": 2, "float32": 4}[dtype]
     sample_bytes = h * w * c * size
-    spec["batch_size"] = rows or default_block_rows(sample_bytes)
     if cache is not True and cache not in (False, None) and not os.fspath(cache):
         raise ValueError(f"cache must be True, False or a directory path, not {cache!r}")
     if samples_per_task is None:
         if not ray.is_initialized():
             ray.init()  # as read_datasource would, to learn the cluster's CPUs
-        per_task = _default_per_task(samples, _cluster_cpus())
+        per_task = _default_per_task(samples, _cluster_cpus(), sample_bytes)
     else:
         per_task = _int("samples_per_task", samples_per_task, 1)
+    spec["batch_size"] = rows or per_task  # default: a task's range, one block
+    spec["samples"] = samples  # keys the loaders read tasks keep open
+    spec["sample_bytes"] = sample_bytes  # what a kept loader's buffer holds
     ds = SsdfeedDatasource(spec, cache, samples, sample_bytes, per_task, bool(locality), stats)
     # As many output blocks as read tasks make: with fewer, Ray Data would
     # split every task's blocks into slivers (SplitBlocks), paying its
     # per-block cost dozens of times per task.
     read_args.setdefault("override_num_blocks", max(1, -(-samples // per_task)))
-    return ray.data.read_datasource(ds, **read_args)
+    dataset = ray.data.read_datasource(ds, **read_args)
+    # The dataset's own copy of the DataContext: what its execution reads.
+    dataset.context.op_resource_reservation_enabled = bool(reserve_resources)
+    return dataset
 
 
 def cached(source: Union[str, os.PathLike], *, prepare: Prepare = Prepare(),
@@ -371,9 +439,10 @@ class _PeerNode:
     fetched by the nodes that need them through the object store) and checks
     and stores batches received (docs/multi-node.md)."""
 
-    def __init__(self, uri: str, cache, options: dict):
+    def __init__(self, uri: str, cache, options: dict, die_at: Optional[int] = None):
         from ssdfeed._warm import _warm_options
         o = _warm_options(cache=_root_here(cache), **options)
+        self.die_at, self.batches_in = die_at, 0  # die_at: a test's kill (warm's _die_at)
         self.pe = _ssdfeed.PeerEntry.open(uri, o)
         self.r = dict(node_id=_node_id(), prepared=0, origin_bytes=0, records_received=0,
                       bytes_received=0, records_sent=0, bytes_sent=0, records_refused=0,
@@ -392,15 +461,19 @@ class _PeerNode:
         if w.cache_full:
             self.full = w.warning or "the cache is full"
 
-    def export(self, ids: List[int]) -> bytes:
-        batch, records = self.pe.export_batch(ids)
-        self.r["records_sent"] += records
-        self.r["bytes_sent"] += len(batch)
+    def export(self, ids: List[int], receivers: int) -> bytes:
+        from ssdfeed.distributed import count_export
+
+        batch, records = self.pe.export_batch(ids, receivers)
+        count_export(self.r, batch, records, receivers)
         return batch
 
     def receive(self, batch: bytes) -> None:
         from ssdfeed.distributed import count_import
 
+        if self.batches_in == self.die_at:
+            os._exit(17)  # killed mid-exchange: no cleanup, nothing stored of this batch
+        self.batches_in += 1
         count_import(self.r, self.pe.import_batch(batch))
 
     def finish(self, seconds: float) -> dict:
@@ -417,7 +490,8 @@ class _PeerNode:
 def warm(source: Union[str, os.PathLike], *, prepare: Prepare = Prepare(), cache=True,
          workers: Optional[int] = None, on_error: str = "raise", image_key: Optional[str] = None,
          label_key: Optional[str] = None, fields: Optional[dict] = None,
-         cache_capacity: Optional[int] = None, batch_records: int = 256) -> dict:
+         cache_capacity: Optional[int] = None, batch_records: int = 256,
+         _die_at: Optional[Tuple[int, int]] = None) -> dict:
     """Warms the cache entry of (source, prepare) on every alive node of the
     Ray cluster with one call: the samples no node holds are dealt among the
     nodes, each prepares its share once, and the nodes fill each other
@@ -426,10 +500,13 @@ def warm(source: Union[str, os.PathLike], *, prepare: Prepare = Prepare(), cache
     ``ssdfeed.distributed.warm`` (``cache`` may contain ``{node_id}``, as for
     ``read``). Returns ``{"nodes": {node_id: result}, "prepared",
     "origin_bytes", "complete"}``, each node's result as
-    ``ssdfeed.distributed.warm``'s."""
-    import time
+    ``ssdfeed.distributed.warm``'s. Raises the Ray error of a node whose
+    actor died (the others' actors are ended); calling again resumes, each
+    node filling what it lacks from its peers.
 
-    from ssdfeed.distributed import MAX_ROUNDS, deal, senders
+    _die_at=(k, n), for tests: the k-th node's actor exits on receiving its
+    n-th batch, as if killed."""
+    import time
 
     _int("batch_records", batch_records, 1)
     t0 = time.monotonic()
@@ -437,8 +514,29 @@ def warm(source: Union[str, os.PathLike], *, prepare: Prepare = Prepare(), cache
                    label_key=label_key, cache_capacity=cache_capacity, fields=fields)
     node_ids = [n["NodeID"] for n in ray.nodes()
                 if n["Alive"] and n["Resources"].get("CPU", 0) > 0]
+    die = dict([_die_at]) if _die_at is not None else {}
     actors = [_PeerNode.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
-        nid, soft=False)).remote(os.fspath(source), cache, options) for nid in node_ids]
+        nid, soft=False)).remote(os.fspath(source), cache, options, die.get(k))
+        for k, nid in enumerate(node_ids)]
+    try:
+        results = _warm_rounds(actors, batch_records, t0)
+    finally:
+        for a in actors:
+            ray.kill(a)
+    return {"nodes": {r["node_id"]: r for r in results},
+            "prepared": sum(r["prepared"] for r in results),
+            "origin_bytes": sum(r["origin_bytes"] for r in results),
+            "complete": all(r["complete"] for r in results)}
+
+
+def _warm_rounds(actors, batch_records: int, t0: float) -> List[dict]:
+    """warm's rounds, as ssdfeed.distributed's leaders run them: gather what
+    every node holds, deal what none holds to the origin, exchange the rest;
+    then each node's result."""
+    import time
+
+    from ssdfeed.distributed import MAX_ROUNDS, deal
+
     for rnd in range(MAX_ROUNDS + 1):
         reports = ray.get([a.presence.remote() for a in actors])
         present = np.stack([np.frombuffer(p, dtype=np.uint8) for p, _ in reports]).astype(bool)
@@ -455,28 +553,20 @@ def warm(source: Union[str, os.PathLike], *, prepare: Prepare = Prepare(), cache
             ray.get([a.warm.remote(deal(missing, takers, k).tolist())
                      for k, a in enumerate(actors)])
         else:
-            _exchange(actors, present, wanting, senders, batch_records)
+            _exchange(actors, present, wanting, batch_records)
     seconds = time.monotonic() - t0
-    results = ray.get([a.finish.remote(seconds) for a in actors])
-    for a in actors:
-        ray.kill(a)
-    return {"nodes": {r["node_id"]: r for r in results},
-            "prepared": sum(r["prepared"] for r in results),
-            "origin_bytes": sum(r["origin_bytes"] for r in results),
-            "complete": all(r["complete"] for r in results)}
+    return ray.get([a.finish.remote(seconds) for a in actors])
 
 
-def _exchange(actors, present, wanting, senders, batch_records: int) -> None:
+def _exchange(actors, present, wanting, batch_records: int) -> None:
     """One round: each record some admitting node lacks, exported once by
-    one holder, fetched by the nodes lacking it from the object store."""
-    needed, sender = senders(present, wanting)
+    one holder in a batch of records that the same nodes lack, fetched from
+    the object store by those nodes only (ssdfeed.distributed.plan)."""
+    from ssdfeed.distributed import plan
+
     pending = []
-    for k, a in enumerate(actors):
-        ids = needed[sender == k]
-        for i in range(0, ids.size, batch_records):
-            chunk = ids[i:i + batch_records]
-            batch = a.export.remote(chunk.tolist())
-            for j, b in enumerate(actors):
-                if j != k and wanting[j] and not present[j, chunk].all():
-                    pending.append(b.receive.remote(batch))
+    for k, batches in enumerate(plan(present, wanting, batch_records)):
+        for ids, to in batches:
+            batch = actors[k].export.remote(ids, len(to))
+            pending += [actors[j].receive.remote(batch) for j in to]
     ray.get(pending)

@@ -1,17 +1,26 @@
-// CachedIdRanges (ssdfeed/loader.h): the id runs a node's cache root holds.
+// CachedIdRanges and OpenLoaderSource (ssdfeed/loader.h): what a node's
+// cache root holds, and the source opened from the index stored there.
 #include <algorithm>
 
 #include "pipeline/entry_key.h"
+#include "pipeline/origin_index.h"
 #include "ssdfeed/loader.h"
 
 namespace ssdfeed {
+
+Result<std::unique_ptr<Source>> OpenLoaderSource(const LoaderOptions& opts, std::string* warning) {
+  std::string ignored;
+  return OpenIndexedSource(opts.source, opts.source_options, opts.cache,
+                           warning != nullptr ? warning : &ignored);
+}
 
 Result<std::vector<std::pair<uint64_t, uint64_t>>> CachedIdRanges(const LoaderOptions& opts) {
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   if (opts.cache.root.empty()) return ranges;
   std::shared_ptr<const Source> src = opts.source_object;
   if (src == nullptr) {
-    SSDFEED_ASSIGN_OR_RETURN(auto opened, OpenSource(opts.source, opts.source_options));
+    // The index stored with the entry, when there is one: no shard is read.
+    SSDFEED_ASSIGN_OR_RETURN(auto opened, OpenLoaderSource(opts));
     src = std::move(opened);
   }
   EntryKey key = MakeEntryKey(*src, opts.source_options, opts.prepare);

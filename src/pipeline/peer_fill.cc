@@ -71,7 +71,7 @@ class PeerEntryImpl : public PeerEntry {
     return WarmEntry(*source_, o, entry_.get(), result);  // one handle: one reservation
   }
 
-  Status Export(const std::vector<uint64_t>& ids, std::string* batch,
+  Status Export(const std::vector<uint64_t>& ids, uint32_t receivers, std::string* batch,
                 PeerBatchInfo* info) override {
     *info = {};
     SSDFEED_RETURN_IF_ERROR(stored_.Refresh());
@@ -88,8 +88,8 @@ class PeerEntryImpl : public PeerEntry {
       info->records++;
     }
     info->bytes = batch->size() - start;
-    stats_->Add(Ctr::kPeerRecordsSent, info->records);
-    stats_->Add(Ctr::kPeerBytesSent, info->bytes);
+    stats_->Add(Ctr::kPeerRecordsSent, info->records * receivers);
+    stats_->Add(Ctr::kPeerBytesSent, info->bytes * receivers);
     return Status::OK();
   }
 

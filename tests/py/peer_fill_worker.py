@@ -5,7 +5,10 @@ Loader(peer_fill=True) epoch), and writes what it did as JSON.
 argv[1]: a JSON config: rank, world_size, port, root, uri, size, out, mode
 ("warm" | "warm+epoch" | "loader"), and optionally flip_at (flip a byte of
 the first record of this rank's batch number flip_at, once), die_at (exit at once,
-without cleanup, before sending batch number die_at), capacity (bytes)."""
+without cleanup, before sending batch number die_at), capacity (bytes).
+The JSON written has "arrived": the bytes of tensors that reached this rank
+from other ranks through the torch.distributed calls ssdfeed.distributed
+makes (counted here, at the transport, whatever ssdfeed counts itself)."""
 
 import datetime
 import json
@@ -42,8 +45,36 @@ def tamper_for(cfg):
     return tamper
 
 
+ARRIVED = [0]
+
+
+def count_arrivals():
+    """Wraps torch.distributed's all_gather, recv and irecv (as the peer
+    fill calls them, through the package) to add up the bytes each brings
+    here from other ranks."""
+    real = {name: getattr(dist, name) for name in ("all_gather", "recv", "irecv")}
+
+    def nbytes(t):
+        return t.numel() * t.element_size()
+
+    def all_gather(outs, t, group=None, async_op=False):
+        me = dist.get_rank(group)
+        ARRIVED[0] += sum(nbytes(o) for i, o in enumerate(outs) if i != me)
+        return real["all_gather"](outs, t, group=group, async_op=async_op)
+
+    def receiver(name):
+        def recv(tensor, *args, **kwargs):
+            ARRIVED[0] += nbytes(tensor)
+            return real[name](tensor, *args, **kwargs)
+        return recv
+
+    dist.all_gather = all_gather
+    dist.recv, dist.irecv = receiver("recv"), receiver("irecv")
+
+
 def main():
     cfg = json.loads(sys.argv[1])
+    count_arrivals()
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{cfg['port']}",
                             rank=cfg["rank"], world_size=cfg["world_size"],
                             timeout=datetime.timedelta(seconds=60))
@@ -67,6 +98,7 @@ def main():
         if loader.peer_fill is not None:
             out["warm"] = loader.peer_fill.wait(timeout=240)
         loader.close()
+    out["arrived"] = ARRIVED[0]
     with open(cfg["out"], "w") as f:
         json.dump(out, f)
     dist.barrier()

@@ -6,6 +6,7 @@ counts the bytes it serves."""
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -125,8 +126,10 @@ def test_three_nodes_read_and_prepare_each_sample_once(origin, tmp_path):
     for w in warms:  # what a node did not prepare it received, from peers
         assert w["records_received"] == N - w["prepared"]
         assert w["records_refused"] == 0 and w["seconds"] is not None
-    # Each record went out once, from the node that prepared it, to both peers.
-    assert [w["records_sent"] for w in warms] == [w["prepared"] for w in warms]
+    # Each record went out once, from the node that prepared it, to both
+    # peers (sent counts once per receiver: what crossed the fabric).
+    assert [w["records_sent"] for w in warms] == [2 * w["prepared"] for w in warms]
+    assert sum(w["bytes_sent"] for w in warms) == sum(w["bytes_received"] for w in warms)
     # The epoch after: global shuffle over 3 ranks, every sample served once,
     # none read or prepared again.
     labels = sorted(lb for r in results for lb in r["labels"])
@@ -158,6 +161,33 @@ def test_flipped_byte_in_a_received_record_is_refused_and_refilled(origin, tmp_p
     for root in set(roots):
         verify_clean(root)
     recs = [records_of(root, tmp_path) for root in (roots[0], roots[2], roots[3])]
+    assert recs[0] == recs[1] == recs[2]
+
+
+def test_a_batch_goes_only_to_the_nodes_that_lack_its_records(origin, tmp_path, monkeypatch):
+    dataset_bytes = origin[1]
+    roots = [tmp_path / f"node{i}" for i in range(3)]
+    run_job(origin, roots, "warm", tmp_path, "first")
+    keep_all_half_none(origin, roots, monkeypatch)
+    results, _, served = run_job(origin, roots, "warm", tmp_path, "second")
+    warms = [r["warm"] for r in results]
+    assert all(w["complete"] for w in warms)
+    assert [w["prepared"] for w in warms] == [0, 0, 0] and served < 0.05 * dataset_bytes
+    assert [w["records_received"] for w in warms] == [0, N - N // 2, N]
+    # The node holding everything got nothing over the fabric but the
+    # gathers that plan the rounds (less than one record's bytes).
+    record = SIZE * SIZE * 3 + 92
+    assert warms[0]["bytes_received"] == 0
+    assert results[0]["arrived"] < record, results[0]["arrived"]
+    # Every record sent was one its receiver lacked: what went out is what
+    # was stored, and what arrived at a node is what it stored.
+    assert sum(w["records_sent"] for w in warms) == N + N - N // 2
+    assert sum(w["bytes_sent"] for w in warms) == sum(w["bytes_received"] for w in warms)
+    for r in results[1:]:
+        assert r["warm"]["bytes_received"] <= r["arrived"] < r["warm"]["bytes_received"] + record
+    for root in roots:
+        verify_clean(root)
+    recs = [records_of(root, tmp_path) for root in roots]
     assert recs[0] == recs[1] == recs[2]
 
 
@@ -221,6 +251,21 @@ def test_loader_peer_fill_trains_while_the_nodes_fill_each_other(origin, tmp_pat
     # cold entry (a few samples per node): large beside 60 samples only.
     print(f"peer_fill Loader: samples read {read / origin[1]:.2f}x the dataset; the origin "
           f"served {served / origin[1]:.2f}x with listings and estimates")
+
+
+def keep_all_half_none(origin, roots, monkeypatch):
+    """Of three filled nodes' roots, node 0 keeps everything, node 1 only
+    the first half (refilled from the origin) and node 2 nothing."""
+    uri, _, proxy, _ = origin
+    shutil.rmtree(roots[1])
+    shutil.rmtree(roots[2])
+    with monkeypatch.context() as m:
+        for k, v in dict(CREDS, AWS_ENDPOINT_URL=proxy.url).items():
+            m.setenv(k, v)
+        half = peer_entry(uri, roots[1])
+        half.warm_ids(list(range(N // 2)))
+        half.sync()
+        del half
 
 
 def peer_entry(uri, root, size=SIZE):

@@ -1,6 +1,8 @@
 """ssdfeed.ray on a real multi-node Ray cluster on this machine: several
 raylets, each with its own cache root (``{node_id}`` in the root path)."""
 
+import pickle
+
 import pytest
 
 ray = pytest.importorskip("ray", reason="ssdfeed.ray needs ray[data] (pip install 'ray[data]')")
@@ -125,12 +127,13 @@ def test_a_node_removed_mid_pass_does_not_lose_the_job(cluster, data):
 
 def test_blocks_are_what_the_read_tasks_make(cluster, data):
     # Ray's per-block cost dominated reading: Ray Data split each task's
-    # output into slivers (SplitBlocks) to reach its own block count. A
-    # read's blocks are now its tasks' blocks, and by default there are few.
+    # output into slivers (SplitBlocks) to reach its own block count, and
+    # concatenated (copied) the blocks a task yielded up to its target block
+    # size. A read's blocks are now its tasks' ranges, each one block.
     uri, root = data
     ds = sray.read(uri, prepare=PREP, cache=root)
     whole = ds.materialize()
-    # 96 samples: one task (a task takes at least 1,024 ids), one 32 MiB block.
+    # 96 samples: one task (a task takes at least 1,024 ids), one block.
     assert whole.num_blocks() == 1
     assert sorted(_ids(whole)) == list(range(N))
     four = sray.read(uri, prepare=PREP, cache=root, samples_per_task=24).materialize()
@@ -138,10 +141,68 @@ def test_blocks_are_what_the_read_tasks_make(cluster, data):
     assert sorted(_ids(four)) == list(range(N))
 
 
+def test_read_tasks_are_not_held_back_by_ray_datas_reservation(cluster, data):
+    # Ray Data's per-operator resource reservation ran a read's tasks one at
+    # a time (measured on 2 and 4 CPUs: the second started when the first
+    # ended, in the same worker), half the reading speed on one node. A read
+    # turns it off in its dataset's own DataContext (and those derived from
+    # it), never in the process's, and turns it back on when asked.
+    uri, root = data
+    before = ray.data.DataContext.get_current().op_resource_reservation_enabled
+    ds = sray.read(uri, prepare=PREP, cache=root, samples_per_task=48)
+    assert ds.context.op_resource_reservation_enabled is False
+    mapped = ds.map_batches(lambda b: b)
+    assert mapped.context.op_resource_reservation_enabled is False
+    assert sorted(_ids(mapped)) == list(range(N))
+    assert ray.data.DataContext.get_current().op_resource_reservation_enabled == before
+    kept = sray.read(uri, prepare=PREP, cache=root, samples_per_task=48,
+                     reserve_resources=True)
+    assert kept.context.op_resource_reservation_enabled is True
+    assert sorted(_ids(kept)) == list(range(N))
+
+
 def test_default_read_tasks_are_one_per_cpu_within_bounds():
-    assert sray._default_per_task(10_000, 2) == 5_000
-    assert sray._default_per_task(5_000, 8) == 1_024  # not slivers of 625
-    assert sray._default_per_task(500, 8) == 500  # one task for a small set
-    assert sray._default_per_task(10_000_000, 4) == 65_536  # a retry redoes a bounded range
-    assert sray.default_block_rows(64 * 64 * 3) == 2_730
-    assert sray.default_block_rows(224 * 224 * 3) == 256
+    rgb64 = 64 * 64 * 3
+    assert sray._default_per_task(10_000, 2, rgb64) == 5_000
+    assert sray._default_per_task(5_000, 8, rgb64) == 1_024  # not slivers of 625
+    assert sray._default_per_task(500, 8, rgb64) == 500  # one task for a small set
+    assert sray._default_per_task(10_000_000, 4, 24 * 24 * 3) == 65_536  # a bounded retry
+    # A task's range is one block of at most Ray Data's target block size
+    # (128 MiB): 10,922 64x64 crops, 222 float32 224x224 ones.
+    assert sray._default_per_task(10_000_000, 4, rgb64) == (128 << 20) // rgb64
+    assert sray._default_per_task(100_000, 2, 224 * 224 * 3 * 4) == 222
+
+
+def test_a_worker_keeps_a_ranges_loader_open_for_the_next_pass(data, tmp_path):
+    # Each read task made a Loader, listing the whole source and opening the
+    # entry, on every pass: a pass's fixed cost. A Ray worker now keeps it,
+    # as a plain Loader is kept from one epoch to the next. In-process here:
+    # which worker a task lands on is Ray's choice.
+    uri, _ = data
+    sray._close_open_loaders()
+    spec = dict(source=uri, prepare=PREP, epoch=0, batch_size=16, workers=1, samples=N)
+    root = str(tmp_path / "cache")
+    first = list(sray._read_range(spec, root, 0, 32, None))
+    ((key, (loader, _)),) = sray._open_loaders.items()
+    again = list(sray._read_range(dict(spec, epoch=3), root, 0, 32, None))
+    assert [(k, kept) for k, (kept, _) in sray._open_loaders.items()] == [(key, loader)]
+    for a, b in zip(first, again):
+        assert (a["id"] == b["id"]).all() and (a["image"] == b["image"]).all()
+    assert loader.stats()["cache_hits"] == 32  # the second pass was warm
+    # A pass left early drops its loader: the next one starts afresh.
+    left = sray._read_range(spec, root, 0, 32, None)
+    next(left)
+    left.close()
+    assert not sray._open_loaders
+    # At most KEEP_OPEN ranges per process, the least recently used closed.
+    for lo in range(sray.KEEP_OPEN + 1):
+        list(sray._read_range(spec, root, lo, lo + 1, None))
+    assert len(sray._open_loaders) == sray.KEEP_OPEN
+    ranges = [pickle.loads(k)[1] for k in sray._open_loaders]
+    assert ranges == list(range(1, sray.KEEP_OPEN + 1))
+    # And at most KEEP_OPEN_BYTES of ranges (a kept loader keeps its batch
+    # buffer): two ranges of 60% of it each, one kept; the one just used.
+    big = dict(spec, sample_bytes=sray.KEEP_OPEN_BYTES * 6 // 10 // 16)
+    list(sray._read_range(big, root, 0, 16, None))
+    list(sray._read_range(big, root, 16, 32, None))
+    assert [pickle.loads(k)[1:] for k in sray._open_loaders] == [(16, 32)]
