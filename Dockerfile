@@ -1,8 +1,14 @@
 # ssdfeed: the `ssdfeed` command and the Python package, run as a non-root
 # user, with the node's cache SSD mounted on /var/cache/ssdfeed (-v).
 #
+#   ./dev wheel                      (the manylinux wheels, into dist/)
 #   docker build -t ssdfeed .        (or podman build -t ssdfeed .)
-#   podman build --build-arg BASE=localhost/debian-minbase --build-arg WHEELS=context ...
+#
+# The image installs the binary wheel that `./dev wheel` writes into dist/
+# (manylinux_2_31: every library the core uses is inside it): nothing is
+# compiled here, and pip installs offline (--no-index) from the build
+# context, so the build needs no package index. pip picks the wheel for the
+# base's CPython (Debian 12: 3.11, the cp311 wheel).
 #
 # BASE: a Debian 12 (bookworm) image. The default is pinned by digest, so a
 # rebuild gets the same base whatever the tag points at now; the tag in front
@@ -14,65 +20,32 @@
 # mmdebstrap --variant=minbase and `podman import` when no registry is at
 # hand) has no registry digest to pin, and is passed as --build-arg BASE=NAME;
 # pass BASE=NAME@sha256:... to pin another registry's image.
-# WHEELS=source (default) compiles the wheel in the build stage;
-# WHEELS=context takes prebuilt Debian 12 / CPython 3.11 wheels from
-#   dist/image-wheels/ in the build context (`make image` builds them on the
-#   host with pip wheel, reusing its build directory: minutes on a small
-#   builder). Either way the runtime stage gets only the installed package:
-#   no compiler, no wheel, no pip.
-# WHEELS selects inside the build stage's RUN steps, not through a stage
-# named after it (FROM wheels-${WHEELS}): podman 4.3 (Debian 12's) does not
-# take a stage name made from an ARG's default for a stage, so the plain
-# `podman build -t ssdfeed .` went looking for an image "wheels-source".
 ARG BASE=docker.io/library/debian:bookworm-slim@sha256:3783cc01769c7b2b1b83a5c5ad96c815348e28ed7da68e2e3687004faa906251
 
 FROM ${BASE} AS build
-ARG WHEELS=source
-RUN case "$WHEELS" in \
-      source) pkgs="build-essential cmake ninja-build pkg-config python3-dev \
-                    libturbojpeg0-dev libspng-dev libopencv-imgproc-dev liburing-dev libxxhash-dev libarchive-dev libzstd-dev \
-                    libcli11-dev nlohmann-json3-dev prometheus-cpp-dev libcurl4-openssl-dev libssl-dev" ;; \
-      context) pkgs="" ;; \
-      *) echo "WHEELS=$WHEELS: use source or context" >&2; exit 2 ;; \
-    esac \
- && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      ca-certificates python3 python3-venv $pkgs >/dev/null \
+RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      python3 python3-venv >/dev/null \
  && rm -rf /var/lib/apt/lists/*
-# pip reaches the package index through the builder's pip configuration:
-# `make image` mounts its config files (podman build -v) and passes these as
-# build arguments (a CA bundle is mounted beside the image's own, which
-# ca-certificates writes). Plain `docker build` uses PyPI. Build arguments of
-# this stage are not kept in the final image.
-ARG PIP_CERT
-ARG PIP_INDEX_URL
-ARG PIP_EXTRA_INDEX_URL
-ARG PIP_FIND_LINKS
-ARG PIP_TRUSTED_HOST
-ARG PIP_DEFAULT_TIMEOUT
-WORKDIR /src
-COPY . .
-# /opt/build: pip and the build backend, never copied out. /opt/ssdfeed: the
-# venv the runtime stage gets, made without pip (pip --python installs into
-# it from outside); the same Debian python3 is at the same path in both
-# stages, so the venv's links and script headers hold there.
-RUN python3 -m venv /opt/build \
- && if [ "$WHEELS" = source ]; then \
-      /opt/build/bin/pip install -q "scikit-build-core>=0.10" "nanobind>=2.0" \
-      && rm -rf build dist \
-      && CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) /opt/build/bin/pip wheel -q --no-build-isolation --no-deps -w /wheels . ; \
-    else \
-      mkdir /wheels && cp dist/image-wheels/ssdfeed-*.whl /wheels/ ; \
-    fi \
+# Only the wheels from the build context (.dockerignore keeps the rest of
+# dist/ and the source tree out).
+COPY dist/ /wheels/
+# /opt/build: pip, never copied out. /opt/ssdfeed: the venv the runtime stage
+# gets, made without pip (pip --python installs into it from outside); the
+# same Debian python3 is at the same path in both stages, so the venv's links
+# and script headers hold there. numpy is Debian's (--system-site-packages).
+RUN ls /wheels/ssdfeed-*-manylinux*.whl >/dev/null 2>&1 \
+      || { echo "no ssdfeed manylinux wheel in dist/: ./dev wheel makes it" >&2; exit 1; } \
+ && python3 -m venv /opt/build \
  && python3 -m venv --without-pip --system-site-packages /opt/ssdfeed \
- && /opt/build/bin/pip --python /opt/ssdfeed/bin/python install -q --no-index --no-deps --no-cache-dir /wheels/ssdfeed-*.whl
+ && /opt/build/bin/pip --python /opt/ssdfeed/bin/python install -q --no-index --no-deps --no-cache-dir \
+      --only-binary=:all: --find-links /wheels ssdfeed
 
 FROM ${BASE}
-# Runtime libraries only (no compilers, no -dev packages, no pip or
-# python3-venv). numpy comes from Debian.
+# No compiler, no -dev package, no pip or python3-venv: Python, numpy and the
+# CA bundle (libcurl's, for s3:// and https:// sources) from Debian; every
+# other library is in the wheel (site-packages/ssdfeed.libs).
 RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      ca-certificates python3 python3-numpy \
-      libturbojpeg0 libspng0 libopencv-imgproc406 libopencv-core406 liburing2 libxxhash0 libarchive13 libzstd1 \
-      libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libcurl4 libssl3 >/dev/null \
+      ca-certificates python3 python3-numpy >/dev/null \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*
 COPY --from=build /opt/ssdfeed/ /opt/ssdfeed/
 # The build fails if the package does not load here or pip came along.

@@ -7,7 +7,8 @@
 #
 #   scripts/deps.sh          build, test and demo (library, CLI, Python package)
 #   scripts/deps.sh --dev    also clang, libFuzzer runtime, clang-format (make asan/fuzz/format)
-#   scripts/deps.sh --test   also prometheus (server + promtool) for the tests
+#   scripts/deps.sh --test   also prometheus (server + promtool) and chromium (headless, to
+#                            open the bench report page) for the tests
 #
 # Idempotent and quiet when everything is there; runs apt-get as root or via sudo.
 set -euo pipefail
@@ -20,8 +21,9 @@ APT_PACKAGES=(
   prometheus-cpp-dev libcurl4-openssl-dev libssl-dev
 )
 DEV_PACKAGES=(clang libclang-rt-14-dev clang-format)
-# `make test`: a real Prometheus and promtool for the alert-rule and dashboard tests.
-TEST_PACKAGES=(prometheus)
+# `make test`: a real Prometheus and promtool for the alert-rule and dashboard tests,
+# and a real browser (headless) that opens the bench report page.
+TEST_PACKAGES=(prometheus chromium)
 
 want=("${APT_PACKAGES[@]}")
 for arg in "$@"; do

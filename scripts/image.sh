@@ -4,22 +4,20 @@
 # its cache (/var/cache/ssdfeed), at the same time: once as one uid, once as
 # two uids of one group (--group-shared). Each sample must be prepared about
 # once and `cache verify` must be clean.
-#   scripts/image.sh build [TAG]     (make image: the wheel built on the host)
+#   scripts/image.sh build [TAG]     (make image)
 #   scripts/image.sh test  [TAG]     (make image-test: builds first, the way
 #                                     docs/deploy.md shows, then tests)
 #   scripts/image.sh check [TAG]     (the test alone, on an image built before)
-# Needs podman and buildah (root, or rootless with subuids). Runs containers
-# with `buildah run --isolation chroot`, which works where `podman run` is not
-# permitted (CI). The host's pip configuration (config files, the local
-# directories they name) is mounted into the build so pip reaches the same
-# index as on the host.
+# The image installs the manylinux wheel from dist/ (Dockerfile): a build
+# here makes the cp311 one first when dist/ has none (`./dev wheel`, root),
+# and compiles nothing in the image. Needs podman and buildah (root, or
+# rootless with subuids). Runs containers with `buildah run --isolation
+# chroot`, which works where `podman run` is not permitted (CI).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmd=${1:-build}
 tag=${2:-${IMAGE:-localhost/ssdfeed:latest}}
 base=${BASE:-localhost/debian-minbase}
-wheels=${WHEELS:-context}
-py=${PYTHON_FOR_WHEEL:-.venv/bin/python}
 
 log() { echo "== $(date -u +%T) $*"; }
 
@@ -32,79 +30,40 @@ make_base() {
   rm -f /tmp/ssdfeed-minbase.tar
 }
 
-# The host's wheel (same Debian 12 and CPython 3.11 as the image), built
-# incrementally in the host's build directory.
-host_wheel() {
-  [[ $wheels == context ]] || return 0
-  local tag_ok
-  tag_ok=$("$py" -c 'import sys; print(sys.version_info[:2] == (3, 11))')
-  [[ $tag_ok == True ]] || { echo "image: $py is not CPython 3.11 (Debian 12's); use WHEELS=source" >&2; exit 2; }
-  log "building the wheel on the host into dist/image-wheels"
-  rm -rf dist/image-wheels
-  CMAKE_BUILD_PARALLEL_LEVEL=${JOBS:-$(nproc)} "$py" -m pip wheel -q --no-build-isolation --no-deps \
-    -w dist/image-wheels .
-}
-
-# One "HOST:CTR:ro" per line.
-pip_mounts() {
-  local f d confs=(/etc/pip.conf "$HOME/.config/pip/pip.conf" "$HOME/.pip/pip.conf")
-  # Not the CA bundle: the image installs ca-certificates, which writes it.
-  for f in "${confs[@]}"; do
-    [[ -f $f ]] && echo "$f:$f:ro"
-  done
-  # Local directories the configuration or $PIP_FIND_LINKS point at.
-  for d in $(cat "${confs[@]}" 2>/dev/null | grep -oE '(file://)?/[^ ]+' | sed 's#^file://##') \
-           ${PIP_FIND_LINKS:-}; do
-    d=${d%/}; d=${d%/simple}
-    [[ -d $d ]] && echo "$d:$d:ro"
-  done | sort -u
-}
-
-# podman arguments that let pip inside the build reach the host's index.
-pip_args() {
-  local m k v cert=${PIP_CERT:-}
-  while read -r m; do echo "-v"; echo "$m"; done < <(pip_mounts)
-  while IFS='=' read -r k v; do
-    [[ $k == PIP_CERT ]] || { echo "--build-arg"; echo "$k=$v"; }
-  done < <(env | grep -E '^PIP_(INDEX_URL|EXTRA_INDEX_URL|FIND_LINKS|TRUSTED_HOST|DEFAULT_TIMEOUT)=' || true)
-  [[ -n $cert ]] || cert=$(cat /etc/pip.conf "$HOME/.config/pip/pip.conf" 2>/dev/null |
-                           sed -nE 's/^ *cert *= *//p' | tail -1)
-  if [[ -n $cert && -f $cert ]]; then
-    printf '%s\n' -v "$cert:/run/ssdfeed-build-ca.crt:ro" --build-arg PIP_CERT=/run/ssdfeed-build-ca.crt
-  fi
+# The wheel for the image's CPython (Debian 12's 3.11) in dist/, or made
+# now: only that one, as the image needs no other.
+need_wheel() {
+  compgen -G "dist/ssdfeed-*-cp311-cp311-manylinux*.whl" >/dev/null && return
+  log "no cp311 manylinux wheel in dist/: ./dev wheel (CPython 3.11 only)"
+  WHEEL_PYTHONS=3.11 JOBS=${JOBS:-2} bash scripts/wheel.sh build
 }
 
 run_build() {
   log "podman build $* ."
-  local t0=$SECONDS
-  podman build "$@" . >/tmp/ssdfeed-image-build.log 2>&1 ||
-    { tail -40 /tmp/ssdfeed-image-build.log; exit 1; }
+  local t0=$SECONDS blog
+  # A log of this build's own (other builds on the machine may run at once).
+  blog=$(mktemp /tmp/ssdfeed-image-build.XXXXXX.log)
+  podman build "$@" . >"$blog" 2>&1 || { tail -40 "$blog"; exit 1; }
+  rm -f "$blog"
   log "built $tag in $((SECONDS - t0)) s ($(podman image inspect --format '{{.Size}}' "$tag") bytes)"
 }
 
 build() {
   make_base
-  host_wheel
-  local args=(--isolation chroot --build-arg "BASE=$base" --build-arg "WHEELS=$wheels" -t "$tag")
-  if [[ $wheels == source ]]; then
-    mapfile -t -O "${#args[@]}" args < <(pip_args)
-  fi
-  run_build "${args[@]}"
+  need_wheel
+  run_build --isolation chroot --build-arg "BASE=$base" -t "$tag"
 }
 
-# `podman build -t TAG .` as docs/deploy.md shows it: no WHEELS, so the
-# Dockerfile's defaults choose the stages (podman 4.3 once failed right there,
-# on `FROM wheels-${WHEELS}`) and the wheel is compiled inside. What is added
-# is the machine's, not the build's: BASE, as no registry may be at hand here
-# (the default is a registry image pinned by digest); chroot isolation
-# through the environment (BUILDAH_ISOLATION, so the command line stays as
-# documented), for where the OCI runtime is not permitted (CI); and the pip
-# configuration, for pip inside the build to reach the host's index.
+# `podman build -t TAG .` as docs/deploy.md shows it. What is added is the
+# machine's, not the build's: BASE, as no registry may be at hand here (the
+# default is a registry image pinned by digest), and chroot isolation through
+# the environment (BUILDAH_ISOLATION, so the command line stays as
+# documented), for where the OCI runtime is not permitted (CI).
 plain_build() {
   make_base
+  need_wheel
   local args=(-t "$tag")
   [[ $base == docker.io/library/debian:bookworm-slim* ]] || args+=(--build-arg "BASE=$base")
-  mapfile -t -O "${#args[@]}" args < <(pip_args)
   BUILDAH_ISOLATION=${BUILDAH_ISOLATION:-chroot} run_build "${args[@]}"
 }
 

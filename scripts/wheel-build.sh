@@ -89,10 +89,13 @@ build_uring() {
   cd /opt/vendor-src/liburing
   ./configure --prefix=/opt/vendor --libdir=/opt/vendor/lib >/dev/null
   make -s -C src -j "$jobs" liburing.a >/dev/null
-  make -s -C src install prefix=/opt/vendor libdir=/opt/vendor/lib ENABLE_SHARED=0 >/dev/null 2>&1 ||
-    install -m 0644 src/liburing.a /opt/vendor/lib/
+  # By hand, not `make install` (it wants the shared library too): the
+  # archive, the headers (configure wrote compat.h among them), a .pc. The
+  # first of the vendored libraries, so it makes /opt/vendor's directories.
+  mkdir -p /opt/vendor/lib/pkgconfig /opt/vendor/include
+  install -m 0644 src/liburing.a /opt/vendor/lib/
   cp -r src/include/* /opt/vendor/include/
-  install -m 0644 liburing.pc /opt/vendor/lib/pkgconfig/ 2>/dev/null || cat >/opt/vendor/lib/pkgconfig/liburing.pc <<PC
+  cat >/opt/vendor/lib/pkgconfig/liburing.pc <<PC
 prefix=/opt/vendor
 Name: liburing
 Description: io_uring library (static, vendored from Debian 12's source package)
@@ -100,15 +103,28 @@ Version: 2
 Cflags: -I\${prefix}/include
 Libs: -L\${prefix}/lib -luring
 PC
-  rm -f /opt/vendor/lib/liburing*.so*
   cd /
 }
 
+# The deb-src line of RELEASE in the root's sources (a root made before it
+# was added gets it here), and the package lists, which mmdebstrap leaves
+# empty, read once a run (apt-get source finds nothing without them).
+apt_lists=0
+deb_src() {  # RELEASE
+  if ! grep -q "^deb-src .* $1 main" /etc/apt/sources.list; then
+    echo "deb-src http://deb.debian.org/debian $1 main" >>/etc/apt/sources.list
+    apt_lists=0
+  fi
+  ((apt_lists)) && return
+  apt-get update -qq
+  apt_lists=1
+}
+
 vendor_libs() {
+  [[ -e /opt/vendor/lib/liburing.a && -e /opt/vendor/.ready ]] && return
+  deb_src bookworm
   build_uring
   [[ -e /opt/vendor/.ready ]] && return
-  grep -q bookworm /etc/apt/sources.list || echo "deb-src http://deb.debian.org/debian bookworm main" >>/etc/apt/sources.list
-  apt-get update -qq
   log "vendored: CLI11 (bookworm source)"
   fetch_source cli11
   cmake_static /opt/vendor-src/cli11 -DCLI11_BUILD_TESTS=OFF -DCLI11_BUILD_EXAMPLES=OFF \
@@ -123,25 +139,32 @@ vendor_libs() {
   touch /opt/vendor/.ready
 }
 
-# A CPython that bullseye does not ship (3.11, Debian 12's), built from the
-# upstream tarball of its bookworm source package into /opt/cpython-X.Y: only
-# to build the extension against (its headers, its sysconfig, and the stub
-# generation that imports the module); users' Pythons are their own. No
-# ssl module is needed: its build tools are installed by the tools venv's pip
-# (--target), and building the wheel needs no network.
+# The Debian release whose source package has CPython X.Y.
+declare -A PY_RELEASE=([3.11]=bookworm [3.13]=trixie)
+
+# A CPython that bullseye does not ship (3.11, Debian 12's; 3.13, Debian
+# 13's), built from the upstream tarball of that release's source package
+# into /opt/cpython-X.Y: only to build the extension against (its headers,
+# its sysconfig, and the stub generation that imports the module); users'
+# Pythons are their own. No ssl module is needed: its build tools are
+# installed by the tools venv's pip (--target), and building the wheel needs
+# no network. 3.13 builds the stable-ABI wheel (cp312-abi3: 3.12 and later).
 build_python() {  # X.Y
-  local v=$1 prefix=/opt/cpython-$1 src=/opt/vendor-src/python$1 tarball
+  local v=$1 prefix=/opt/cpython-$1 src=/opt/vendor-src/python$1 tarball rel=${PY_RELEASE[$1]:-}
   [[ -x $prefix/bin/python$v ]] && return
-  log "CPython $v from bookworm's python$v source package ($jobs jobs)"
+  [[ -n $rel ]] || { echo "wheel-build: no Debian source package known for CPython $v" >&2; exit 2; }
+  log "CPython $v from $rel's python$v source package ($jobs jobs)"
   if [[ ! -d $src ]]; then
+    deb_src "$rel"
     mkdir -p /opt/vendor-src/tmp && cd /opt/vendor-src/tmp
-    apt-get source -qq --download-only "python$v/bookworm" >/dev/null
-    tarball=$(ls python"$v"_*.orig.tar.*)
+    apt-get source -qq --download-only "python$v/$rel" >/dev/null
+    tarball=$(ls python"$v"_*.orig.tar.* | grep -v "\.asc$" | head -1)  # not its signature
     mkdir -p "$src" && tar -xf "$tarball" -C "$src" --strip-components=1
     cd / && rm -rf /opt/vendor-src/tmp
   fi
   cd "$src"
-  ./configure -q --prefix="$prefix" --with-ensurepip=no >/dev/null
+  # No test modules: nothing runs CPython's tests here (a shorter install).
+  ./configure -q --prefix="$prefix" --with-ensurepip=no --disable-test-modules >/dev/null
   make -s -j "$jobs" >/dev/null 2>&1
   make -s altinstall COMPILEALL_OPTS="-j$jobs" >/dev/null 2>&1
   cd /
@@ -200,7 +223,7 @@ main() {
   vendor_libs
   rm -rf /src/build-wheel/raw
   local v
-  for v in ${WHEEL_PYTHONS:-3.9 3.11}; do build_wheel "$v"; done
+  for v in ${WHEEL_PYTHONS:-3.9 3.11 3.13}; do build_wheel "$v"; done
   repair_wheel
 }
 main "$@"

@@ -45,10 +45,13 @@ make_image() {  # RELEASE
   rm -f "$tar"
 }
 
-# numpy for CPython X.Y as a binary wheel, from the host's index.
+# numpy for CPython X.Y as a binary wheel, from the host's index: any
+# manylinux up to 2.28 (every image here has glibc 2.31 or newer; numpy's
+# newest wheels are manylinux_2_28).
 wheelhouse() {  # X.Y DIR
   python3 -m pip download -q --only-binary=:all: --python-version "$1" \
-    --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 -d "$2" numpy
+    --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux_2_27_x86_64 --platform manylinux_2_28_x86_64 -d "$2" numpy
 }
 
 # What runs in the container, as uid 1000 with HOME in the scratch directory.
@@ -59,6 +62,7 @@ for c in cc gcc c++ g++ clang; do
   if command -v $c >/dev/null 2>&1; then echo "a compiler is in the image: $c" >&2; exit 1; fi
 done
 t0=$(date +%s.%N)
+export T0=$t0
 python3 -m venv venv
 venv/bin/pip install -q --no-index --find-links /wheels ssdfeed
 . venv/bin/activate
@@ -67,10 +71,15 @@ ssdfeed make-dataset ds --count 300 --classes 5 >/dev/null
 ssdfeed warm --source folder:ds --resize-short 64 --cache cache --json --quiet
 ssdfeed cache verify --cache cache
 python3 - <<PY
+import os, time
 import ssdfeed
 loader = ssdfeed.Loader("folder:ds", cache="cache", prepare=ssdfeed.Prepare(resize_short=64),
                         augment=ssdfeed.RandomResizedCrop(48), batch_size=32, shuffle=True)
-n = sum(len(labels) for _, labels in loader)
+n = 0
+for _, labels in loader:
+    if n == 0:
+        print("from a bare image (wheel at hand) to the first served batch: %.1f s" % (time.time() - float(os.environ["T0"])))
+    n += len(labels)
 s = loader.stats()
 print("Loader epoch: %d samples, %d cache hits, %d misses" % (n, s["cache_hits"], s["cache_misses"]))
 assert n == loader.num_samples == 300, n

@@ -32,9 +32,10 @@ make_root() {
   mkdir -p "$(dirname "$root")"
   local inc
   inc=$(IFS=,; echo "${ROOT_PACKAGES[*]}")
-  # bookworm's deb-src: the source packages of what bullseye lacks.
+  # bookworm's and trixie's deb-src: the source packages of what bullseye
+  # lacks (libraries; CPython 3.11 and 3.13).
   mmdebstrap --variant=minbase --include="$inc" bullseye "$root.tmp" \
-    "deb $mirror bullseye main" "deb-src $mirror bookworm main" >"$root.log" 2>&1 ||
+    "deb $mirror bullseye main" "deb-src $mirror bookworm main" "deb-src $mirror trixie main" >"$root.log" 2>&1 ||
     { tail -20 "$root.log"; exit 1; }
   touch "$root.tmp/.ssdfeed-root"
   mv "$root.tmp" "$root"
@@ -74,7 +75,7 @@ in_root() {  # COMMAND...
     mount --bind "$top" "$root/src"
     for d in $dirs; do mkdir -p "$root$d"; mount --bind -o ro "$d" "$root$d"; done
     exec chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
-      JOBS="${JOBS:-2}" WHEEL_PYTHONS="${WHEEL_PYTHONS:-3.9 3.11}" \
+      JOBS="${JOBS:-2}" WHEEL_PYTHONS="${WHEEL_PYTHONS:-3.9 3.11 3.13}" \
       WHEEL_BUILD_DIR="${WHEEL_BUILD_DIR:-build-wheel/py}" PIP_CERT=/etc/ssdfeed-host-ca.crt PIP_DEFAULT_TIMEOUT=180 "$@"' \
     in_root "$root" "$top" "$dirs" "$@"
 }

@@ -1,4 +1,4 @@
-"""ssdfeed node-labels / entry-id / plan / doctor, and the node labeller's
+"""ssdfeed node-labels / entry-id / plan (doctor: test_doctor.py), and the node labeller's
 patches against an HTTP server that speaks the Kubernetes node API."""
 
 import http.server
@@ -229,56 +229,3 @@ def test_plan_text_names_size_and_time(small_datasets):
     r = run("plan", "--source", small_datasets["folder"]["uri"], "--resize-short", "32")
     assert r.returncode == 0, r.stderr
     assert "cache size" in r.stdout and "warm-up" in r.stdout and "1.2-1.5x" in r.stdout
-
-
-def doctor(root, *extra):
-    r = run("doctor", "--cache", str(root), "--json", *extra)
-    out = json.loads(r.stdout)
-    return r.returncode, {c["check"]: c for c in out["checks"]}, out
-
-
-def test_doctor_fails_a_world_writable_root(tmp_path):
-    root = tmp_path / "open"
-    root.mkdir()
-    os.chmod(root, 0o777)
-    rc, checks, out = doctor(root)
-    assert rc == 1 and out["ok"] is False
-    assert checks["root"]["level"] == "fail" and "writable by all users" in checks["root"]["advice"]
-    r = run("doctor", "--cache", str(root))
-    assert r.returncode == 1 and r.stdout.startswith("fail  root")
-
-
-def test_doctor_checks_a_good_root(tmp_path):
-    root = tmp_path / "good"
-    root.mkdir(mode=0o700)
-    rc, checks, out = doctor(root)
-    assert set(checks) >= {"root", "filesystem", "mount", "device", "space", "nofile", "shm"}
-    if checks["filesystem"]["value"] not in ("ext4", "xfs"):
-        pytest.skip("the test directory is on %s, not a local XFS/ext4" % checks["filesystem"]["value"])
-    assert rc == 0 and out["ok"], out
-    assert checks["root"]["level"] == "ok"
-    # A capacity the filesystem cannot hold is wrong.
-    rc, checks, _ = doctor(root, "--capacity", "1000T")
-    assert rc == 1 and checks["space"]["level"] == "fail"
-
-
-def test_doctor_on_a_missing_root_checks_its_parent(tmp_path):
-    rc, checks, _ = doctor(tmp_path / "not" / "yet")
-    assert "does not exist yet" in checks["root"]["value"]
-
-
-@pytest.mark.root
-def test_doctor_fails_tmpfs(tmp_path):
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    root = tmp_path / "tmpfs"
-    root.mkdir(mode=0o700)
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m,mode=0700", "tmpfs", str(root)]).returncode != 0:
-        pytest.skip("cannot mount tmpfs here")
-    try:
-        rc, checks, _ = doctor(root)
-        assert rc == 1
-        assert checks["filesystem"]["value"] == "tmpfs" and checks["filesystem"]["level"] == "fail"
-        assert checks["mount"]["value"].startswith(str(root))
-    finally:
-        subprocess.run(["umount", str(root)], check=True)

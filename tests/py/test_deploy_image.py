@@ -74,9 +74,23 @@ def test_runtime_stage_has_no_pip_and_no_build_tools():
     assert copies == ["--from=build /opt/ssdfeed/ /opt/ssdfeed/"]
 
 
-def test_wheels_is_a_build_argument_of_the_build_stage_with_a_default():
+def test_the_image_installs_the_manylinux_wheel_and_compiles_nothing():
+    """The image installs the wheel `./dev wheel` wrote into dist/ (every
+    library inside it): no compiler and no -dev package in any stage, pip
+    offline (--no-index) from the build context, and the runtime stage gets
+    Python, numpy and the CA bundle from Debian, not the core's libraries."""
+    text = " ".join(rest for _, instrs in stages() for _, rest in instrs)
+    words = set(re.findall(r"[\w.+-]+", text))
+    assert not words & {"build-essential", "cmake", "ninja-build", "g++", "gcc"}, words
+    assert not [w for w in words if w.endswith("-dev")], words
     [(spec, build)] = [s for s in stages() if s[0].endswith(" AS build")]
-    assert ("ARG", "WHEELS=source") in build
+    assert ("COPY", "dist/ /wheels/") in build
+    installs = [rest for word, rest in build if word == "RUN" and " install " in rest and "pip" in rest]
+    assert len(installs) == 1 and "--no-index" in installs[0] and "--find-links /wheels" in installs[0], installs
+    _, runtime = stages()[-1]
+    [apt] = [rest for word, rest in runtime if word == "RUN" and "apt-get install" in rest]
+    packages = set(re.findall(r"[\w.+-]+", apt.split("--no-install-recommends", 1)[1].split(">", 1)[0]))
+    assert packages == {"ca-certificates", "python3", "python3-numpy"}, packages
 
 
 def test_the_cache_path_is_no_volume():
