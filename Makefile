@@ -142,18 +142,19 @@ format-check:
 	bash scripts/check-format.sh
 
 # The container image (Dockerfile), from a local Debian 12 base made with
-# mmdebstrap when missing (BASE=...), with the wheel built here (WHEELS=source
-# compiles it inside the build instead). Tag: IMAGE=localhost/ssdfeed:latest.
-image: $(VENV)/.ssdfeed-base
-	PYTHON_FOR_WHEEL=$(PY) JOBS=$(JOBS) bash scripts/image.sh build
+# mmdebstrap when missing (BASE=...): it installs the manylinux wheel from
+# dist/ (made first, cp311 only, when missing; compiles nothing in the image).
+# Tag: IMAGE=localhost/ssdfeed:latest.
+image:
+	JOBS=$${WHEEL_JOBS:-2} bash scripts/image.sh build
 
 # Builds the image, then two containers warm one dataset into one fresh host
 # cache mounted on /var/cache/ssdfeed at once, as one uid and as two uids of
 # one group (each sample prepared about once, cache verify clean). Needs root
 # (buildah, chown); not part of `make test`. `bash scripts/image.sh check`
 # runs the test alone on an image built before.
-image-test: $(VENV)/.ssdfeed-base
-	PYTHON_FOR_WHEEL=$(PY) JOBS=$(JOBS) bash scripts/image.sh test
+image-test:
+	JOBS=$${WHEEL_JOBS:-2} bash scripts/image.sh test
 
 # Binary wheels into dist/ (manylinux_2_31: glibc >= 2.31, no compiler or
 # -dev package needed to install): built in a Debian 11 root that mmdebstrap

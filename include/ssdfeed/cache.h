@@ -15,6 +15,7 @@
 #include "ssdfeed/counters.h"
 #include "ssdfeed/env.h"
 #include "ssdfeed/image.h"
+#include "ssdfeed/sample.h"
 #include "ssdfeed/status.h"
 
 namespace ssdfeed {
@@ -140,7 +141,7 @@ struct CachedSample {
   int64_t label = -1;
   // The sample's other fields (mask, boxes, arrays, ...) in the record's
   // field section (docs/cache-format.md, "Fields"): empty for a sample of
-  // only an image and a label. cache_format::ParseFields reads it.
+  // only an image and a label. ParsedFields reads it.
   std::string_view fields;
   // How the record stores the pixels (docs/cache-format.md, "Codecs") and
   // its stored bytes. Every read serves raw HWC `pixels` whatever the codec
@@ -152,6 +153,12 @@ struct CachedSample {
   size_t bytes() const { return static_cast<size_t>(height) * width * channels; }
   // The pixels and every other field: what the cache_*_bytes counters count.
   size_t payload_bytes() const { return bytes() + fields.size(); }
+  // `fields` parsed, as views into it (valid as long as it is), into *out,
+  // replacing what it held; none for a sample of only an image and a label.
+  // Corruption saying what is wrong when the section is malformed: every
+  // length is checked against its bounds, so a flipped byte never reads
+  // outside it. (The section's layout stays private to src/cache.)
+  Status ParsedFields(std::vector<FieldView>* out) const;
 };
 
 // Buffers for CacheEntry::GetMany, kept between calls (the hot path

@@ -1,7 +1,8 @@
-// The fields of a cached sample, parsed and encoded: what code outside the
-// cache (the renderer, the CLI, ItemStore, the bindings) uses instead of the
-// record's field section, whose layout stays private to src/cache
-// (docs/cache-format.md, "Fields").
+// Fields encoded into a record's field section and a parsed field's
+// elements: what code outside the cache (the renderer, the CLI, ItemStore,
+// the bindings) uses instead of the section, whose layout stays private to
+// src/cache (docs/cache-format.md, "Fields"). A cached sample parses its
+// own (CachedSample::ParsedFields, ssdfeed/cache.h).
 #pragma once
 
 #include <string>
@@ -14,13 +15,12 @@
 
 namespace ssdfeed {
 
-// cs.fields as views (pointing into it, valid as long as it is) into *out,
-// replacing what it held; none for a sample of only an image and a label.
-// Corruption saying what is wrong when the section is malformed: every
-// length is checked against its bounds, so a flipped byte never reads
-// outside it.
-Status ParseFields(const CachedSample& cs, std::vector<FieldView>* out);
-// The inverse: fields as the section a CachedSample given to
+// cs.ParsedFields(out) (ssdfeed/cache.h), under the name readers used
+// before the sample handed out its own fields.
+inline Status ParseFields(const CachedSample& cs, std::vector<FieldView>* out) {
+  return cs.ParsedFields(out);
+}
+// Fields as the section a CachedSample given to
 // CacheEntry::Put holds (its `fields` then points into *section), appended
 // to *section. InvalidArgument for a field whose data is not
 // product(shape) * itemsize, or too many fields.

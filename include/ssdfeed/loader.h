@@ -141,7 +141,23 @@ struct LoaderStats {
   bool cache_admitting = false;
   std::string stats_file;  // this process's stats file under the root; empty: in memory
 
+  // Where the time went (the timer table of ssdfeed/counters.h), seconds:
+  // each stage summed over the workers (and the consumer's collate and
+  // handoff), the workers' busy time, the steps' time, the slowest rank's
+  // wait. Zeros with metrics off (stages are not timed then).
+  std::array<double, kNumTimers> times{};
+  // The same per worker (index = worker), its stages adding up to its busy
+  // time (kWorkerBusy) but for bookkeeping between samples.
+  std::vector<std::array<double, kNumTimers>> worker_times;
+  // The consumer's wait for each of the last kStepWaitWindow batches
+  // (steps): the last one's, and the median and 99th percentile of the
+  // window (nearest rank), seconds; step_wait_steps: how many it holds.
+  static constexpr size_t kStepWaitWindow = 1000;
+  double step_wait_last = 0, step_wait_p50 = 0, step_wait_p99 = 0;
+  uint64_t step_wait_steps = 0;
+
   uint64_t operator[](Ctr c) const;
+  double operator[](Tmr t) const { return times[static_cast<size_t>(t)]; }
   void SetCounters(const CounterArray& c);  // every counter field from a snapshot
 };
 
@@ -160,8 +176,9 @@ inline void LoaderStats::SetCounters(const CounterArray& c) {
   for (size_t i = 0; i < kNumCounters; ++i) this->*kLoaderStatsCounterOf[i] = c[i];
 }
 
-// The numeric fields of LoaderStats by name (the counters' stats keys, then
-// wait_seconds): the one list that Loader.stats() in Python and `ssdfeed
+// The numeric fields of LoaderStats by name (the counters' stats keys,
+// wait_seconds, step_wait_{last,p50,p99}_seconds, step_wait_steps, then
+// "<key>_seconds" of each timer): the one list that Loader.stats() in Python and `ssdfeed
 // bench loader --json` print, so both say the same thing. docs/metrics.md
 // maps each name to its Prometheus metric.
 std::vector<std::pair<std::string, double>> LoaderStatsFields(const LoaderStats& s);
@@ -223,6 +240,12 @@ class Loader {
   virtual LoaderStats stats() const = 0;
   virtual LoaderState state() const = 0;
   virtual Status LoadState(const LoaderState& s) = 0;
+  // The slowest rank's data wait over steps this process has not recorded
+  // yet (a torch.distributed all-gather of every rank's waits, done by the
+  // caller: ssdfeed.torch.Loader's rank_wait_every): added to the stats
+  // file's ssdfeed_rank_max_wait_seconds_total. Only one rank of a job
+  // records it, so summing over nodes counts each step once.
+  virtual void RecordRankMaxWait(double seconds) { (void)seconds; }
   // The source's fields (Source::fields()): what each batch holds.
   virtual std::vector<FieldSpec> fields() const {
     return {{"image", FieldKind::kImage, ""}, {"label", FieldKind::kLabel, ""}};
@@ -262,5 +285,14 @@ std::vector<uint64_t> SplitIds(uint64_t begin, uint64_t end, double validation_s
 // cache.root) reads. Empty when the root or the entry does not exist: asking
 // never creates either, nor counts as a use.
 Result<std::vector<std::pair<uint64_t, uint64_t>>> CachedIdRanges(const LoaderOptions& opts);
+
+// The source of `opts` (source, source_options, cache.root) opened as the
+// Loader opens it: its shard index (record boundaries, member offsets,
+// labels) taken from the cache entry when one is stored there, so opening
+// reads no shard of an entry a job has filled; else built from the origin.
+// Creates nothing. Problems with a stored index (damaged, stale) go to
+// *warning when it is not null; they are not errors.
+Result<std::unique_ptr<Source>> OpenLoaderSource(const LoaderOptions& opts,
+                                                 std::string* warning = nullptr);
 
 }  // namespace ssdfeed

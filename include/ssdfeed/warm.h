@@ -102,12 +102,15 @@ struct WarmResult {
   uint64_t samples_total = 0;
   uint64_t samples_present = 0;  // in the entry after the warm-up
   uint64_t samples_visited = 0;
-  uint64_t prepared = 0;             // prepared and stored by this call
-  uint64_t cache_hits = 0;           // already present
-  uint64_t claim_waits = 0;          // waited for another process preparing the same sample
-  uint64_t errors = 0;               // samples that failed to read or prepare
-  uint64_t bytes_prepared = 0;       // prepared bytes of the samples that missed
-  uint64_t origin_bytes = 0;         // encoded bytes read from the origin
+  uint64_t prepared = 0;        // prepared and stored by this call
+  uint64_t cache_hits = 0;      // already present
+  uint64_t claim_waits = 0;     // waited for another process preparing the same sample
+  uint64_t errors = 0;          // samples that failed to read or prepare
+  uint64_t bytes_prepared = 0;  // prepared bytes of the samples that missed
+  // Read from the origin: what an s3:// server sent (index reads
+  // included), elsewhere the samples' encoded bytes; and requests (s3://).
+  uint64_t origin_bytes = 0;
+  uint64_t origin_requests = 0;
   std::vector<WarmSkipped> skipped;  // with on_error kSkip, sorted by id
   bool cache_full = false;           // the cache stopped admitting before the end
   bool interrupted = false;          // progress returned false

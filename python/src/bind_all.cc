@@ -90,6 +90,7 @@ void BindAll(nb::module_& m) {
   BindWarm(m);
   BindPeer(m);
   BindItems(m);
+  BindItemStream(m);
 }
 
 }  // namespace ssdfeed::py

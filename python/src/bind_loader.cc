@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <iterator>
+#include <set>
+#include <string_view>
 
 #include "python/src/bindings.h"
 #include "ssdfeed/loader.h"
@@ -192,15 +194,35 @@ struct LoaderHandle {
   Loader* operator->() const { return loader.get(); }
 };
 
+// The stages of one set of times: {"origin_read": seconds, ...}.
+nb::dict StagesDict(const std::array<double, kNumTimers>& times) {
+  nb::dict d;
+  for (const auto& t : kTimers)
+    if (t.is_stage()) d[std::string(t.key).c_str()] = times[static_cast<size_t>(t.slot)];
+  return d;
+}
+
 nb::dict StatsDict(const LoaderStats& s) {
   nb::dict d;
-  // The same names and numbers as `ssdfeed bench loader --json` (one list).
+  // The same names and numbers as `ssdfeed bench loader --json` (one list):
+  // counters are integers, times seconds.
+  std::set<std::string_view> counters;
+  for (const auto& c : kCounters) counters.insert(c.key);
   for (const auto& [name, v] : LoaderStatsFields(s)) {
-    if (name == "wait_seconds")
-      d[name.c_str()] = v;
-    else
+    if (counters.count(name) || name == "step_wait_steps")
       d[name.c_str()] = static_cast<uint64_t>(v);
+    else
+      d[name.c_str()] = v;
   }
+  d["stages"] = StagesDict(s.times);
+  nb::list workers;
+  for (const auto& w : s.worker_times) {
+    nb::dict one;
+    one["busy_seconds"] = w[static_cast<size_t>(Tmr::kWorkerBusy)];
+    one["stages"] = StagesDict(w);
+    workers.append(one);
+  }
+  d["workers"] = workers;
   nb::list bounds, counts;
   for (double b : s.wait_histogram_bounds) bounds.append(b);
   for (uint64_t c : s.wait_histogram) counts.append(c);
@@ -373,6 +395,21 @@ void BindLoader(nb::module_& m) {
       "preparation; creates nothing.");
 
   m.def(
+      "open_loader_source",
+      [](const LoaderOptions& o) {
+        Result<std::unique_ptr<Source>> r = Status::Aborted("unset");
+        {
+          nb::gil_scoped_release nogil;
+          std::string warning;  // the Loader itself reports the stored index's problems
+          r = OpenLoaderSource(o, &warning);
+        }
+        return ValueOrThrow(std::move(r));
+      },
+      nb::arg("options"),
+      "The source of options opened as the Loader opens it: its shard index taken from the "
+      "cache root when stored there, so no shard is read to open it.");
+
+  m.def(
       "epoch_order",
       [](uint64_t n, bool shuffle, uint64_t seed, uint64_t epoch, int rank, int world_size,
          bool drop_last, ShardMode shard, int rotate_every) {
@@ -448,6 +485,10 @@ void BindLoader(nb::module_& m) {
       .def("num_samples", [](const LoaderHandle& l) { return l->num_samples(); })
       .def("source_size", [](const LoaderHandle& l) { return l->source_size(); })
       .def("stats", [](const LoaderHandle& l) { return l->stats(); })
+      .def(
+          "record_rank_max_wait",
+          [](const LoaderHandle& l, double seconds) { l->RecordRankMaxWait(seconds); },
+          "Adds the slowest rank's wait to ssdfeed_rank_max_wait_seconds_total.")
       .def("state",
            [](const LoaderHandle& l) {
              LoaderState s;

@@ -56,6 +56,7 @@ void BindWarm(nb::module_& m) {
       .def_ro("errors", &WarmResult::errors)
       .def_ro("bytes_prepared", &WarmResult::bytes_prepared)
       .def_ro("origin_bytes", &WarmResult::origin_bytes)
+      .def_ro("origin_requests", &WarmResult::origin_requests)
       .def_ro("skipped", &WarmResult::skipped)
       .def_ro("cache_full", &WarmResult::cache_full)
       .def_ro("seconds", &WarmResult::seconds)

@@ -21,6 +21,7 @@ void BindLoader(nanobind::module_& m);
 void BindWarm(nanobind::module_& m);
 void BindPeer(nanobind::module_& m);
 void BindItems(nanobind::module_& m);
+void BindItemStream(nanobind::module_& m);
 
 // When s reports an exception a Python compute raised (an ItemSource's),
 // sets it as the Python error, with the item's index added, and returns

@@ -13,8 +13,8 @@ from ssdfeed._ssdfeed import (
     make_dataset,
 )
 from ssdfeed._warm import warm
-from ssdfeed.loader import (Flip, Loader, RandomResizedCrop, ScaleJitterCrop, default_cache_dir,
-                             merge_states)
+from ssdfeed.loader import (Flip, ItemLoader, Loader, RandomResizedCrop, ScaleJitterCrop,
+                             default_cache_dir, merge_states)
 from ssdfeed.prepare import Prepare
 
 # ssdfeed.cache and ssdfeed.warm are the functions above; scripts that
@@ -27,6 +27,7 @@ __all__ = [
     "CachedDataset",
     "CorruptionError",
     "ItemFormatError",
+    "ItemLoader",
     "Loader",
     "Prepare",
     "RandomResizedCrop",

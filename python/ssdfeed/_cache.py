@@ -69,7 +69,7 @@ def cache(dataset, *, key: Optional[str] = None,
             "skip": the item is counted, named on stderr and in
             ``cached.skipped``, and ``cached[i]`` returns the next item that
             does not fail (i+1, i+2, ..., wrapping), so an unchanged
-            DataLoader keeps going; ``ssdfeed.Loader(cached)`` drops it.
+            DataLoader keeps going; ``ssdfeed.ItemLoader(cached)`` drops it.
             An unsupported item type is a TypeError in both modes.
         group_shared: the cache root is shared by the members of its group
             (a 2770 directory, as ``ssdfeed.Loader(group_shared=True)`` and
@@ -136,7 +136,7 @@ class CachedDataset:
         self._pid = None
         self._unavailable = None  # (pid, monotonic time of the next try) while it is
 
-    # -- what the C++ fast path (ssdfeed.Loader(cached)) needs
+    # -- what the C++ fast path (ssdfeed.ItemLoader(cached)) needs
     def _compute_fields(self, i: int):
         """dataset[i] as record fields (the ItemEntry compute callback)."""
         return _items.encode(self.dataset[i])

@@ -167,7 +167,8 @@ class DatasetView:
     @property
     def source(self):
         if self._source is None:
-            self._source = _ssdfeed.open_source_with(self._o.source, self._o.source_options)
+            # As the loader opened it: the shard index from the cache, no shard read.
+            self._source = _ssdfeed.open_loader_source(self._o)
         return self._source
 
     @property
@@ -284,8 +285,13 @@ def log_cold_cache(o, served: int) -> None:
         held = sum(e - b for b, e in _ssdfeed.cached_id_ranges(o))
         if held >= served:
             return
-        src = _ssdfeed.open_source_with(o.source, o.source_options)
-        size = _ssdfeed.estimate_entry_bytes(src, o.prepare)
+        # Probing reads samples from the origin: only when nothing is cached
+        # yet (a cold job reads them all anyway). A partial entry's job must
+        # read only its misses, so it logs without an estimate.
+        size = None
+        if held == 0:
+            src = _ssdfeed.open_loader_source(o)  # its index from the cache: no shard read
+            size = _ssdfeed.estimate_entry_bytes(src, o.prepare)
     except Exception as e:  # a log line must never stop training
         log.debug("ssdfeed: no cache estimate: %s", e)
         return
@@ -295,8 +301,11 @@ def log_cold_cache(o, served: int) -> None:
         free = shutil.disk_usage(root if os.path.isdir(root) else os.path.dirname(root)).free
         cap = (f"capacity: what the root holds now plus 80% of the {_human(free)} free "
                f"(set cache_capacity to bound it)")
-    msg = (f"ssdfeed: cold epoch: caching {o.source} into {root}; the entry will take about "
-           f"{_human(size)} ({held} of its samples cached so far); {cap}")
+    if size is None:
+        grows = f"the entry holds {held} of the {served} samples served so far"
+    else:
+        grows = f"the entry will take about {_human(size)} ({held} of its samples cached so far)"
+    msg = f"ssdfeed: cold epoch: caching {o.source} into {root}; {grows}; {cap}"
     if log.hasHandlers():
         log.info(msg)
     else:  # logging not configured: still say it once, as DataLoader's warnings do

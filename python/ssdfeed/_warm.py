@@ -165,6 +165,7 @@ def _main(argv=None) -> int:
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     p.add_argument("--cache", default=None)
     p.add_argument("--capacity", default=None)
+    p.add_argument("--group-shared", action="store_true")
     p.add_argument("--on-error", default="raise", choices=["raise", "skip"])
     p.add_argument("--json", action="store_true")
     p.add_argument("--quiet", action="store_true")
@@ -173,10 +174,15 @@ def _main(argv=None) -> int:
         dataset = _load_factory(a.python)
         capacity = _size(a.capacity) if a.capacity else None
         if isinstance(dataset, CachedDataset):
+            # Its root and options are the factory's; a flag it lacks would
+            # be silently ignored.
+            if a.group_shared and not dataset._group_shared:
+                raise ValueError(f"--group-shared: {a.python} returns an ssdfeed.cache(...) "
+                                 "without group_shared=True; pass it there")
             cached = dataset
         else:
             cached = cache(dataset, key=a.key, cache=a.cache or True, cache_capacity=capacity,
-                           on_error=a.on_error)
+                           on_error=a.on_error, group_shared=a.group_shared)
         if a.workers < 1:
             raise ValueError(f"--workers must be >= 1, not {a.workers}")
     except (ValueError, TypeError, ImportError) as e:

@@ -10,7 +10,7 @@ from typing import Dict, Iterator, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ssdfeed import _compat, _item_loader, _ssdfeed
+from ssdfeed import _compat, _item_loader, _moved, _ssdfeed
 from ssdfeed.prepare import Prepare, _pair, _positive_pair
 
 
@@ -275,6 +275,10 @@ class Loader:
     source of images and class labels, else a dict of its fields (see
     "Sample fields" in docs/python.md).
 
+    A cached dataset (``ssdfeed.cache(dataset)``) is ``ItemLoader``'s
+    source; ``Loader(cached)`` still serves one for this release, with a
+    DeprecationWarning (docs/migrating.md).
+
     Args:
         source: ``folder:DIR`` (ImageFolder: DIR/<class>/<image>),
             ``tfrecord:GLOB`` or ``tar:GLOB`` (WebDataset shards; brace
@@ -400,6 +404,12 @@ class Loader:
     ``classic`` tell which form a loader gives.
     """
 
+    # A cached dataset (ssdfeed.cache) is ItemLoader's source: this
+    # signature's, with a DeprecationWarning, for one release.
+    _takes_items = False
+    _public_name = "ssdfeed.Loader"
+    _item_loader_name = "ssdfeed.ItemLoader"
+
     def __init__(self, source: Union[str, os.PathLike], *,
                  cache: Union[str, os.PathLike, bool, None] = True,
                  prepare: Prepare = Prepare(), augment=None,
@@ -421,6 +431,9 @@ class Loader:
         o = _ssdfeed.LoaderOptions()
         self._items = None
         if _item_loader.is_cached_dataset(source):
+            if not self._takes_items:  # the one release it keeps working
+                _moved.warn(f"{self._public_name}(cached dataset)",
+                            f"{self._item_loader_name}(cached dataset)", stacklevel=4)
             # ssdfeed.cache(dataset): its items, served by the C++ workers.
             _item_loader.refuse_image_options({
                 "prepare": None if prepare == Prepare() else prepare, "augment": augment,
@@ -656,6 +669,52 @@ class Loader:
         rest of the interrupted epoch."""
         self._impl.load_state(dict(state))
         self._epoch_chosen = True
+
+
+class ItemLoader(Loader):
+    """Iterates batches of a cached dataset (what ``ssdfeed.cache(dataset)``
+    returns) with the C++ workers: items read, checked and collated with no
+    Python per item; a missing one is computed by the dataset and stored,
+    as ``cached[i]`` would. Batches have the structure of item 0, each leaf
+    replaced by its batch (docs/python.md, "The C++ loader over a cached
+    dataset").
+
+    Args:
+        cached: what ``ssdfeed.cache(dataset, ...)`` returned; its cache
+            root, capacity and group setting are the entry's.
+        batch_size, shuffle, seed, workers, prefetch, rank, world_size,
+        drop_last, sampler_drop_last, shard, rotate_every, ids,
+        validation_split, subset, warm_read, fill_write, metrics,
+        metrics_port, metrics_host: as ``Loader``'s, with its defaults.
+        on_error: ``"raise"`` (default) or ``"skip"``: an item whose
+            ``__getitem__`` raised is counted in ``stats()["skipped"]`` and
+            replaced by the next good one.
+        cache_capacity: most bytes the entry's root may hold, int >= 1, or
+            None (default): the cached dataset's own.
+
+    It takes no image options (prepare, augment, dtype, ...): items are
+    served as the dataset gave them.
+    """
+
+    _takes_items = True
+
+    def __init__(self, cached, *, batch_size: int = 1, shuffle: bool = False, seed: int = 0,
+                 workers: Optional[int] = None, prefetch: int = 2, rank: int = 0,
+                 world_size: Optional[int] = None, drop_last: bool = False,
+                 sampler_drop_last: bool = False, shard: str = "global", rotate_every: int = 1,
+                 ids: Optional[range] = None, validation_split: Optional[float] = None,
+                 subset: Optional[str] = None, on_error: str = "raise",
+                 cache_capacity: Optional[int] = None, warm_read: str = "auto",
+                 fill_write: str = "auto", metrics: bool = True,
+                 metrics_port: Optional[int] = None, metrics_host: str = "127.0.0.1"):
+        _item_loader.require_cached_dataset(cached, type(self).__name__)
+        super().__init__(cached, batch_size=batch_size, shuffle=shuffle, seed=seed,
+                         workers=workers, prefetch=prefetch, rank=rank, world_size=world_size,
+                         drop_last=drop_last, sampler_drop_last=sampler_drop_last, shard=shard,
+                         rotate_every=rotate_every, ids=ids, validation_split=validation_split,
+                         subset=subset, on_error=on_error, cache_capacity=cache_capacity,
+                         warm_read=warm_read, fill_write=fill_write, metrics=metrics,
+                         metrics_port=metrics_port, metrics_host=metrics_host)
 
 
 def merge_states(states: Sequence[dict]) -> dict:

@@ -10,6 +10,7 @@ the memory.
 from __future__ import annotations
 
 import os
+import time
 import warnings
 
 import numpy as np
@@ -103,6 +104,13 @@ class Loader(_Loader):
         persistent_workers: accepted for compatibility, either value: the
             cache, buffers and open files persist across epochs anyway, and
             worker threads start in microseconds.
+        rank_wait_every: K > 0: under torch.distributed, every K steps all
+            ranks all-gather the data wait of each of their last K steps
+            (one small collective; every rank must pass the same K), so
+            ``stats()["ranks"]`` says which rank's input is slowest, and
+            rank 0 adds the max over ranks of each step's wait to
+            ``ssdfeed_rank_max_wait_seconds_total``. A step's wait is the
+            time ``next()`` on this loader took. Default 0 (off).
 
     ``sampler``, ``batch_sampler``, ``collate_fn``, ``worker_init_fn``,
     ``generator``, ``prefetch_factor``, ``timeout`` and
@@ -116,9 +124,12 @@ class Loader(_Loader):
     ``set_epoch``) are there as on a DataLoader.
     """
 
+    _public_name = "ssdfeed.torch.Loader"
+    _item_loader_name = "ssdfeed.torch.ItemLoader"
+
     def __init__(self, source, *, pin_memory=None, num_workers=None,
                  persistent_workers=False, output="batch", label_offset=1, peer_fill=False,
-                 **kwargs):
+                 rank_wait_every=0, **kwargs):
         for name in _NOT_SUPPORTED:
             if name in kwargs:
                 raise ValueError(f"ssdfeed.torch.Loader does not take {name}: "
@@ -165,6 +176,7 @@ class Loader(_Loader):
         self._pinned = set()  # addresses this loader registered with cudaHostRegister
         self._dataset = None
         self._peer_fill = self._start_peer_fill(peer_fill)
+        self._rank_waits = _RankWaits.make(rank_wait_every, self._options.world_size)
 
     def _start_peer_fill(self, peer_fill):
         """peer_fill=True: this node's entry is filled with the job's other
@@ -310,7 +322,31 @@ class Loader(_Loader):
         except Exception:  # interpreter shutdown: torch may be gone already
             pass
 
+    def stats(self) -> dict:
+        """``ssdfeed.Loader.stats()``, plus with ``rank_wait_every`` the
+        ranks' waits: ``stats()["ranks"]`` (see ``_RankWaits.summary``)."""
+        out = super().stats()
+        if self._rank_waits is not None:
+            out["ranks"] = self._rank_waits.summary()
+        return out
+
     def __iter__(self):
+        if self._rank_waits is None:
+            yield from self._batches()
+            return
+        # The wait a step pays: the time next() on this loader takes.
+        it = self._batches()
+        while True:
+            t0 = time.perf_counter()
+            try:
+                batch = next(it)
+            except StopIteration:
+                break
+            self._rank_waits.step(time.perf_counter() - t0, self._impl)
+            yield batch
+        self._rank_waits.flush(self._impl)  # every rank ends its pass at the same step
+
+    def _batches(self):
         if self._items is not None:
             yield from super().__iter__()
             return
@@ -337,6 +373,110 @@ class Loader(_Loader):
     def label_offset(self) -> int:
         """Added to the 0-based classes in detection targets' labels."""
         return self._label_offset
+
+
+class ItemLoader(Loader):
+    """``ssdfeed.ItemLoader`` yielding torch tensors: batches of a cached
+    dataset (``ssdfeed.cache(dataset)``) with its items' structure, each
+    leaf batched as DataLoader's default collate would (ints int64, floats
+    float64, arrays stacked into tensors when every item's has one shape).
+
+    Takes ``ssdfeed.ItemLoader``'s arguments (seed None, the default, draws
+    one from torch's RNG as DataLoader does) and DataLoader's
+    ``pin_memory`` (default: whether CUDA is available), ``num_workers``
+    (C++ threads; None or 0: one per core) and ``persistent_workers``.
+    """
+
+    _takes_items = True
+
+    def __init__(self, cached, *, pin_memory=None, num_workers=None, persistent_workers=False,
+                 batch_size=1, shuffle=False, seed=None, workers=None, prefetch=2, rank=None,
+                 world_size=None, drop_last=False, sampler_drop_last=False, shard="global",
+                 rotate_every=1, ids=None, validation_split=None, subset=None,
+                 on_error="raise", cache_capacity=None, warm_read="auto", fill_write="auto",
+                 metrics=True, metrics_port=None, metrics_host="127.0.0.1"):
+        _item_loader.require_cached_dataset(cached, "ssdfeed.torch.ItemLoader")
+        given = dict(batch_size=batch_size, shuffle=shuffle, seed=seed, workers=workers,
+                     prefetch=prefetch, rank=rank, world_size=world_size, drop_last=drop_last,
+                     sampler_drop_last=sampler_drop_last, shard=shard,
+                     rotate_every=rotate_every, ids=ids, validation_split=validation_split,
+                     subset=subset, on_error=on_error, cache_capacity=cache_capacity,
+                     warm_read=warm_read, fill_write=fill_write, metrics=metrics,
+                     metrics_port=metrics_port, metrics_host=metrics_host)
+        # None: Loader's own default (rank and world_size from torchrun's env)
+        super().__init__(cached, pin_memory=pin_memory, num_workers=num_workers,
+                         persistent_workers=persistent_workers,
+                         **{k: v for k, v in given.items()
+                            if v is not None or k in ("seed", "workers")})
+
+
+class _RankWaits:
+    """The data wait of each step on every rank, gathered every K steps
+    (rank_wait_every): the slowest rank sets the pace of a synchronous job."""
+
+    def __init__(self, every: int):
+        self.every = every
+        self.pending = []        # this rank's waits since the last gather
+        self.steps = 0           # steps gathered
+        self.max_wait = 0.0      # sum over gathered steps of the max over ranks
+        self.last_max = 0.0      # the max over ranks of the last gathered step
+        self.per_rank = []       # each rank's wait summed over the last gather
+        self.slowest_rank = None
+
+    @staticmethod
+    def make(every, world_size):
+        if isinstance(every, bool) or not isinstance(every, int) or every < 0:
+            raise ValueError(f"rank_wait_every must be an int >= 0 (steps between gathers; "
+                             f"0: off), not {every!r}")
+        if every == 0:
+            return None
+        if world_size > 1 and not (torch.distributed.is_available()
+                                   and torch.distributed.is_initialized()):
+            raise ValueError("rank_wait_every needs torch.distributed initialised "
+                             "(init_process_group) when world_size > 1")
+        return _RankWaits(every)
+
+    def step(self, seconds: float, impl) -> None:
+        self.pending.append(seconds)
+        if len(self.pending) >= self.every:
+            self.flush(impl)
+
+    def flush(self, impl) -> None:
+        """Gathers the pending steps' waits of every rank (a collective:
+        every rank calls it at the same step)."""
+        if not self.pending:
+            return
+        mine = torch.tensor(self.pending, dtype=torch.float64)
+        self.pending = []
+        dist = torch.distributed
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            if dist.get_backend() == "nccl":  # nccl gathers device tensors only
+                mine = mine.cuda()
+            rows = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
+            dist.all_gather(rows, mine)
+            waits = torch.stack(rows).cpu()  # (ranks, steps)
+            me = dist.get_rank()
+        else:
+            waits, me = mine.unsqueeze(0), 0
+        step_max = waits.max(dim=0).values
+        self.steps += waits.shape[1]
+        self.max_wait += float(step_max.sum())
+        self.last_max = float(step_max[-1])
+        totals = waits.sum(dim=1)
+        self.per_rank = totals.tolist()
+        self.slowest_rank = int(totals.argmax())
+        if me == 0:  # one rank adds it, so summing over nodes counts each step once
+            impl.record_rank_max_wait(float(step_max.sum()))
+
+    def summary(self) -> dict:
+        """steps: steps gathered; max_wait_seconds: the sum over them of the
+        slowest rank's wait; last_max_wait_seconds: the slowest rank's wait at
+        the last gathered step; wait_seconds: each rank's wait summed over the
+        last gather; slowest_rank: the rank with the most of it (None before
+        the first gather)."""
+        return {"steps": self.steps, "max_wait_seconds": self.max_wait,
+                "last_max_wait_seconds": self.last_max, "wait_seconds": list(self.per_rank),
+                "slowest_rank": self.slowest_rank}
 
 
 def _tensor(value):

@@ -281,12 +281,12 @@ Field ToField(const FieldView& v) {
 
 namespace ssdfeed {
 
-// Public (ssdfeed/cached_fields.h): readers outside src/cache get parsed
-// fields, never the section's layout.
-Status ParseFields(const CachedSample& cs, std::vector<FieldView>* out) {
+// Public (ssdfeed/cache.h): readers outside src/cache get parsed fields,
+// never the section's layout.
+Status CachedSample::ParsedFields(std::vector<FieldView>* out) const {
   out->clear();
-  if (cs.fields.empty()) return Status::OK();  // a sample of only an image and a label
-  std::string bad = cache_format::ParseFields(cs.fields, out);
+  if (fields.empty()) return Status::OK();  // a sample of only an image and a label
+  std::string bad = cache_format::ParseFields(fields, out);
   if (!bad.empty()) return Status::Corruption("cached fields: " + bad);
   return Status::OK();
 }

@@ -5,6 +5,7 @@
 #include "cache/entry_files.h"
 #include "image/pixel_codec.h"
 #include "util/fd_limit.h"
+#include "util/stage_clock.h"
 
 namespace ssdfeed {
 
@@ -244,7 +245,9 @@ Status SegmentIndex::Check(uint64_t id, const Loc& loc, const RandomAccessFile* 
     // A record that fails to decode is damage like any other: the checksum
     // only vouches for the stored bytes.
     if (dst != nullptr) {
+      MarkStage(Tmr::kCacheRead);  // read and checked; the codec's decode follows
       Status d = cf::DecodeSample(out, dst, ThreadCodecScratch());
+      MarkStage(Tmr::kRecordDecode);
       if (!d.ok()) bad = d.message();
     }
   }

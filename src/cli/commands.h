@@ -11,6 +11,7 @@ namespace ssdfeed::cli {
 // Set by the sub-command that ran; main returns it.
 struct RunState {
   int rc = 0;
+  std::string command_line;  // as typed, quoted where needed (bench reports name it)
 };
 
 void AddMakeDataset(CLI::App& app, RunState* st);

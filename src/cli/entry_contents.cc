@@ -4,7 +4,6 @@
 #include <cstring>
 #include <map>
 
-#include "ssdfeed/cached_fields.h"
 #include "ssdfeed/defaults.h"
 
 namespace ssdfeed::cli {
@@ -56,7 +55,7 @@ std::optional<uint64_t> ReadElementCount(const CacheOptions& opts, const EntryKe
   CachedSample cs;
   if (!(*entry)->Get(0, &buf, &cs).ok()) return std::nullopt;
   std::vector<FieldView> fields;
-  if (!ParseFields(cs, &fields).ok() || fields.size() != 1 || fields[0].dtype != "<i8" ||
+  if (!cs.ParsedFields(&fields).ok() || fields.size() != 1 || fields[0].dtype != "<i8" ||
       fields[0].size != sizeof(int64_t))
     return std::nullopt;
   int64_t n = 0;

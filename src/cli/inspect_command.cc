@@ -2,6 +2,7 @@
 // what a source holds as ssdfeed reads it (size, fields, the category map,
 // what was skipped, and per sample its boxes and classes), to check a
 // layout's URI before warming it, and for tests against reference parsers.
+#include <algorithm>
 #include <cstring>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -29,7 +30,35 @@ nlohmann::json Values(const std::string& bytes) {
   return v;
 }
 
-// A field as JSON: boxes and classes by value, the rest by size and origin.
+// instance_masks (uint32 H, uint32 W, then K planes of H*W bytes, 0/1):
+// their shape [K, H, W] and each instance's area in pixels, which a reader
+// can check against the annotations, where the planes' byte count says
+// nothing. Bytes that do not make whole planes are said as such.
+void AddInstanceMasks(const std::string& bytes, nlohmann::json* j) {
+  uint32_t hw[2] = {0, 0};
+  if (bytes.size() < sizeof hw) {
+    (*j)["malformed"] = "shorter than its 8-byte height and width";
+    return;
+  }
+  std::memcpy(hw, bytes.data(), sizeof hw);
+  size_t plane = static_cast<size_t>(hw[0]) * hw[1], body = bytes.size() - sizeof hw;
+  if (plane == 0 ? body != 0 : body % plane != 0) {
+    (*j)["malformed"] = std::to_string(body) + " bytes of planes are not whole " +
+                        std::to_string(hw[0]) + "x" + std::to_string(hw[1]) + " planes";
+    return;
+  }
+  size_t k = plane == 0 ? 0 : body / plane;
+  nlohmann::json areas = nlohmann::json::array();
+  for (size_t i = 0; i < k; ++i) {
+    const char* p = bytes.data() + sizeof hw + i * plane;
+    areas.push_back(plane - static_cast<size_t>(std::count(p, p + plane, '\0')));
+  }
+  (*j)["shape"] = {k, hw[0], hw[1]};
+  (*j)["areas"] = areas;
+}
+
+// A field as JSON: boxes and classes by value, instance masks decoded to
+// their shape and areas, the rest by size and origin.
 nlohmann::json FieldJson(const EncodedField& f) {
   nlohmann::json j = {{"kind", EnumName(f.kind)}, {"bytes", f.bytes.size()}, {"origin", f.origin}};
   if (f.kind == FieldKind::kBoxes) {
@@ -39,6 +68,7 @@ nlohmann::json FieldJson(const EncodedField& f) {
   if (f.kind == FieldKind::kBoxFloats) j["values"] = Values<float>(f.bytes);
   if (f.kind == FieldKind::kClasses || f.kind == FieldKind::kLabel)
     j["values"] = Values<int64_t>(f.bytes);
+  if (f.kind == FieldKind::kInstanceMasks) AddInstanceMasks(f.bytes, &j);
   return j;
 }
 

@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "cli/printable.h"
 #include "ssdfeed/cache.h"
+#include "ssdfeed/env.h"
 
 namespace ssdfeed::cli {
 
@@ -19,6 +20,30 @@ std::string Plural(uint64_t n, const std::string& one, const std::string& many) 
   return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
+namespace {
+
+// argv as a shell would take it back: words with anything but [A-Za-z0-9
+// ,._+:@%/=-] in single quotes; the program by its name alone (the launcher
+// of the Python package passes its whole path).
+std::string CommandLine(int argc, char** argv) {
+  std::string out;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = i == 0 ? ssdfeed::Basename(argv[0]) : argv[i];
+    bool plain = !a.empty() && a.find_first_not_of(
+                                   "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuv"
+                                   "wxyz0123456789,._+:@%/=-") == std::string::npos;
+    if (!plain) {
+      std::string q = "'";
+      for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      a = q + "'";
+    }
+    out += (i ? " " : "") + a;
+  }
+  return out;
+}
+
+}  // namespace
+
 }  // namespace ssdfeed::cli
 
 int main(int argc, char** argv) {
@@ -29,6 +54,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("-V,--version", std::string("ssdfeed ") + SSDFEED_VERSION);
   app.require_subcommand(1);
   RunState st;
+  st.command_line = CommandLine(argc, argv);
   AddMakeDataset(app, &st);
   AddWarm(app, &st);
   AddCache(app, &st);

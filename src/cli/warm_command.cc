@@ -231,6 +231,7 @@ int HandOverToPython(const WarmArgs& a) {
   if (a.workers > 0) args.insert(args.end(), {"--workers", std::to_string(a.workers)});
   if (!a.cache.cache.empty()) args.insert(args.end(), {"--cache", a.cache.cache});
   if (!a.cache.capacity.empty()) args.insert(args.end(), {"--capacity", a.cache.capacity});
+  if (a.cache.group_shared) args.emplace_back("--group-shared");
   if (a.json) args.emplace_back("--json");
   if (a.quiet) args.emplace_back("--quiet");
   std::vector<char*> argv;

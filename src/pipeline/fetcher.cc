@@ -11,6 +11,7 @@
 #include "ssdfeed/loader.h"
 #include "ssdfeed/sample.h"
 #include "ssdfeed/source.h"
+#include "util/stage_clock.h"
 
 namespace ssdfeed {
 
@@ -46,6 +47,8 @@ SampleFetcher::SampleFetcher(const Source* source, PrepareSpec spec, CacheEntry*
       stats_(stats == nullptr ? own_stats_.get() : stats),
       time_stages_(time_stages) {
   if (cache_ != nullptr) SyncCacheCounters();
+  // What opening the source cost (listing, index reads) is this job's too.
+  if (source_ != nullptr) CountOrigin(0);
 }
 
 void SampleFetcher::SyncCacheCounters() {
@@ -108,6 +111,7 @@ Status SampleFetcher::TimedGet(uint64_t id, FetchScratch* s, CachedSample* out) 
   double t0 = Seconds();
   Status st = cache_->Get(id, &s->cache_buf, out);
   stats_->Observe(Hist::kReadCache, Seconds() - t0);
+  MarkStage(Tmr::kCacheRead);
   return st;
 }
 
@@ -150,6 +154,7 @@ SampleFetcher::Group SampleFetcher::StartCachedMany(const uint64_t* ids, size_t 
 
 void SampleFetcher::FinishCachedMany(Group* g, FetchScratch* s) {
   g->batch->Finish();
+  MarkStage(Tmr::kCacheRead);
   // One clock pair for the group: each read is charged its share.
   double each = time_stages_ ? (Seconds() - g->t0) / static_cast<double>(g->n) : 0;
   for (CacheRead& r : s->reads[g->which]) {
@@ -184,6 +189,7 @@ Status SampleFetcher::Resolve(uint64_t id, Status st, FetchScratch* s, CachedSam
       return Status::OK();
     }
   }
+  MarkStage(Tmr::kCacheRead);  // the lookups, refreshes and claims of a miss
   stats_->Add(Ctr::kCacheMisses);
   st = FromOrigin(id, s, out);
   if (st.ok()) stats_->Add(Ctr::kCacheMissBytes, out->payload_bytes());
@@ -193,6 +199,7 @@ Status SampleFetcher::Resolve(uint64_t id, Status st, FetchScratch* s, CachedSam
     if (put.ok()) put = cache_->Put(id, *out);
     if (put.ok() && corrupt) stats_->Add(Ctr::kCorruptRepaired);
     SyncCacheCounters();
+    MarkStage(Tmr::kCacheWrite);
   }
   if (admit) cache_->ReleaseClaim(id);
   return st;
@@ -274,18 +281,42 @@ Status SampleFetcher::Store(uint64_t id, const std::vector<EncodedField>& fields
   return st;
 }
 
+namespace {
+
+// Moves seen up to now; what it moved by (0 when another thread got there).
+uint64_t Advance(std::atomic<uint64_t>& seen, uint64_t now) {
+  uint64_t prev = seen.load(std::memory_order_relaxed);
+  while (prev < now && !seen.compare_exchange_weak(prev, now, std::memory_order_relaxed)) {
+  }
+  return prev < now ? now - prev : 0;
+}
+
+}  // namespace
+
+void SampleFetcher::CountOrigin(uint64_t encoded_bytes) {
+  OriginTraffic t = source_ != nullptr ? source_->traffic() : OriginTraffic{};
+  if (t.bytes == 0 && t.requests == 0) {  // a source that does not count its reads
+    stats_->Add(Ctr::kOriginBytes, encoded_bytes);
+    return;
+  }
+  stats_->Add(Ctr::kOriginBytes, Advance(origin_bytes_seen_, t.bytes));
+  stats_->Add(Ctr::kOriginRequests, Advance(origin_requests_seen_, t.requests));
+}
+
 Status SampleFetcher::FromOrigin(uint64_t id, FetchScratch* s, CachedSample* out) {
   double t0 = time_stages_ ? Seconds() : 0;
   SSDFEED_RETURN_IF_ERROR(source_->Read(id, &s->encoded));
+  MarkStage(Tmr::kOriginRead);
   double t1 = time_stages_ ? Seconds() : 0;
   if (time_stages_) stats_->Observe(Hist::kReadOrigin, t1 - t0);
   // Every field read counts: a mask or an array is origin traffic too.
   uint64_t origin_bytes = s->encoded.bytes.size();
   for (const EncodedField& f : s->encoded.fields) origin_bytes += f.bytes.size();
-  stats_->Add(Ctr::kOriginBytes, origin_bytes);
+  CountOrigin(origin_bytes);
   Status st = DecodeImage(s);
   if (st.ok()) st = PrepareFieldsOf(s, out);
   if (time_stages_) stats_->Observe(Hist::kPrepare, Seconds() - t1);
+  MarkStage(Tmr::kPrepare);  // DecodeAndPrepare marked the decode
   if (!st.ok()) {
     stats_->Add(Ctr::kDecodeErrors);
     return st.WithContext(source_->Describe(id));
@@ -299,6 +330,8 @@ Status SampleFetcher::FromOrigin(uint64_t id, FetchScratch* s, CachedSample* out
   out->codec = RecordCodec::kRaw;
   out->stored = {};
   st = ServeLossy(s, out);
+  // A lossy codec's bytes are made here, for the cache write that follows.
+  if (IsLossy(spec_.codec)) MarkStage(Tmr::kCacheWrite);
   if (!st.ok()) return st.WithContext(source_->Describe(id));
   return Status::OK();
 }

@@ -109,6 +109,9 @@ class SampleFetcher {
   Status EncodeStored(FetchScratch* s, CachedSample* out);
   Status ServeLossy(FetchScratch* s, CachedSample* out);
   void MaybeRefresh();
+  // Adds what the source has read from its origin since the last call
+  // (Source::traffic); fallback: the encoded bytes of the sample just read.
+  void CountOrigin(uint64_t encoded_bytes);
   int64_t NowUs() const { return env_->MonotonicMicros(); }
   double Seconds() const { return static_cast<double>(env_->MonotonicMicros()) * 1e-6; }
 
@@ -122,6 +125,8 @@ class SampleFetcher {
   StatsPublisher* stats_;
   bool time_stages_;
   std::atomic<int64_t> last_refresh_us_{0};
+  // Source::traffic() already counted into stats_.
+  std::atomic<uint64_t> origin_bytes_seen_{0}, origin_requests_seen_{0};
 };
 
 }  // namespace ssdfeed

@@ -8,6 +8,7 @@
 #include "ssdfeed/loader.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -18,10 +19,13 @@
 #include "pipeline/entry_key.h"
 #include "pipeline/epoch_state.h"
 #include "pipeline/fetcher.h"
+#include "pipeline/origin_index.h"
 #include "pipeline/sample_renderer.h"
 #include "ssdfeed/defaults.h"
 #include "ssdfeed/enum_names.h"
 #include "ssdfeed/metrics.h"
+#include "util/mutex.h"
+#include "util/stage_clock.h"
 
 namespace ssdfeed {
 
@@ -51,6 +55,9 @@ class LoaderImpl final : public Loader {
               renderer_.fixed() ? renderer_.sample_bytes() : 0, pool_,
               renderer_.MaskPlanes(source_->fields())) {
     workers_ = opts_.workers > 0 ? opts_.workers : DefaultWorkers(env_);
+    // One stage clock per worker, kept across epochs; none with metrics off.
+    if (opts_.metrics)
+      for (int w = 0; w < workers_; ++w) clocks_.push_back(std::make_unique<StageClock>(env_));
   }
   ~LoaderImpl() override { Stop(); }
   double NowSeconds() const { return static_cast<double>(env_->MonotonicMicros()) * 1e-6; }
@@ -80,12 +87,14 @@ class LoaderImpl final : public Loader {
       // unless SetEpoch or LoadState says otherwise.
       StopLocked();
       plan_.SetEpoch(plan_.epoch() + 1);
+      last_return_us_ = 0;  // the time until the next epoch's first batch is no step
       return false;
     }
     ++consumed_;
     RecordWait(waited_);  // per batch served, as the histogram's count promises
     stats_->Add(Ctr::kBatchesServed);
     stats_->Add(Ctr::kSamplesServed, out->size);
+    RecordStep();
     return true;
   }
 
@@ -117,9 +126,17 @@ class LoaderImpl final : public Loader {
   // The same numbers the stats file publishes (one source of truth).
   LoaderStats stats() const override {
     if (cache_) fetcher_.SyncCacheCounters();
+    PublishTimes();
     StatsSnapshot c = stats_->Snapshot();
     LoaderStats s;
     s.SetCounters(c.counters);
+    for (size_t i = 0; i < kNumTimers; ++i) s.times[i] = static_cast<double>(c.times[i]) * 1e-9;
+    for (const auto& clock : clocks_) {
+      auto& w = s.worker_times.emplace_back();
+      for (const auto& t : kTimers)
+        w[static_cast<size_t>(t.slot)] = static_cast<double>(clock->Total(t.slot)) * 1e-9;
+    }
+    StepWaits(&s);
     const HistSnapshot& w = c.hist(Hist::kBatchWait);
     s.wait_seconds = w.sum_seconds();
     s.wait_histogram_bounds = HistogramBounds();
@@ -132,6 +149,10 @@ class LoaderImpl final : public Loader {
       s.cache_admitting = cache_->admitting();
     }
     return s;
+  }
+
+  void RecordRankMaxWait(double seconds) override {
+    if (seconds > 0) stats_->AddTime(Tmr::kRankMaxWait, static_cast<uint64_t>(seconds * 1e9));
   }
 
   LoaderState state() const override {
@@ -162,7 +183,8 @@ class LoaderImpl final : public Loader {
     consumed_ = plan_.start_batch();
     ring_.Start(cursor_, end_sample_);
     running_ = true;
-    for (int w = 0; w < workers_; ++w) threads_.push_back(env_->StartThread([this] { Work(); }));
+    for (int w = 0; w < workers_; ++w)
+      threads_.push_back(env_->StartThread([this, w] { Work(w); }));
   }
 
   // Waits until chunk c is filled; its first error under on_error=raise.
@@ -183,6 +205,7 @@ class LoaderImpl final : public Loader {
     RingSlot* slot = nullptr;
     SSDFEED_RETURN_IF_ERROR(WaitChunk(c, &slot));
     if (cursor_ % bs != 0) return Gather(out, got);
+    consumer_clock_.Begin();
     int h = renderer_.height(), w = renderer_.width();
     if (!renderer_.fixed()) {
       std::vector<const Image*> ims;
@@ -194,9 +217,11 @@ class LoaderImpl final : public Loader {
     UnplaceMasks(staged, 0, slot->planes, /*all=*/false);
     std::vector<const StagedFields*> fields(staged.begin(), staged.end());
     SSDFEED_RETURN_IF_ERROR(Collate(fields, slot->buffer.get(), &slot->planes));
+    consumer_clock_.Mark(Tmr::kCollate);
     renderer_.Fill(slot->buffer, slot->count, h, w, out);
     cursor_ += slot->count;
     ring_.Release(c);
+    consumer_clock_.Mark(Tmr::kHandoff);
     *got = !(opts_.drop_last && out->size < bs);
     return Status::OK();
   }
@@ -227,6 +252,7 @@ class LoaderImpl final : public Loader {
       ++cursor_;
       if (cursor_ % bs == 0 || cursor_ >= end_sample_) ring_.Release(c);
     }
+    consumer_clock_.Begin();  // the copies above count as collate
     int h = renderer_.height(), w = renderer_.width();
     if (!fixed) {
       std::vector<const Image*> ims;
@@ -236,7 +262,9 @@ class LoaderImpl final : public Loader {
     std::vector<const StagedFields*> views;
     for (const auto& f : fields) views.push_back(&f);
     SSDFEED_RETURN_IF_ERROR(Collate(views, buf.get()));
+    consumer_clock_.Mark(Tmr::kCollate);
     renderer_.Fill(buf, n, h, w, out);
+    consumer_clock_.Mark(Tmr::kHandoff);
     *got = n > 0 && !(opts_.drop_last && n < bs);
     return Status::OK();
   }
@@ -257,22 +285,36 @@ class LoaderImpl final : public Loader {
     return static_cast<size_t>(std::clamp(kQueueDepth / workers_, 4, kQueueDepth));
   }
 
-  void Work() {
+  // Worker w: busy from each Take that hands it work to the next Take
+  // that may block (its stage clock's Begin and End).
+  void Work(int w) {
+    StageClock* clock = clocks_.empty() ? nullptr : clocks_[static_cast<size_t>(w)].get();
+    ScopedStageClock installed(clock);
+    auto begin = [clock] {
+      if (clock) clock->Begin();
+    };
+    auto end = [clock] {
+      if (clock) clock->End();
+    };
     FetchScratch scratch;
     std::vector<uint8_t> render;
     const size_t group = GroupSize();
     RingRun cur;
     if (group == 1) {
       while (ring_.Take(1, false, &cur)) {
+        begin();
         size_t pos = cur.k % opts_.batch_size;
         Status s = Produce(order()[cur.k], cur.slot, pos, &scratch, &render);
         ring_.Finish(cur.slot, Substitute(cur.k, s, cur.slot, pos, &scratch, &render));
+        MarkStage(Tmr::kHandoff);  // the sample handed to its batch
+        end();
       }
       return;
     }
     // Direct reads: the next run's records are in flight while this run is
     // rendered, so the device always has work queued.
     if (!ring_.Take(group, false, &cur)) return;
+    begin();
     int which = 0;
     auto g = fetcher_.StartCachedMany(&order()[cur.k], cur.n, &scratch, which);
     while (true) {
@@ -283,7 +325,9 @@ class LoaderImpl final : public Loader {
       fetcher_.FinishCachedMany(&g, &scratch);
       RenderRun(cur, scratch.reads[which], &scratch, &render);
       if (!ahead) {
+        end();
         if (!ring_.Take(group, false, &next)) return;
+        begin();
         gn = fetcher_.StartCachedMany(&order()[next.k], next.n, &scratch, 1 - which);
       }
       cur = next;
@@ -301,6 +345,7 @@ class LoaderImpl final : public Loader {
       Status s = r.status.ok() ? Render(id, r.sample, t.slot, pos, render)
                                : ProduceAfter(id, r.status, t.slot, pos, scratch, render);
       ring_.Finish(t.slot, Substitute(t.k + j, s, t.slot, pos, scratch, render));
+      MarkStage(Tmr::kHandoff);
     }
   }
 
@@ -347,10 +392,62 @@ class LoaderImpl final : public Loader {
     Image* staging = renderer_.fixed() ? nullptr : &slot->staging[pos];
     Status r = renderer_.Render(cs, plan_.epoch(), id, slot->buffer.get(), pos, staging, render,
                                 &slot->fields[pos], &slot->planes);
+    MarkStage(Tmr::kAugment);
     return r.ok() ? r : r.WithContext(source_->Describe(id));
   }
 
-  void RecordWait(double s) { stats_->Observe(Hist::kBatchWait, s); }
+  void RecordWait(double s) {
+    stats_->Observe(Hist::kBatchWait, s);
+    MutexLock l(&window_mu_);
+    if (step_waits_.size() < LoaderStats::kStepWaitWindow)
+      step_waits_.push_back(s);
+    else
+      step_waits_[step_waits_next_] = s;
+    step_waits_next_ = (step_waits_next_ + 1) % LoaderStats::kStepWaitWindow;
+    last_step_wait_ = s;
+  }
+
+  // A batch was handed out: the step since the previous one ends, and the
+  // stats file gets the stage totals (per batch, so the exporter sees them
+  // move; a few dozen relaxed loads and stores).
+  void RecordStep() {
+    int64_t now = env_->MonotonicMicros();
+    if (last_return_us_ > 0 && opts_.metrics)
+      stats_->AddTime(Tmr::kStep, static_cast<uint64_t>(now - last_return_us_) * 1000);
+    last_return_us_ = now;
+    PublishTimes();
+  }
+
+  // The stage clocks' totals into the stats file (they are its only writers
+  // of these slots; the step and the ranks' wait are added directly).
+  void PublishTimes() const {
+    if (!opts_.metrics) return;
+    TimerArray sum{};
+    for (const auto& c : clocks_) c->AddTo(&sum);
+    consumer_clock_.AddTo(&sum);
+    for (const auto& t : kTimers)
+      if (t.is_stage() || t.slot == Tmr::kWorkerBusy)
+        stats_->RaiseTime(t.slot, sum[static_cast<size_t>(t.slot)]);
+  }
+
+  // The last step's wait and the window's percentiles (nearest rank).
+  void StepWaits(LoaderStats* s) const {
+    std::vector<double> w;
+    {
+      MutexLock l(&window_mu_);
+      w = step_waits_;
+      s->step_wait_last = last_step_wait_;
+    }
+    s->step_wait_steps = w.size();
+    if (w.empty()) return;
+    std::sort(w.begin(), w.end());
+    auto rank = [&w](double q) {
+      size_t k = static_cast<size_t>(std::ceil(q * static_cast<double>(w.size())));
+      return w[std::clamp<size_t>(k, 1, w.size()) - 1];
+    };
+    s->step_wait_p50 = rank(0.50);
+    s->step_wait_p99 = rank(0.99);
+  }
 
  public:
   // Serves this process's counters on metrics_host:metrics_port.
@@ -380,6 +477,15 @@ class LoaderImpl final : public Loader {
   uint64_t end_sample_ = 0;             // plan positions served this pass
   uint64_t cursor_ = 0, consumed_ = 0;  // consumer: next position, batches taken
   double waited_ = 0;                   // consumer wait within one Next
+  int64_t last_return_us_ = 0;          // consumer: when Next last handed out a batch
+
+  std::vector<std::unique_ptr<StageClock>> clocks_;  // per worker; empty with metrics off
+  StageClock consumer_clock_{env_};                  // the consumer's collate and handoff
+  // The consumer's wait per step (a ring of the last kStepWaitWindow), read by stats().
+  mutable Mutex window_mu_;
+  std::vector<double> step_waits_ GUARDED_BY(window_mu_);
+  size_t step_waits_next_ GUARDED_BY(window_mu_) = 0;
+  double last_step_wait_ GUARDED_BY(window_mu_) = 0;
 };
 
 // The stats file under the cache root; in memory without a cache or metrics.
@@ -409,6 +515,24 @@ Status CheckAugment(const AugmentSpec& a) {
 
 }  // namespace
 
+namespace {
+
+// Tells the source which samples the first epoch reads from the origin (the
+// entry's misses in the id range), so a bucket's shards are fetched in runs
+// of close misses. Only for a single rank without a validation split: there
+// the epoch reads every id of the range, so no run fetches bytes nobody
+// reads (with ranks, each reads a share, and runs would span the others').
+void PlanMisses(const LoaderOptions& o, const Source& src, CacheEntry& entry) {
+  if (o.world_size > 1 || o.validation_split > 0) return;
+  uint64_t end = o.id_end ? o.id_end : src.size();
+  std::vector<uint64_t> missing;
+  for (uint64_t id = o.id_begin; id < end; ++id)
+    if (!entry.Contains(id)) missing.push_back(id);
+  src.PlanReads(missing);
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Loader>> Loader::Open(const LoaderOptions& o) {
   if (o.batch_size == 0) return Status::InvalidArgument("batch_size must be >= 1");
   if (o.workers < 0) return Status::InvalidArgument("workers must be >= 0 (0: one per core)");
@@ -421,9 +545,15 @@ Result<std::unique_ptr<Loader>> Loader::Open(const LoaderOptions& o) {
   if (o.rotate_every < 1) return Status::InvalidArgument("rotate_every must be >= 1 (epochs)");
   std::shared_ptr<const Source> src = o.source_object;
   if (src == nullptr) {
-    SSDFEED_ASSIGN_OR_RETURN(auto opened, OpenSource(o.source, o.source_options));
+    // Opened from the listing; the index comes from the cache when it can.
+    SourceOptions so = o.source_options;
+    so.defer_index = true;
+    SSDFEED_ASSIGN_OR_RETURN(auto opened, OpenSource(o.source, so));
     src = std::move(opened);
   }
+  std::string index_warning;
+  SSDFEED_RETURN_IF_ERROR(LoadOrBuildIndex(*src, o.cache, &index_warning));
+  if (!index_warning.empty()) EnvOf(o)->Warn(index_warning);
   if (a.enabled && IsImageLess(*src))
     return Status::InvalidArgument("augment crops and flips an image, and " + src->uri() +
                                    " has none (its fields are served as they are): leave "
@@ -451,6 +581,10 @@ Result<std::unique_ptr<Loader>> Loader::Open(const LoaderOptions& o) {
     auto entry = CacheEntry::Open(o.cache, MakeEntryKey(*src, o.source_options, o.prepare));
     if (entry.ok()) {
       cache = std::move(*entry);
+      std::string stored_warning;
+      StoreIndex(*src, *cache, o.cache, &stored_warning);
+      if (!stored_warning.empty()) EnvOf(o)->Warn(stored_warning);
+      PlanMisses(o, *src, *cache);
     } else if (entry.status().code() == Status::Code::kInvalidArgument) {
       return entry.status();  // a refused root or a bad option: the user must act
     } else {

@@ -133,7 +133,7 @@ void PlaceMasks(const std::vector<FieldView>& in, int in_h, int in_w,
 Status SampleRenderer::RenderSampleFields(const CachedSample& cs, const CropBox& box, int out_h,
                                           int out_w, StagedFields* fields,
                                           std::vector<MaskPlane>* planes, size_t pos) const {
-  SSDFEED_RETURN_IF_ERROR(ParseFields(cs, &fields->views));
+  SSDFEED_RETURN_IF_ERROR(cs.ParsedFields(&fields->views));
   const std::vector<FieldView>& in = fields->views;
   thread_local std::vector<uint8_t*> into;
   PlaceMasks(in, cs.height, cs.width, planes, pos, &into, &fields->placed);

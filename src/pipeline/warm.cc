@@ -14,6 +14,7 @@
 
 #include "pipeline/entry_key.h"
 #include "pipeline/fetcher.h"
+#include "pipeline/origin_index.h"
 #include "pipeline/warm_entry.h"
 #include "ssdfeed/defaults.h"
 #include "ssdfeed/metrics.h"
@@ -62,6 +63,18 @@ struct WarmRun {
     if (on_error == OnError::kSkip) skipped.push_back({id, src->Describe(id), s.message()});
   }
 };
+
+// Tells the source which samples this pass will read (the entry's misses),
+// so a bucket's shards are fetched in runs, not one request per sample.
+void PlanMisses(const WarmRun& r) {
+  std::vector<uint64_t> missing;
+  for (uint64_t k = 0; k < r.n; ++k) {
+    uint64_t id = r.ids.empty() ? k : r.ids[k];
+    if (!r.entry->Contains(id)) missing.push_back(id);
+  }
+  std::sort(missing.begin(), missing.end());
+  r.src->PlanReads(missing);
+}
 
 Env* EnvOf(const WarmOptions& o) { return o.cache.env ? o.cache.env : Env::Default(); }
 
@@ -113,6 +126,7 @@ void Collect(WarmRun& r, SampleFetcher& fetcher, WarmResult* out) {
   out->claim_waits = fc[Ctr::kClaimWaits];
   out->bytes_prepared = fc[Ctr::kCacheMissBytes];
   out->origin_bytes = fc[Ctr::kOriginBytes];
+  out->origin_requests = fc[Ctr::kOriginRequests];
   out->errors = r.errors;
   out->cache_full = r.cache_full;
   out->warning = r.entry->warning();
@@ -135,6 +149,9 @@ Status CheckIds(const Source& source, const std::vector<uint64_t>& ids) {
 Status Warm(const Source& source, const WarmOptions& o, WarmResult* out) {
   *out = WarmResult{};
   out->spec = o.prepare.Canonical();
+  std::string index_warning;
+  SSDFEED_RETURN_IF_ERROR(LoadOrBuildIndex(source, o.cache, &index_warning));
+  if (!index_warning.empty()) out->warnings.push_back(index_warning);
   out->samples_total = source.size();
   SSDFEED_RETURN_IF_ERROR(CheckIds(source, o.ids));  // before an entry is made for nothing
   auto entry = CacheEntry::Open(o.cache, MakeEntryKey(source, o.source, o.prepare));
@@ -142,7 +159,9 @@ Status Warm(const Source& source, const WarmOptions& o, WarmResult* out) {
     out->cache_full = entry.status().IsNoSpace();
     return entry.status();
   }
-  return WarmEntry(source, o, entry->get(), out);
+  Status st = WarmEntry(source, o, entry->get(), out);
+  if (!index_warning.empty()) out->warnings.insert(out->warnings.begin(), index_warning);
+  return st;
 }
 
 Status WarmEntry(const Source& source, const WarmOptions& o, CacheEntry* entry, WarmResult* out) {
@@ -151,6 +170,9 @@ Status WarmEntry(const Source& source, const WarmOptions& o, CacheEntry* entry, 
   out->samples_total = source.size();
   SSDFEED_RETURN_IF_ERROR(CheckIds(source, o.ids));
   out->dir = entry->dir();
+  std::string index_warning;
+  StoreIndex(source, *entry, o.cache, &index_warning);
+  if (!index_warning.empty()) out->warnings.push_back(index_warning);
   if (entry->read_only())
     return Status::InvalidArgument(out->dir + ": owned by another user, read only");
   // Published like a Loader's, so serve-metrics counts warm-up jobs too.
@@ -166,6 +188,7 @@ Status WarmEntry(const Source& source, const WarmOptions& o, CacheEntry* entry, 
   r.ids = o.ids;
   r.n = o.ids.empty() ? source.size() : o.ids.size();
   r.start = r.n ? std::random_device{}() % r.n : 0;
+  PlanMisses(r);
   out->started = true;
   RunWorkers(r, o, out);
   Status synced = entry->Sync();
@@ -178,7 +201,9 @@ Status WarmEntry(const Source& source, const WarmOptions& o, CacheEntry* entry, 
 }
 
 Status Warm(const std::string& uri, const WarmOptions& o, WarmResult* out) {
-  auto src = OpenSource(uri, o.source);
+  SourceOptions so = o.source;
+  so.defer_index = true;  // Warm takes the index from the cache when it can
+  auto src = OpenSource(uri, so);
   if (!src.ok()) {
     *out = WarmResult{};
     return src.status();

@@ -146,3 +146,47 @@ def test_tf_datasets_give_stats_by_a_method(tmp_path, small_datasets):
     assert ds.stats()["batches"] >= n > 0 and ds.loader.stats()["batches"] == ds.stats()["batches"]
     with pytest.warns(DeprecationWarning, match="ds.loader"):
         assert ds.ssdfeed_loader is ds.loader
+
+
+def _no_warning(fn):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return fn()
+
+
+def test_item_loader_takes_a_cached_dataset_and_loader_keeps_it_with_a_warning(tmp_path):
+    """One kind of source per signature: ItemLoader(cached) for items,
+    Loader(uri) for sources; Loader(cached) works for one release, warning."""
+    import inspect
+    cached = ssdfeed.cache([np.full(3, i) for i in range(4)], key="il", cache=tmp_path)
+    with _no_warning(lambda: ssdfeed.ItemLoader(cached, batch_size=4)) as loader:
+        batch = _no_warning(lambda: next(iter(loader)))
+    assert batch.tolist() == [[i] * 3 for i in range(4)]
+    assert "ItemLoader" in ssdfeed.__all__
+    with pytest.warns(DeprecationWarning, match=r"ssdfeed.ItemLoader\(cached dataset\)"):
+        old = ssdfeed.Loader(cached, batch_size=4)
+    with old:
+        assert next(iter(old)).tolist() == batch.tolist()
+    # Only the item loader's options: no image ones, no other source.
+    params = inspect.signature(ssdfeed.ItemLoader).parameters
+    assert not {"prepare", "augment", "dtype", "fields", "cache"} & set(params)
+    with pytest.raises(TypeError, match="prepare"):
+        ssdfeed.ItemLoader(cached, prepare=ssdfeed.Prepare())
+    with pytest.raises(TypeError, match="goes to Loader"):
+        ssdfeed.ItemLoader(str(tmp_path))
+
+
+def test_torch_item_loader_and_the_old_torch_spelling(tmp_path):
+    torch = pytest.importorskip("torch")
+    import ssdfeed.torch
+    cached = ssdfeed.cache([np.full(3, i) for i in range(4)], key="ti", cache=tmp_path)
+    with _no_warning(lambda: ssdfeed.torch.ItemLoader(cached, batch_size=4, pin_memory=False,
+                                                      seed=0)) as loader:
+        batch = _no_warning(lambda: next(iter(loader)))
+    assert isinstance(batch, torch.Tensor) and batch.tolist() == [[i] * 3 for i in range(4)]
+    with pytest.warns(DeprecationWarning, match=r"ssdfeed.torch.ItemLoader\(cached dataset\)"):
+        old = ssdfeed.torch.Loader(cached, batch_size=4, pin_memory=False, seed=0)
+    with old:
+        assert next(iter(old)).tolist() == batch.tolist()
+    with pytest.raises(TypeError, match="goes to Loader"):
+        ssdfeed.torch.ItemLoader(str(tmp_path))

@@ -371,6 +371,28 @@ def test_cli_warm_python_factory(tmp_path, counter):
     assert r.returncode == 0 and json.loads(r.stdout)["uri"] == "python:mixed-from-factory"
 
 
+def test_cli_warm_python_group_shared(tmp_path, counter):
+    """--group-shared reaches the Python fill, as it reaches warm --source: a
+    group's 2770 root is filled, and the entry is made for the group."""
+    root = tmp_path / "c"
+    root.mkdir()
+    os.chmod(root, 0o2770)
+    args = ("warm", "--python", "cache_own_data:make_mixed", "--cache", root, "--workers", 1,
+            "--json")
+    r = cli(*args, cwd=HERE, env=job_env(counter))
+    assert r.returncode != 0 and "writable by its group" in r.stderr
+    r = cli(*args, "--group-shared", cwd=HERE, env=job_env(counter))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["present"] == data.N
+    entries = list((root / "entries").iterdir())
+    assert len(entries) == 1 and entries[0].stat().st_mode & 0o7777 == 0o2770
+    assert ssdfeed.cache(data.MixedDataset(), cache=root, group_shared=True).present() == data.N
+    # A factory's own ssdfeed.cache(...) without group_shared: said, not ignored.
+    r = cli("warm", "--python", "cache_own_data:make_cached_mixed", "--group-shared",
+            cwd=HERE, env=job_env(counter))
+    assert r.returncode == 2 and "group_shared=True" in r.stderr
+
+
 def test_cli_warm_python_errors_are_clear(tmp_path):
     r = cli("warm", "--python", "cache_own_data", "--cache", tmp_path, cwd=HERE,
             env=job_env(tmp_path))

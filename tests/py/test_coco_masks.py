@@ -194,3 +194,25 @@ def test_tf_masks_are_ragged_like_boxes(coco_masks):
     assert len(got) == N
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
+
+
+def test_inspect_shows_instance_masks_decoded(coco_masks):
+    """`ssdfeed inspect` shows an instance_masks field as its shape and each
+    instance's area in pixels (pycocotools' annToMask(...).sum()), not as a
+    byte count of its raw planes."""
+    import shutil
+    import subprocess
+
+    uri, ann_file = coco_masks
+    want = _expected(ann_file, crowd=True)
+    r = subprocess.run([shutil.which("ssdfeed"), "inspect", "--source",
+                        uri + "&fields=masks&crowd=1", "--samples", "-1", "--json"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    samples = json.loads(r.stdout)["samples"]
+    assert len(samples) == N
+    for sample, w in zip(samples, want):
+        m = sample["fields"]["masks"]
+        assert m["kind"] == "instance_masks"
+        assert m["shape"] == [len(w), H, W]
+        assert m["areas"] == [int(x) for x in w.sum(axis=(1, 2))]

@@ -32,12 +32,14 @@ def test_image_layer_includes_neither_cache_nor_loader():
 
 
 # The private headers the CLI may use: the work it does that is not a public
-# API (the entry key, the size parser) and the uninstalled benchmarks.
+# API (the entry key, the size parser) and the uninstalled tools library
+# (the benchmarks, their report page, the doctor's node checks).
 # Anything else it needs belongs in the library: `cache verify --repair` and
 # `cache import --check-origin` call ssdfeed/entry_check.h, not the fetcher
 # and the origin check; a record's fields it reads parsed
-# (ssdfeed/cached_fields.h), never through the cache's private headers.
-CLI_PRIVATE = {"bench/bench.h", "pipeline/entry_key.h", "util/units.h"}
+# (CachedSample::ParsedFields), never through the cache's private headers.
+CLI_PRIVATE = {"bench/bench.h", "bench/report_html.h", "doctor/node_checks.h",
+               "pipeline/entry_key.h", "util/units.h"}
 
 
 def test_cli_includes_public_headers_and_only_the_named_private_ones():
@@ -63,8 +65,9 @@ BINDING_HOOKS = {"source/s3_sigv4.h", "image/augment.h", "image/field_augment.h"
 BINDING_HOOKS |= {"image/pixel_codec.h"}
 
 
-# The item bindings (python/src/bind_items.cc) are glue over the public
-# ItemStore (ssdfeed/items.h): no exception for them.
+# The item bindings (python/src/bind_items.cc, bind_item_stream.cc) are glue
+# over the public ItemStore and ItemStream (ssdfeed/items.h): no exception
+# for them.
 def test_bindings_include_only_public_headers():
     bad = [(p, inc) for p, inc in _includes("src", under="python")
            if not inc.startswith(("ssdfeed/", "python/src/")) and inc not in BINDING_HOOKS]
@@ -74,7 +77,7 @@ def test_bindings_include_only_public_headers():
 def test_no_cache_header_in_the_cli_the_bindings_or_the_item_tests():
     """The cache's private headers (cache/*.h) are the cache's (and the
     library's pipeline, benchmarks and fuzzers'): the CLI, the bindings and
-    the item tests read a record's fields parsed (ssdfeed/cached_fields.h)."""
+    the item tests read a record's fields parsed (CachedSample::ParsedFields)."""
     bad = [(p, inc) for folder, under in (("cli", "src"), ("src", "python"))
            for p, inc in _includes(folder, under) if inc.startswith("cache/")]
     bad += [(p, inc) for p, inc in _includes("cc", under="tests")
