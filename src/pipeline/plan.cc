@@ -283,8 +283,7 @@ class WarmPathWork {
     if (codec_ != RecordCodec::kRaw) {
       std::vector<uint8_t>& decoded = w->decoded[k % w->decoded.size()];
       decoded.resize(p.pixels.size());
-      SSDFEED_RETURN_IF_ERROR(
-          DecodePixels(codec_, record, p.h, p.w, p.c, decoded.data(), &w->cs));
+      SSDFEED_RETURN_IF_ERROR(DecodePixels(codec_, record, p.h, p.w, p.c, decoded.data(), &w->cs));
       px = decoded.data();
     }
     CropBox box{0, 0, p.h, p.w, false};
