@@ -242,8 +242,12 @@ double ThreadCpuSeconds() {
 // decoded pixels: the loader decodes each record of a batch into that
 // sample's own buffer, so the crop reads them back from memory, not from a
 // buffer that one reused slot would keep in the core's cache (which made
-// yuv420's prediction 1.45x what it measured).
+// yuv420's prediction 1.45x what it measured). The ring holds at most a
+// batch's worth and the pool's 96 MiB, so large unresized probes stay
+// bounded.
 class WarmPathWork {
+  static constexpr size_t kBatchRing = 256;
+
  public:
   WarmPathWork(const std::vector<PreparedProbe>& probes, const std::vector<std::string>& stored,
                RecordCodec codec, const CodecPlanOptions& o)
@@ -253,6 +257,9 @@ class WarmPathWork {
     for (const auto& x : stored) mean += x.size() / stored.size();
     pool_.resize(std::clamp<size_t>(kPoolBytes / mean, 3 * probes.size(), kMaxPool));
     for (size_t i = 0; i < pool_.size(); ++i) pool_[i] = stored[i % stored.size()];
+    size_t pixels = 1;
+    for (const auto& p : probes) pixels += p.pixels.size() / probes.size();
+    decoded_ring_ = std::clamp<size_t>(kPoolBytes / pixels, 1, kBatchRing);
   }
   size_t pool_size() const { return pool_.size(); }
 
@@ -260,8 +267,8 @@ class WarmPathWork {
   struct Worker {
     PixelCodecScratch cs;
     std::vector<uint8_t> render;
-    std::vector<std::vector<uint8_t>> batch = std::vector<std::vector<uint8_t>>(256);
-    std::vector<std::vector<uint8_t>> decoded = std::vector<std::vector<uint8_t>>(256);
+    std::vector<std::vector<uint8_t>> batch = std::vector<std::vector<uint8_t>>(kBatchRing);
+    std::vector<std::vector<uint8_t>> decoded;  // decoded_ring_ buffers, made on first use
     uint64_t sink = 0;
   };
 
@@ -281,7 +288,8 @@ class WarmPathWork {
     w->sink += XXH3_64bits(record.data(), record.size());
     const uint8_t* px = reinterpret_cast<const uint8_t*>(record.data());
     if (codec_ != RecordCodec::kRaw) {
-      std::vector<uint8_t>& decoded = w->decoded[k % w->decoded.size()];
+      if (w->decoded.size() != decoded_ring_) w->decoded.resize(decoded_ring_);
+      std::vector<uint8_t>& decoded = w->decoded[k % decoded_ring_];
       decoded.resize(p.pixels.size());
       SSDFEED_RETURN_IF_ERROR(DecodePixels(codec_, record, p.h, p.w, p.c, decoded.data(), &w->cs));
       px = decoded.data();
@@ -302,6 +310,7 @@ class WarmPathWork {
   RecordCodec codec_;
   const CodecPlanOptions& o_;
   std::vector<std::string> pool_;
+  size_t decoded_ring_ = 1;
 };
 
 // One core's images/s: the fastest of 3 groups of the pool, in this
