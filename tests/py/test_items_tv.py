@@ -74,6 +74,10 @@ def test_detection_items_keep_their_tv_tensor_classes_and_metadata(tmp_path):
 
 
 def test_in_dataloader_workers_with_the_tutorials_collate(tmp_path):
+    # The workers' batches are unpickled here, which imports torchvision in
+    # this process: import it first, through the CPU-torch workaround, as a
+    # user's script has it imported, and not only when an earlier test did.
+    tv()
     ds = Detection()
     cached = ssdfeed.cache(ds, cache=str(tmp_path / "c"))
     loader = torch.utils.data.DataLoader(cached, batch_size=2, num_workers=2,
