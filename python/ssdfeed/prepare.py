@@ -65,7 +65,8 @@ class Prepare:
             served, in every epoch, are its decode. ``"yuv420"``: lossy in
             chroma only; BT.601 YCbCr with Cb and Cr at half resolution,
             0.5x raw's bytes, decoded with a few integer operations per
-            pixel; the pixels served, in every epoch, are its decode.
+            pixel (chroma upsampled by JPEG's triangle filter); the pixels
+            served, in every epoch, are its decode.
             Part of the cache key.
         quality: JPEG quality of ``codec="jpeg"``, an int 1-100 (default 90).
 

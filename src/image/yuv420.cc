@@ -7,6 +7,7 @@
 #include "image/yuv420.h"
 
 #include <algorithm>
+#include <vector>
 
 namespace ssdfeed {
 
@@ -77,15 +78,42 @@ void RgbToYuv420(const uint8_t* rgb, int h, int w, uint8_t* planes) {
   }
 }
 
+void UpsampleChroma(const uint8_t* chroma, int h, int w, uint8_t* out) {
+  Yuv420Layout l = Yuv420Of(h, w);
+  size_t W = static_cast<size_t>(w), cw = l.chroma_w, pairs = W / 2;
+  // A row of vertical sums (3 near + far, at most 1020), the edge columns
+  // repeated on either side so the horizontal pass needs no branch.
+  thread_local std::vector<uint16_t> sums;
+  sums.resize(cw + 2);
+  uint16_t* s = sums.data() + 1;
+  for (size_t y = 0; y < static_cast<size_t>(h); ++y) {
+    const uint8_t* near = chroma + Yuv420NearRow(y) * cw;
+    const uint8_t* far = chroma + Yuv420FarRow(y, l.chroma_h) * cw;
+    for (size_t k = 0; k < cw; ++k) s[k] = static_cast<uint16_t>(3 * near[k] + far[k]);
+    s[-1] = s[0];
+    s[cw] = s[cw - 1];
+    uint8_t* o = out + y * W;
+    for (size_t k = 0; k < pairs; ++k) {
+      o[2 * k] = static_cast<uint8_t>((3 * s[k] + s[k - 1] + 8) >> 4);
+      o[2 * k + 1] = static_cast<uint8_t>((3 * s[k] + s[k + 1] + 8) >> 4);
+    }
+    if (W % 2 == 1) o[W - 1] = static_cast<uint8_t>((3 * s[pairs] + s[pairs - 1] + 8) >> 4);
+  }
+}
+
 void Yuv420ToRgb(const uint8_t* planes, int h, int w, uint8_t* rgb) {
   Yuv420Layout l = Yuv420Of(h, w);
-  size_t W = static_cast<size_t>(w);
+  size_t W = static_cast<size_t>(w), cw = l.chroma_w;
   const uint8_t* cb = planes + l.y_bytes;
   const uint8_t* cr = cb + l.chroma_bytes();
   for (size_t y = 0; y < static_cast<size_t>(h); ++y) {
+    size_t r0 = Yuv420NearRow(y) * cw, r1 = Yuv420FarRow(y, l.chroma_h) * cw;
     for (size_t x = 0; x < W; ++x) {
-      size_t c = (y / 2) * l.chroma_w + x / 2;
-      int32_t luma = planes[y * W + x], u = cb[c] - 128, v = cr[c] - 128;
+      size_t c0 = Yuv420NearRow(x), c1 = Yuv420FarRow(x, cw);
+      auto tri = [&](const uint8_t* p) {
+        return (9 * p[r0 + c0] + 3 * p[r0 + c1] + 3 * p[r1 + c0] + p[r1 + c1] + 8) >> 4;
+      };
+      int32_t luma = planes[y * W + x], u = tri(cb) - 128, v = tri(cr) - 128;
       uint8_t* p = rgb + 3 * (y * W + x);
       p[0] = Clamp255(luma + ((kRCr * v + 32768) >> 16));
       p[1] = Clamp255(luma + ((kGCb * u + kGCr * v + 32768) >> 16));

@@ -26,12 +26,38 @@ size_t Yuv420StoredBytes(int h, int w, int c);
 // rgb: h x w x 3 HWC. Writes Yuv420Of(h, w).total() bytes to planes.
 void RgbToYuv420(const uint8_t* rgb, int h, int w, uint8_t* planes);
 
-// The inverse, as written in the docs: each chroma sample serves the 2 x 2
-// pixels it was averaged from (nearest upsampling). Writes h x w x 3 bytes
-// to rgb. The codec decodes with TurboJPEG's SIMD conversion instead
-// (tjDecodeYUVPlanes, fast upsampling), which gives these very bytes
-// (libjpeg's constants and rounding): this one is the reference the tests
-// hold it to.
+// The chroma row (or column) nearest image row (column) y, and the next
+// nearest: its neighbour above for an even y, below for an odd one, itself
+// at an edge; n is the chroma plane's height (width).
+inline size_t Yuv420NearRow(size_t y) { return y / 2; }
+inline size_t Yuv420FarRow(size_t y, size_t n) {
+  size_t c = y / 2;
+  if (y % 2 == 1) return c + 1 < n ? c + 1 : n - 1;
+  return c == 0 ? 0 : c - 1;
+}
+
+// Cb or Cr at full resolution: the chroma plane of an h x w image
+// (Yuv420Of(h, w)) upsampled 2x by the triangle filter, JPEG's centred
+// chroma siting (libjpeg's "fancy" upsampling, rounded half up): pixel
+// (y, x) weighs its block's sample 9/16, the nearest block's across its
+// row and across its column 3/16 each, the diagonal one 1/16; at the edges
+// the last row or column is repeated. Writes h x w bytes to out.
+void UpsampleChroma(const uint8_t* chroma, int h, int w, uint8_t* out);
+
+// The inverse, as written in the docs: chroma upsampled by the triangle
+// filter (UpsampleChroma's weights, computed here per pixel), then
+// libjpeg's YCbCr -> RGB. Writes h x w x 3 bytes to rgb. The codec
+// decodes with Yuv420ToRgbAvx2, or upsamples with UpsampleChroma and
+// converts with TurboJPEG's SIMD (tjDecodeYUVPlanes, 4:4:4); both give these
+// very bytes (libjpeg's constants and rounding): this one is the reference
+// the tests hold them to.
 void Yuv420ToRgb(const uint8_t* planes, int h, int w, uint8_t* rgb);
+
+// Yuv420ToRgb's very bytes in one AVX2 pass per row (yuv420_avx2.cc); false,
+// with nothing written, where the CPU has no AVX2 or
+// SetYuv420PortableOnly(true) asked for the portable route (UpsampleChroma,
+// then TurboJPEG's 4:4:4 conversion), which tests compare it with.
+bool Yuv420ToRgbAvx2(const uint8_t* planes, int h, int w, uint8_t* rgb);
+void SetYuv420PortableOnly(bool on);
 
 }  // namespace ssdfeed

@@ -201,15 +201,16 @@ TEST(PixelCodec, ForeignCodecIsCorruption) {
 // yuv420's arithmetic is the format (docs/cache-format.md, "yuv420"): a
 // 3 x 3 image (odd sides: the chroma blocks of the last row and column
 // count it twice) gives these planes, written from the documented formulas,
-// and decodes to these pixels.
+// and decodes to these pixels (chroma upsampled by the triangle filter: the
+// gray corner takes some of its neighbours' colour).
 TEST(PixelCodec, Yuv420GoldenPlanesAndBack) {
   const uint8_t rgb[27] = {255, 0,   0,  0,  255, 0,   0,  0,   255, 255, 255, 255, 0, 0,
                            0,   128, 64, 32, 10,  200, 30, 250, 250, 5,   90,  90,  90};
   const uint8_t planes[17] = {0x4c, 0x96, 0x1d, 0xff, 0x00, 0x4f, 0x7c, 0xde, 0x5a,  // Y
                               0x60, 0xb2, 0x28, 0x80,                                // Cb
                               0x85, 0x87, 0x61, 0x80};                               // Cr
-  const uint8_t back_want[27] = {83, 83, 19, 157, 157, 93,  39, 7,   118, 255, 255, 198, 7, 7,
-                                 0,  89, 57, 168, 81,  176, 0,  179, 255, 66,  90,  90,  90};
+  const uint8_t back_want[27] = {83, 83, 19, 158, 150, 131, 39, 14,  82,  249, 255, 173, 0, 10,
+                                 0,  83, 71, 109, 93,  165, 0,  200, 251, 130, 84,  96,  74};
   PixelCodecScratch s;
   std::string stored;
   ASSERT_TRUE(EncodePixels(RecordCodec::kYuv420, 90, rgb, 3, 3, 3, &stored, &s).ok());
@@ -219,20 +220,37 @@ TEST(PixelCodec, Yuv420GoldenPlanesAndBack) {
   EXPECT_EQ(back, std::vector<uint8_t>(back_want, back_want + 27));
 }
 
-// The codec decodes with TurboJPEG's SIMD conversion; every byte must be
-// what the documented arithmetic (Yuv420ToRgb) gives, for any planes and
-// odd sides.
+// The codec decodes in one AVX2 pass where the CPU has it, else with
+// UpsampleChroma and TurboJPEG's SIMD conversion; every byte of either must
+// be what the documented arithmetic (Yuv420ToRgb, per pixel) gives, for
+// any planes and odd sides (widths on either side of the 32-pixel steps).
 TEST(PixelCodec, Yuv420DecodeIsTheDocumentedArithmetic) {
   PixelCodecScratch s;
   uint32_t x = 12345;
-  for (auto [h, w] : {std::pair{1, 1}, {1, 6}, {2, 7}, {9, 11}, {33, 64}, {255, 255}, {256, 341}}) {
-    std::string planes(Yuv420StoredBytes(h, w, 3), '\0');
-    for (char& b : planes) b = static_cast<char>((x = x * 1664525 + 1013904223) >> 24);
-    std::vector<uint8_t> got(size_t(h) * w * 3), want(got.size());
-    ASSERT_TRUE(DecodePixels(RecordCodec::kYuv420, planes, h, w, 3, got.data(), &s).ok());
-    Yuv420ToRgb(reinterpret_cast<const uint8_t*>(planes.data()), h, w, want.data());
-    EXPECT_EQ(got, want) << h << "x" << w;
+  for (bool portable : {false, true}) {
+    SetYuv420PortableOnly(portable);
+    for (auto [h, w] : {std::pair{1, 1},
+                        {1, 6},
+                        {2, 7},
+                        {9, 11},
+                        {33, 64},
+                        {3, 31},
+                        {4, 32},
+                        {5, 33},
+                        {6, 63},
+                        {7, 65},
+                        {17, 97},
+                        {255, 255},
+                        {256, 341}}) {
+      std::string planes(Yuv420StoredBytes(h, w, 3), '\0');
+      for (char& b : planes) b = static_cast<char>((x = x * 1664525 + 1013904223) >> 24);
+      std::vector<uint8_t> got(size_t(h) * w * 3), want(got.size());
+      ASSERT_TRUE(DecodePixels(RecordCodec::kYuv420, planes, h, w, 3, got.data(), &s).ok());
+      Yuv420ToRgb(reinterpret_cast<const uint8_t*>(planes.data()), h, w, want.data());
+      EXPECT_EQ(got, want) << h << "x" << w << (portable ? " portable" : " avx2");
+    }
   }
+  SetYuv420PortableOnly(false);
 }
 
 // Gray stays gray (the coefficients of Y sum to 1, of Cb and Cr to 0), and
@@ -254,12 +272,10 @@ TEST(PixelCodec, Yuv420GrayRoundTripsExactly) {
 
 // The fidelity docs/cache-format.md states: only chroma is lost, at half
 // raw's bytes. make-dataset's photos (saturated colour fields with sharp
-// edges: the hardest case for half-resolution chroma) keep 30.5-32 dB, at
-// least 0.5 dB above what jpeg q90 keeps of the same images. (31.6-32.8 dB
-// when the prepare resized in RGB: its chroma, upsampled by libjpeg then
-// resized, was smoothed twice; resized in the planes it is sharper, closer
-// to the original, and half-resolution chroma loses more of it. jpeg q90
-// lost as much more.)
+// edges: the hardest case for half-resolution chroma) keep 32.5-33.6 dB
+// with the triangle filter's upsampling (30.6-31.7 with nearest, which
+// this bound refuses), at least 0.5 dB above what jpeg q90 keeps of the
+// same images.
 TEST(PixelCodec, Yuv420HalvesPhotosAboveJpegQ90) {
   PixelCodecScratch s;
   for (int i = 0; i < 4; ++i) {
@@ -276,7 +292,7 @@ TEST(PixelCodec, Yuv420HalvesPhotosAboveJpegQ90) {
     double psnr = Psnr(img.pixels.data(), back.data(), img.bytes());
     double q90 = Psnr(img.pixels.data(), jpeg.data(), img.bytes());
     std::printf("photo %d: yuv420 %.2f dB against raw, jpeg q90 %.2f dB\n", i, psnr, q90);
-    EXPECT_GE(psnr, 30.5) << "photo " << i;
+    EXPECT_GE(psnr, 32.0) << "photo " << i;
     EXPECT_GT(psnr, q90 + 0.5) << "photo " << i;
   }
 }
