@@ -94,10 +94,11 @@ void UpsampleChroma(const uint8_t* chroma, int h, int w, uint8_t* out) {
     s[cw] = s[cw - 1];
     uint8_t* o = out + y * W;
     for (size_t k = 0; k < pairs; ++k) {
-      o[2 * k] = static_cast<uint8_t>((3 * s[k] + s[k - 1] + 8) >> 4);
-      o[2 * k + 1] = static_cast<uint8_t>((3 * s[k] + s[k + 1] + 8) >> 4);
+      const uint16_t* c = s + k;  // c[-1]: s's pad at k = 0 (an index k - 1 would wrap)
+      o[2 * k] = static_cast<uint8_t>((3 * c[0] + c[-1] + 8) >> 4);
+      o[2 * k + 1] = static_cast<uint8_t>((3 * c[0] + c[1] + 8) >> 4);
     }
-    if (W % 2 == 1) o[W - 1] = static_cast<uint8_t>((3 * s[pairs] + s[pairs - 1] + 8) >> 4);
+    if (W % 2 == 1) o[W - 1] = static_cast<uint8_t>((3 * s[pairs] + *(s + pairs - 1) + 8) >> 4);
   }
 }
 

@@ -57,10 +57,11 @@ __attribute__((target("avx2"))) void UpsampleRow(const uint8_t* near, const uint
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 2 * k), _mm256_packus_epi16(lo, hi));
   }
   for (size_t k = 0; pairs < 16 && k < pairs; ++k) {
-    out[2 * k] = static_cast<uint8_t>((3 * s[k] + s[k - 1] + 8) >> 4);
-    out[2 * k + 1] = static_cast<uint8_t>((3 * s[k] + s[k + 1] + 8) >> 4);
+    const int16_t* c = s + k;  // c[-1]: s's pad at k = 0 (an index k - 1 would wrap)
+    out[2 * k] = static_cast<uint8_t>((3 * c[0] + c[-1] + 8) >> 4);
+    out[2 * k + 1] = static_cast<uint8_t>((3 * c[0] + c[1] + 8) >> 4);
   }
-  if (w % 2 == 1) out[w - 1] = static_cast<uint8_t>((3 * s[pairs] + s[pairs - 1] + 8) >> 4);
+  if (w % 2 == 1) out[w - 1] = static_cast<uint8_t>((3 * s[pairs] + *(s + pairs - 1) + 8) >> 4);
 }
 
 // (a * ca + b * cb + add) >> 16 for 16 pixels' int16 a and b, where coef's
