@@ -2,7 +2,8 @@
 // triangle filter and converted to RGB as Yuv420ToRgb documents, bit for
 // bit. TurboJPEG's planar decode only upsamples by nearest neighbour, and
 // upsampling first then converting 4:4:4 with it costs 1.7x the nearest
-// decode; fused, the rows stay in L1 and the decode costs what nearest did.
+// decode; fused, the rows stay in L1 and a 256 x 341 record decodes in
+// 39-41 us on one core here, against nearest's 36.
 #include <atomic>
 
 #include "image/yuv420.h"
