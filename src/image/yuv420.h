@@ -54,9 +54,10 @@ void UpsampleChroma(const uint8_t* chroma, int h, int w, uint8_t* out);
 void Yuv420ToRgb(const uint8_t* planes, int h, int w, uint8_t* rgb);
 
 // Yuv420ToRgb's very bytes in one AVX2 pass per row (yuv420_avx2.cc); false,
-// with nothing written, where the CPU has no AVX2 or
-// SetYuv420PortableOnly(true) asked for the portable route (UpsampleChroma,
-// then TurboJPEG's 4:4:4 conversion), which tests compare it with.
+// with nothing written, for images narrower than 32 pixels, where the CPU
+// has no AVX2, or where SetYuv420PortableOnly(true) asked for the portable
+// route (UpsampleChroma, then TurboJPEG's 4:4:4 conversion), which tests
+// compare it with.
 bool Yuv420ToRgbAvx2(const uint8_t* planes, int h, int w, uint8_t* rgb);
 void SetYuv420PortableOnly(bool on);
 

@@ -24,27 +24,32 @@ std::atomic<bool> portable_only{false};
 
 #ifdef SSDFEED_YUV420_AVX2
 
+// Rows of 32 pixels or more: every pass is whole 16- or 32-value blocks
+// (a last one that would pass the end moved back to end there). Narrower
+// images are a few hundred pixels; the portable route decodes them.
+constexpr int kMinWidth = 32;
+
 // The row of the triangle filter's output for one chroma plane: near is the
 // chroma row nearest the image row, far the next nearest. sums holds
 // cw + 2 int16 (the vertical sums, an edge column repeated either side).
+// w >= kMinWidth, so cw and w / 2 are at least one 16-value block.
 __attribute__((target("avx2"))) void UpsampleRow(const uint8_t* near, const uint8_t* far, size_t cw,
                                                  size_t w, int16_t* sums, uint8_t* out) {
   int16_t* s = sums + 1;
   // A last block that would pass the end is moved back to end there: it
   // computes some values twice, the same way, instead of a scalar tail.
-  for (size_t i = 0; cw >= 16 && i < cw; i += 16) {
+  for (size_t i = 0; i < cw; i += 16) {
     size_t k = std::min(i, cw - 16);
     __m256i n = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(near + k)));
     __m256i f = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(far + k)));
     __m256i v = _mm256_add_epi16(_mm256_add_epi16(n, _mm256_add_epi16(n, n)), f);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(s + k), v);
   }
-  for (size_t k = 0; cw < 16 && k < cw; ++k) s[k] = static_cast<int16_t>(3 * near[k] + far[k]);
   s[-1] = s[0];
   s[cw] = s[cw - 1];
   size_t pairs = w / 2;
   const __m256i eight = _mm256_set1_epi16(8);
-  for (size_t i = 0; pairs >= 16 && i < pairs; i += 16) {
+  for (size_t i = 0; i < pairs; i += 16) {
     size_t k = std::min(i, pairs - 16);
     __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + k));
     __m256i p = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + k - 1));
@@ -57,12 +62,7 @@ __attribute__((target("avx2"))) void UpsampleRow(const uint8_t* near, const uint
     __m256i lo = _mm256_unpacklo_epi16(even, odd), hi = _mm256_unpackhi_epi16(even, odd);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 2 * k), _mm256_packus_epi16(lo, hi));
   }
-  for (size_t k = 0; pairs < 16 && k < pairs; ++k) {
-    const int16_t* c = s + k;  // c[-1]: s's pad at k = 0 (an index k - 1 would wrap)
-    out[2 * k] = static_cast<uint8_t>((3 * c[0] + c[-1] + 8) >> 4);
-    out[2 * k + 1] = static_cast<uint8_t>((3 * c[0] + c[1] + 8) >> 4);
-  }
-  if (w % 2 == 1) out[w - 1] = static_cast<uint8_t>((3 * s[pairs] + *(s + pairs - 1) + 8) >> 4);
+  if (w % 2 == 1) out[w - 1] = static_cast<uint8_t>((3 * s[pairs] + s[pairs - 1] + 8) >> 4);
 }
 
 // (a * ca + b * cb + add) >> 16 for 16 pixels' int16 a and b, where coef's
@@ -126,7 +126,7 @@ __attribute__((target("avx2"))) void ConvertRow(const uint8_t* y, const uint8_t*
     for (int ch = 0; ch < 3; ++ch)
       il[k][ch] = _mm256_load_si256(reinterpret_cast<const __m256i*>(masks.m[k][ch]));
   const __m256i zero = _mm256_setzero_si256(), c128 = _mm256_set1_epi16(128);
-  for (size_t i = 0; w >= 32 && i < w; i += 32) {
+  for (size_t i = 0; i < w; i += 32) {
     size_t x = std::min(i, w - 32);
     __m256i Y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + x));
     __m256i U = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cb + x));
@@ -151,13 +151,6 @@ __attribute__((target("avx2"))) void ConvertRow(const uint8_t* y, const uint8_t*
     _mm256_storeu_si256(d + 1, _mm256_permute2x128_si256(out[2], out[0], 0x30));
     _mm256_storeu_si256(d + 2, _mm256_permute2x128_si256(out[1], out[2], 0x31));
   }
-  for (size_t x = 0; w < 32 && x < w; ++x) {
-    int32_t l = y[x], u = cb[x] - 128, v = cr[x] - 128;
-    uint8_t* p = rgb + 3 * x;
-    p[0] = static_cast<uint8_t>(std::clamp(l + ((91881 * v + 32768) >> 16), 0, 255));
-    p[1] = static_cast<uint8_t>(std::clamp(l + ((-22554 * u - 46802 * v + 32768) >> 16), 0, 255));
-    p[2] = static_cast<uint8_t>(std::clamp(l + ((116130 * u + 32768) >> 16), 0, 255));
-  }
 }
 
 bool HaveAvx2() {
@@ -173,7 +166,7 @@ void SetYuv420PortableOnly(bool on) { portable_only.store(on, std::memory_order_
 
 bool Yuv420ToRgbAvx2(const uint8_t* planes, int h, int w, uint8_t* rgb) {
 #ifdef SSDFEED_YUV420_AVX2
-  if (!HaveAvx2() || portable_only.load(std::memory_order_relaxed)) return false;
+  if (w < kMinWidth || !HaveAvx2() || portable_only.load(std::memory_order_relaxed)) return false;
   Yuv420Layout l = Yuv420Of(h, w);
   size_t W = static_cast<size_t>(w), cw = l.chroma_w;
   // Rows of a few KiB, made once per thread.
