@@ -17,7 +17,9 @@ pytestmark = pytest.mark.serial
 
 @pytest.fixture(scope="module")
 def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+    # "local": a new instance, never one named by a stale
+    # /tmp/ray/ray_current_cluster that a killed run left behind.
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
              object_store_memory=80 << 20)
     ray.data.DataContext.get_current().enable_progress_bars = False
     yield
