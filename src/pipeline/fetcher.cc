@@ -36,7 +36,8 @@ Status SampleFetcher::DecodeImage(FetchScratch* s) {
 }
 
 SampleFetcher::SampleFetcher(const Source* source, PrepareSpec spec, CacheEntry* cache,
-                             double claim_wait_s, StatsPublisher* stats, bool time_stages, Env* env)
+                             double claim_wait_s, StatsPublisher* stats, bool time_stages, Env* env,
+                             OriginTraffic others_traffic)
     : env_(env != nullptr ? env : Env::Default()),
       source_(source),
       spec_(spec),
@@ -45,7 +46,9 @@ SampleFetcher::SampleFetcher(const Source* source, PrepareSpec spec, CacheEntry*
       claim_wait_s_(claim_wait_s),
       own_stats_(stats == nullptr ? StatsPublisher::InMemory() : nullptr),
       stats_(stats == nullptr ? own_stats_.get() : stats),
-      time_stages_(time_stages) {
+      time_stages_(time_stages),
+      origin_bytes_seen_(others_traffic.bytes),
+      origin_requests_seen_(others_traffic.requests) {
   if (cache_ != nullptr) SyncCacheCounters();
   // What opening the source cost (listing, index reads) is this job's too.
   if (source_ != nullptr) CountOrigin(0);

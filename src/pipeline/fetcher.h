@@ -49,8 +49,12 @@ class SampleFetcher {
   // time_stages, each cache read, origin read and prepare is timed into its
   // histogram (two clock reads each). env: clock, sleeps and warnings
   // (null: Env::Default()); a fake clock makes the claim wait testable.
+  // others_traffic: what the source had read for others (a source shared
+  // with earlier loaders) before this fetcher's user opened it; the rest of
+  // its traffic, opening included, is counted as this fetcher's.
   SampleFetcher(const Source* source, PrepareSpec spec, CacheEntry* cache, double claim_wait_s,
-                StatsPublisher* stats = nullptr, bool time_stages = true, Env* env = nullptr);
+                StatsPublisher* stats = nullptr, bool time_stages = true, Env* env = nullptr,
+                OriginTraffic others_traffic = {});
 
   // Prepared sample id into *out (pixels point into scratch). Errors name
   // the origin file (and record) and what is wrong.
@@ -126,7 +130,7 @@ class SampleFetcher {
   bool time_stages_;
   std::atomic<int64_t> last_refresh_us_{0};
   // Source::traffic() already counted into stats_.
-  std::atomic<uint64_t> origin_bytes_seen_{0}, origin_requests_seen_{0};
+  std::atomic<uint64_t> origin_bytes_seen_, origin_requests_seen_;
 };
 
 }  // namespace ssdfeed

@@ -39,15 +39,16 @@ Env* EnvOf(const LoaderOptions& o) { return o.cache.env != nullptr ? o.cache.env
 
 class LoaderImpl final : public Loader {
  public:
+  // others_traffic: what a given (shared) source had read before Open.
   LoaderImpl(LoaderOptions o, std::shared_ptr<const Source> src, std::unique_ptr<CacheEntry> cache,
-             std::unique_ptr<StatsPublisher> stats)
+             std::unique_ptr<StatsPublisher> stats, OriginTraffic others_traffic)
       : opts_(std::move(o)),
         env_(EnvOf(opts_)),
         source_(std::move(src)),
         cache_(std::move(cache)),
         stats_(std::move(stats)),
         fetcher_(source_.get(), opts_.prepare, cache_.get(), opts_.cache.claim_wait_seconds,
-                 stats_.get(), opts_.metrics, env_),
+                 stats_.get(), opts_.metrics, env_, others_traffic),
         pool_(BatchPool::Create()),
         renderer_(opts_.prepare, opts_.augment, opts_.output, opts_.seed, IsImageLess(*source_)),
         plan_(opts_, source_->size()),
@@ -544,6 +545,9 @@ Result<std::unique_ptr<Loader>> Loader::Open(const LoaderOptions& o) {
   if (a.enabled) SSDFEED_RETURN_IF_ERROR(CheckAugment(a));
   if (o.rotate_every < 1) return Status::InvalidArgument("rotate_every must be >= 1 (epochs)");
   std::shared_ptr<const Source> src = o.source_object;
+  // A given source may be shared with other loaders (ssdfeed.ray's read
+  // tasks keep one per process): what it read before is theirs.
+  OriginTraffic others_traffic = src != nullptr ? src->traffic() : OriginTraffic{};
   if (src == nullptr) {
     // Opened from the listing; the index comes from the cache when it can.
     SourceOptions so = o.source_options;
@@ -594,7 +598,8 @@ Result<std::unique_ptr<Loader>> Loader::Open(const LoaderOptions& o) {
     }
   }
   auto stats = OpenStats(o, cache.get());
-  auto impl = std::make_unique<LoaderImpl>(o, std::move(src), std::move(cache), std::move(stats));
+  auto impl = std::make_unique<LoaderImpl>(o, std::move(src), std::move(cache), std::move(stats),
+                                           others_traffic);
   impl->cache_open_errors_ = cache_open_errors;
   if (o.metrics_port > 0) SSDFEED_RETURN_IF_ERROR(impl->StartMetricsServer());
   return std::unique_ptr<Loader>(std::move(impl));

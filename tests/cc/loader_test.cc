@@ -85,6 +85,50 @@ std::vector<std::string> Epoch(Loader* l, size_t* samples = nullptr) {
   return out;
 }
 
+// A source that counts its reads as a bucket's does (Source::traffic), over
+// an opened one: what loaders sharing it must not count twice.
+class CountingSource final : public Source {
+ public:
+  explicit CountingSource(std::unique_ptr<Source> inner) : inner_(std::move(inner)) {}
+  size_t size() const override { return inner_->size(); }
+  Status Read(size_t id, EncodedSample* out) const override {
+    Status s = inner_->Read(id, out);
+    bytes_ += out->bytes.size();
+    ++requests_;
+    return s;
+  }
+  std::string Describe(size_t id) const override { return inner_->Describe(id); }
+  const std::string& identity() const override { return inner_->identity(); }
+  const std::string& uri() const override { return inner_->uri(); }
+  OriginTraffic traffic() const override { return {bytes_.load(), requests_.load()}; }
+
+ private:
+  std::unique_ptr<Source> inner_;
+  mutable std::atomic<uint64_t> bytes_{0}, requests_{0};
+};
+
+TEST(Loader, LoadersSharingASourceCountOnlyTheirOwnOriginReads) {
+  // ssdfeed.ray keeps one source per worker process for the loaders of its
+  // read tasks; each loader's origin counters must say what it read, not
+  // what the source read for the loaders before it.
+  Data d;
+  auto opened = OpenSource(d.uri, SourceOptions{});
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  auto shared = std::make_shared<CountingSource>(std::move(*opened));
+  LoaderOptions o = d.Opts();
+  o.source_object = shared;
+  for (const char* root : {"cache-a", "cache-b"}) {  // each fills its own root: 60 reads
+    o.cache.root = d.dir.Sub(root);
+    auto l = Loader::Open(o);
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    Epoch(l->get());
+    auto s = (*l)->stats();
+    EXPECT_EQ(s.cache_misses, 60u);
+    EXPECT_EQ(s.origin_requests, 60u) << root;
+  }
+  EXPECT_EQ(shared->traffic().requests, 120u);
+}
+
 TEST(Loader, FirstEpochFillsCacheSecondIsServedFromIt) {
   Data d;
   LoaderOptions o = d.Opts();
