@@ -130,7 +130,7 @@ def main():
     root = os.path.join(work, "cache")
     plain_pass(d["uri"], prep, root, args)  # fills the cache: every later pass is warm
 
-    ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False,
+    ray.init(address="local", num_cpus=args.cpus, include_dashboard=False, log_to_driver=False,
              object_store_memory=1 << 30)
     ray.data.DataContext.get_current().enable_progress_bars = False
     runs = {"plain_loader": [], "ssdfeed_ray_read": [], "ray_data_floor": [],

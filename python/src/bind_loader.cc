@@ -293,6 +293,7 @@ void BindOptions(nb::module_& m) {
           "default).")
       .def_rw("coco_crowd", &SourceOptions::coco_crowd)
       .def_rw("follow_links", &SourceOptions::follow_links)
+      .def_rw("defer_index", &SourceOptions::defer_index)
       .def_rw("stems", &SourceOptions::stems);
 
   m.def(

@@ -410,6 +410,11 @@ class Loader:
     _public_name = "ssdfeed.Loader"
     _item_loader_name = "ssdfeed.ItemLoader"
 
+    # An opened source (_ssdfeed.Source) to read instead of listing `source`
+    # again: ssdfeed.ray's read tasks share one per process (a subclass sets
+    # it). None: the loader opens `source` itself.
+    _shared_source = None
+
     def __init__(self, source: Union[str, os.PathLike], *,
                  cache: Union[str, os.PathLike, bool, None] = True,
                  prepare: Prepare = Prepare(), augment=None,
@@ -452,6 +457,8 @@ class Loader:
         else:
             _fill_source_side(o, source, cache, prepare, on_error, image_key, label_key, fields,
                               stems)
+            if self._shared_source is not None:
+                o.source_object = self._shared_source
             o.cache.capacity_bytes = 0 if cache_capacity is None else _int("cache_capacity",
                                                                             cache_capacity, 1)
             o.cache.group_shared = _bool("group_shared", group_shared)
