@@ -424,8 +424,11 @@ def read(source: Union[str, os.PathLike], *, prepare: Prepare = Prepare(),
             ``override_num_blocks``, ``ray_remote_args``).
 
     A Ray worker keeps the loader of each range it read (up to KEEP_OPEN
-    loaders and KEEP_OPEN_BYTES of ranges) for the next pass, as a plain Loader is kept between epochs: the source
-    is listed by this call on the driver, not again by every read task.
+    loaders and KEEP_OPEN_BYTES of ranges) for the next pass, as a plain
+    Loader is kept between epochs, and the opened source (up to
+    KEEP_SOURCES) for the ranges it keeps no loader for: the source is
+    listed by this call on the driver and once by each worker process, not
+    again by every read task.
 
     Order is canonical by id range; shuffle with ``random_shuffle()`` or
     ``iter_batches(local_shuffle_buffer_size=...)``. The ``id`` column is
