@@ -140,18 +140,14 @@ class _RangeLoader(Loader):
         super().__init__(source, **kw)
 
 
-def _shared_source(kw: dict):
-    """The process's opened source for a loader of kw (Loader's arguments)."""
+def _shared_source(spec: dict, cache):
+    """The process's opened source for a loader of spec."""
     global _sources_opened
-    side = {k: kw.get(k) for k in ("source", "on_error", "image_key", "label_key", "fields",
-                                   "stems", "samples")}
-    key = pickle.dumps(side)
+    key = pickle.dumps({k: spec.get(k) for k in ("source", "on_error", "image_key", "label_key",
+                                                 "fields", "stems", "samples")})
     source = _open_sources.pop(key, None)
     if source is None:
-        o = _ssdfeed.LoaderOptions()
-        _fill_source_side(o, kw["source"], False, Prepare(), kw.get("on_error", "raise"),
-                          kw.get("image_key"), kw.get("label_key"), kw.get("fields"),
-                          kw.get("stems"))
+        o = _pack_args(spec, cache)
         so = o.source_options
         so.defer_index = True  # as the Loader opens it: the index from the cache when stored
         source = _ssdfeed.open_source_with(o.source, so)
@@ -177,7 +173,7 @@ def _open_loader(spec: dict, cache, lo: int, hi: int) -> Tuple[bytes, Loader]:
     key = pickle.dumps((kw, lo, hi))
     loader, _ = _open_loaders.pop(key, (None, 0))
     if loader is None:
-        shared = _shared_source(kw)
+        shared = _shared_source(spec, cache)
         source = kw.pop("source")
         kw.pop("samples", None)
         kw.pop("sample_bytes", None)
