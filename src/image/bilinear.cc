@@ -1,13 +1,13 @@
 #include "image/bilinear.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <vector>
 
 #if defined(__x86_64__)
 #define SSDFEED_BILINEAR_AVX2 1
 #include <immintrin.h>
-
-#include <algorithm>
-#include <vector>
 #endif
 
 namespace ssdfeed {
@@ -16,26 +16,25 @@ namespace {
 
 std::atomic<bool> portable_only{false};
 
-#ifdef SSDFEED_BILINEAR_AVX2
-
 constexpr int kCoefBits = 11;  // OpenCV's INTER_RESIZE_COEF_BITS
 constexpr int kOne = 1 << kCoefBits;
 
 // OpenCV's saturate_cast<short>(float): cvRound (cvtss2si, half to even
 // under the default rounding mode), then clamp.
 int16_t RoundCoef(float v) {
-  int r = _mm_cvtss_si32(_mm_set_ss(v));
+  int r = static_cast<int>(std::lrintf(v));
   return static_cast<int16_t>(std::clamp(r, -32768, 32767));
 }
 
 // Where output coordinate d samples on an axis of n source pixels resized to
-// m: cv::resize's float arithmetic, step for step.
+// m: cv::resize's float arithmetic, step for step (offset 0), the source
+// window moved by `offset` source pixels otherwise.
 struct Tap {
   int s;    // left (top) source pixel, not yet clamped
   float f;  // weight of the right (bottom) one
 };
-Tap MapCoord(int d, double scale) {
-  float f = static_cast<float>((d + 0.5) * scale - 0.5);
+Tap MapCoord(int d, double scale, double offset) {
+  float f = static_cast<float>((d + 0.5) * scale - 0.5 + offset);
   int s = static_cast<int>(f);  // cvFloor: truncate, then step down below zero
   s -= s > f;
   return {s, f - static_cast<float>(s)};
@@ -72,12 +71,12 @@ struct PixelTap {
   int16_t a0, a1;
   bool edge;  // OpenCV's xmax on: one source pixel, weight kOne
 };
-void PixelTaps(int sw, int dw, double inv_scale, std::vector<PixelTap>* taps) {
+void PixelTaps(int sw, int dw, double inv_scale, double offset, std::vector<PixelTap>* taps) {
   taps->resize(dw);
   double scale = Scale(inv_scale);
   bool edge = false;
   for (int dx = 0; dx < dw; ++dx) {
-    Tap t = MapCoord(dx, scale);
+    Tap t = MapCoord(dx, scale, offset);
     if (t.s < 0) t = {0, 0.f};
     if (t.s + 1 >= sw) {
       edge = true;
@@ -115,9 +114,10 @@ void BuildBlocks(int row_bytes, Horizontal* h) {
   }
 }
 
-void BuildHorizontal(int sw, int dw, int cn, bool mirror, double inv_scale, Horizontal* h) {
+void BuildHorizontal(int sw, int dw, int cn, bool mirror, double inv_scale, double offset,
+                     Horizontal* h) {
   thread_local std::vector<PixelTap> taps;
-  PixelTaps(sw, dw, inv_scale, &taps);
+  PixelTaps(sw, dw, inv_scale, offset, &taps);
   h->values = dw * cn;
   h->mirrored = mirror;
   h->left.resize(h->values);
@@ -151,6 +151,8 @@ uint8_t Vertical(int16_t p0, int16_t p1, int16_t b0, int16_t b1) {
   int16_t m1 = static_cast<int16_t>((p1 * b1) >> 16);
   return SatU8(Sat16(Sat16(m0 + m1) + 2) >> 2);
 }
+
+#ifdef SSDFEED_BILINEAR_AVX2
 
 // Eight values of a row: two blocks, loaded, shuffled, multiplied and added.
 __attribute__((target("avx2"), always_inline)) inline __m256i TwoBlocks(const Horizontal& h,
@@ -216,6 +218,63 @@ bool HaveAvx2() {
 
 #endif  // SSDFEED_BILINEAR_AVX2
 
+// The two passes over the source, one output row at a time, keeping the
+// two horizontally resized source rows the row needs. `avx2` picks the
+// passes' code; both give the same bytes.
+void Resize(const Horizontal& h, const uint8_t* src, int sh, int row_bytes, size_t src_stride,
+            uint8_t* dst, int dh, size_t dst_stride, double inv_scale_y, double offset_y,
+            bool avx2) {
+  thread_local std::vector<int16_t> rows;
+  size_t pitch = (static_cast<size_t>(h.values) + 31) / 32 * 32;
+  rows.resize(2 * pitch);
+  int held[2] = {-1, -1};
+  auto row = [&](int r, int keep) -> const int16_t* {  // never evicts row `keep`
+    for (int i = 0; i < 2; ++i)
+      if (held[i] == r) return &rows[i * pitch];
+    int i = held[0] == keep ? 1 : 0;
+    const uint8_t* s = src + static_cast<size_t>(r) * src_stride;
+#ifdef SSDFEED_BILINEAR_AVX2
+    if (avx2) {
+      if (r + 1 < sh) {  // the next row down is most likely next: ask for it now
+        const char* next = reinterpret_cast<const char*>(s + src_stride);
+        for (int at = 0; at < row_bytes; at += 64) _mm_prefetch(next + at, _MM_HINT_T0);
+      }
+      HorizontalAvx2(h, s, &rows[i * pitch]);
+    } else {
+      HorizontalScalar(h, s, 0, h.values, &rows[i * pitch]);
+    }
+#else
+    HorizontalScalar(h, s, 0, h.values, &rows[i * pitch]);
+#endif
+    held[i] = r;
+    return &rows[i * pitch];
+  };
+  double scale = Scale(inv_scale_y);
+  for (int dy = 0; dy < dh; ++dy) {
+    Tap t = MapCoord(dy, scale, offset_y);  // rows clamped, weights not: as OpenCV
+    int r0 = std::clamp(t.s, 0, sh - 1), r1 = std::clamp(t.s + 1, 0, sh - 1);
+    int16_t b0 = RoundCoef((1.f - t.f) * kOne), b1 = RoundCoef(t.f * kOne);
+    const int16_t* p0 = row(r0, r1);
+    const int16_t* p1 = row(r1, r0);
+    uint8_t* out = dst + static_cast<size_t>(dy) * dst_stride;
+#ifdef SSDFEED_BILINEAR_AVX2
+    if (avx2) {
+      VerticalAvx2(p0, p1, b0, b1, h.values, out);
+      continue;
+    }
+#endif
+    for (int x = 0; x < h.values; ++x) out[x] = Vertical(p0[x], p1[x], b0, b1);
+  }
+}
+
+bool Avx2Usable() {
+#ifdef SSDFEED_BILINEAR_AVX2
+  return HaveAvx2() && !portable_only.load(std::memory_order_relaxed);
+#else
+  return false;
+#endif
+}
+
 }  // namespace
 
 void SetBilinearPortableOnly(bool on) { portable_only.store(on, std::memory_order_relaxed); }
@@ -229,49 +288,29 @@ bool ResizeBilinearU8(const uint8_t* src, int sh, int sw, size_t src_stride, int
 bool ResizeBilinearU8AtScale(const uint8_t* src, int sh, int sw, size_t src_stride, int cn,
                              uint8_t* dst, int dh, int dw, size_t dst_stride, double inv_scale_y,
                              double inv_scale_x, bool mirror) {
-#ifdef SSDFEED_BILINEAR_AVX2
-  if (!HaveAvx2() || portable_only.load(std::memory_order_relaxed)) return false;
+  if (!Avx2Usable()) return false;
   if ((cn != 1 && cn != 3) || sh < 1 || sw < 1 || dh < 1 || dw < 1) return false;
   thread_local Horizontal h;
-  BuildHorizontal(sw, dw, cn, mirror, inv_scale_x, &h);
+  BuildHorizontal(sw, dw, cn, mirror, inv_scale_x, 0, &h);
   // Four values' taps span more than 16 bytes from a shrink by about 3x (3
   // channels) or 4.5x (1), and no 16-byte load fits a row under 16 bytes:
   // one-value-at-a-time code would be slower than OpenCV's pixel at a
   // time, so it resizes those.
   if (h.scalar_blocks * 16 > h.values / 4) return false;
-  // Two horizontally resized source rows, tagged with the row they hold.
-  thread_local std::vector<int16_t> rows;
-  size_t pitch = (static_cast<size_t>(h.values) + 31) / 32 * 32;
-  rows.resize(2 * pitch);
-  int held[2] = {-1, -1};
-  auto row = [&](int r, int keep) -> const int16_t* {  // never evicts row `keep`
-    for (int i = 0; i < 2; ++i)
-      if (held[i] == r) return &rows[i * pitch];
-    int i = held[0] == keep ? 1 : 0;
-    if (r + 1 < sh) {  // the next row down is most likely next: ask for it now
-      const char* next =
-          reinterpret_cast<const char*>(src + static_cast<size_t>(r + 1) * src_stride);
-      for (int at = 0; at < sw * cn; at += 64) _mm_prefetch(next + at, _MM_HINT_T0);
-    }
-    HorizontalAvx2(h, src + static_cast<size_t>(r) * src_stride, &rows[i * pitch]);
-    held[i] = r;
-    return &rows[i * pitch];
-  };
-  double scale = Scale(inv_scale_y);
-  for (int dy = 0; dy < dh; ++dy) {
-    Tap t = MapCoord(dy, scale);  // rows clamped, weights not: as OpenCV
-    int r0 = std::clamp(t.s, 0, sh - 1), r1 = std::clamp(t.s + 1, 0, sh - 1);
-    int16_t b0 = RoundCoef((1.f - t.f) * kOne), b1 = RoundCoef(t.f * kOne);
-    const int16_t* p0 = row(r0, r1);
-    const int16_t* p1 = row(r1, r0);
-    VerticalAvx2(p0, p1, b0, b1, h.values, dst + static_cast<size_t>(dy) * dst_stride);
-  }
+  Resize(h, src, sh, sw * cn, src_stride, dst, dh, dst_stride, inv_scale_y, 0, true);
   return true;
-#else
-  (void)src, (void)sh, (void)sw, (void)src_stride, (void)cn, (void)dst, (void)dh, (void)dw,
-      (void)dst_stride, (void)inv_scale_y, (void)inv_scale_x, (void)mirror;
-  return false;
-#endif
+}
+
+void ResizeBilinearU8Window(const uint8_t* src, int sh, int sw, size_t src_stride, uint8_t* dst,
+                            int dh, int dw, size_t dst_stride, const BilinearWindow& win,
+                            bool mirror) {
+  if (sh < 1 || sw < 1 || dh < 1 || dw < 1) return;
+  thread_local Horizontal h;
+  BuildHorizontal(sw, dw, 1, mirror, win.inv_scale_x, win.offset_x, &h);
+  // Blocks one 16-byte load cannot serve (a row under 16 bytes, a steep
+  // shrink) go value by value inside the AVX2 pass too: the same bytes.
+  Resize(h, src, sh, sw, src_stride, dst, dh, dst_stride, win.inv_scale_y, win.offset_y,
+         Avx2Usable());
 }
 
 }  // namespace ssdfeed

@@ -46,7 +46,28 @@ bool ResizeBilinearU8AtScale(const uint8_t* src, int sh, int sw, size_t src_stri
                              uint8_t* dst, int dh, int dw, size_t dst_stride, double inv_scale_y,
                              double inv_scale_x, bool mirror = false);
 
-// Tests: make ResizeBilinearU8 decline, as on a CPU without AVX2.
+// Where a one-channel resize samples its source: output pixel (dy, dx)
+// centres on source coordinates ((dy + 0.5) / inv_scale_y - 0.5 + offset_y,
+// (dx + 0.5) / inv_scale_x - 0.5 + offset_x), sample centres at whole
+// numbers. Offsets 0 are ResizeBilinearU8AtScale's map; a fractional one
+// starts the window between samples (a yuv420 record's chroma plane, whose
+// samples sit between pairs of luma pixels: image/yuv420_render.h).
+struct BilinearWindow {
+  double inv_scale_y = 1, inv_scale_x = 1;
+  double offset_y = 0, offset_x = 0;
+};
+
+// dst (dh x dw, one channel) = src (sh x sw, one channel) sampled over win
+// with ResizeBilinearU8's arithmetic (coefficients, rounding, clamping at
+// src's edges), mirrored left to right when `mirror`. Never declines: with
+// AVX2 where it has it, value by value elsewhere, the same bytes on every
+// machine.
+void ResizeBilinearU8Window(const uint8_t* src, int sh, int sw, size_t src_stride, uint8_t* dst,
+                            int dh, int dw, size_t dst_stride, const BilinearWindow& win,
+                            bool mirror = false);
+
+// Tests: make ResizeBilinearU8 decline, as on a CPU without AVX2, and
+// ResizeBilinearU8Window take its value-by-value route.
 void SetBilinearPortableOnly(bool on);
 
 }  // namespace ssdfeed
