@@ -102,6 +102,22 @@ void UpsampleChroma(const uint8_t* chroma, int h, int w, uint8_t* out) {
   }
 }
 
+namespace {
+
+// libjpeg's YCbCr -> RGB of one pixel, Cb and Cr less 128.
+inline void YccPixel(int32_t luma, int32_t u, int32_t v, uint8_t* p) {
+  p[0] = Clamp255(luma + ((kRCr * v + 32768) >> 16));
+  p[1] = Clamp255(luma + ((kGCb * u + kGCr * v + 32768) >> 16));
+  p[2] = Clamp255(luma + ((kBCb * u + 32768) >> 16));
+}
+
+}  // namespace
+
+void Ycc444ToRgb(const uint8_t* y, const uint8_t* cb, const uint8_t* cr, size_t n, uint8_t* rgb) {
+  if (Ycc444ToRgbAvx2(y, cb, cr, n, rgb)) return;
+  for (size_t i = 0; i < n; ++i) YccPixel(y[i], cb[i] - 128, cr[i] - 128, rgb + 3 * i);
+}
+
 void Yuv420ToRgb(const uint8_t* planes, int h, int w, uint8_t* rgb) {
   Yuv420Layout l = Yuv420Of(h, w);
   size_t W = static_cast<size_t>(w), cw = l.chroma_w;
@@ -114,11 +130,7 @@ void Yuv420ToRgb(const uint8_t* planes, int h, int w, uint8_t* rgb) {
       auto tri = [&](const uint8_t* p) {
         return (9 * p[r0 + c0] + 3 * p[r0 + c1] + 3 * p[r1 + c0] + p[r1 + c1] + 8) >> 4;
       };
-      int32_t luma = planes[y * W + x], u = tri(cb) - 128, v = tri(cr) - 128;
-      uint8_t* p = rgb + 3 * (y * W + x);
-      p[0] = Clamp255(luma + ((kRCr * v + 32768) >> 16));
-      p[1] = Clamp255(luma + ((kGCb * u + kGCr * v + 32768) >> 16));
-      p[2] = Clamp255(luma + ((kBCb * u + 32768) >> 16));
+      YccPixel(planes[y * W + x], tri(cb) - 128, tri(cr) - 128, rgb + 3 * (y * W + x));
     }
   }
 }

@@ -61,4 +61,12 @@ void Yuv420ToRgb(const uint8_t* planes, int h, int w, uint8_t* rgb);
 bool Yuv420ToRgbAvx2(const uint8_t* planes, int h, int w, uint8_t* rgb);
 void SetYuv420PortableOnly(bool on);
 
+// n pixels of full-resolution Y, Cb and Cr (4:4:4) to n x 3 RGB by the
+// conversion above (libjpeg's constants and rounding): with AVX2 where it
+// can (Ycc444ToRgbAvx2: false, nothing written, for n under 32, no AVX2
+// or SetYuv420PortableOnly), else pixel by pixel, the same bytes.
+void Ycc444ToRgb(const uint8_t* y, const uint8_t* cb, const uint8_t* cr, size_t n, uint8_t* rgb);
+bool Ycc444ToRgbAvx2(const uint8_t* y, const uint8_t* cb, const uint8_t* cr, size_t n,
+                     uint8_t* rgb);
+
 }  // namespace ssdfeed

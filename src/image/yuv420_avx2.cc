@@ -189,4 +189,18 @@ bool Yuv420ToRgbAvx2(const uint8_t* planes, int h, int w, uint8_t* rgb) {
 #endif
 }
 
+bool Ycc444ToRgbAvx2(const uint8_t* y, const uint8_t* cb, const uint8_t* cr, size_t n,
+                     uint8_t* rgb) {
+#ifdef SSDFEED_YUV420_AVX2
+  if (n < static_cast<size_t>(kMinWidth) || !HaveAvx2() ||
+      portable_only.load(std::memory_order_relaxed))
+    return false;
+  ConvertRow(y, cb, cr, n, rgb);  // planes of one size are one long row
+  return true;
+#else
+  (void)y, (void)cb, (void)cr, (void)n, (void)rgb;
+  return false;
+#endif
+}
+
 }  // namespace ssdfeed
