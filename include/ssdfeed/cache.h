@@ -203,6 +203,7 @@ struct CacheRead {
   uint64_t id = 0;
   CachedSample sample;  // out: pixels point into the ReadBuffers
   Status status;        // out: as Get's
+  bool stored = false;  // in: read as GetStored (pixels not decoded)
 };
 
 // The reads of CacheEntry::StartGetMany, in flight until Finish.
@@ -241,6 +242,10 @@ class CacheEntry {
   // (EntryKey::prepare_json) included (it is then dropped from the index:
   // Put repairs).
   virtual Status Get(uint64_t id, std::string* buf, CachedSample* out) = 0;
+  // Get, but a record whose codec is not raw is checked and left coded:
+  // out->pixels is null and out->stored its bytes (for a renderer that
+  // reads them as they are, as the loader crops yuv420's planes).
+  virtual Status GetStored(uint64_t id, std::string* buf, CachedSample* out) = 0;
   // Reads n samples at once, each checked as Get checks it; with direct
   // reads (CacheOptions::warm_read) they are all in flight together.
   void GetMany(CacheRead* reads, size_t n, ReadBuffers* bufs) {

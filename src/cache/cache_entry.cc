@@ -130,7 +130,14 @@ class CacheEntryImpl final : public CacheEntry {
     // looked at before the index: a record is indexed before it stops being
     // staged, so this order never misses one in between.)
     if (writer_ && writer_->staged() > 0) writer_->FlushIfStaged(id);
-    Status s = index_.Get(id, buf, out);
+    return Counted(index_.Get(id, buf, out));
+  }
+  Status GetStored(uint64_t id, std::string* buf, CachedSample* out) override {
+    Periodic(/*redecide=*/true);
+    if (writer_ && writer_->staged() > 0) writer_->FlushIfStaged(id);  // as Get
+    return Counted(index_.GetStored(id, buf, out));
+  }
+  Status Counted(Status s) {
     if (s.IsCorruption()) counters_.corrupt_records++;
     return s;
   }

@@ -343,7 +343,7 @@ class SegmentIndex::Batch final : public CacheReadBatch {
       // record's own bytes must be there.
       size_t got = reqs_[k].got > p.skew ? reqs_[k].got - p.skew : 0;
       PixelsTo to;
-      to.bufs = bufs_;
+      to.bufs = r.stored ? nullptr : bufs_;
       to.slot = p.read;
       r.status =
           index_->Check(r.id, p.loc, p.file.get(), reqs_[k].scratch + p.skew, got, &r.sample, to);
@@ -404,7 +404,7 @@ std::unique_ptr<CacheReadBatch> SegmentIndex::StartGetMany(CacheRead* reads, siz
       size_t got = 0;
       r.status = (*dat)->Read(loc.offset, loc.len, buf, &got);
       PixelsTo to;
-      to.bufs = bufs;
+      to.bufs = r.stored ? nullptr : bufs;
       to.slot = i;
       if (r.status.ok()) r.status = Check(r.id, loc, dat->get(), buf, got, &r.sample, to);
       continue;

@@ -10,6 +10,7 @@
 
 #include "image/cv_call.h"
 #include "image/resample.h"
+#include "image/yuv420_crop.h"
 #include "ssdfeed/enum_names.h"
 #include "util/hash.h"
 
@@ -317,6 +318,18 @@ Status RenderSample(const PixelsView& src, const CropBox& box, int out_h, int ou
                          " of a " + std::to_string(src.height) + "x" + std::to_string(src.width) +
                          " image to " + std::to_string(out_h) + "x" + std::to_string(out_w));
   if (!direct) ConvertCrop(static_cast<const uint8_t*>(target_data), out_h, out_w, c, out, dst);
+  return Status::OK();
+}
+
+Status RenderYuv420Sample(std::string_view planes, int h, int w, const CropBox& box, int out_h,
+                          int out_w, const OutputSpec& out, void* dst,
+                          std::vector<uint8_t>* scratch) {
+  bool direct = out.dtype == DType::kUint8 && out.layout == Layout::kNHWC;
+  size_t bytes = static_cast<size_t>(out_h) * out_w * 3;
+  if (!direct && scratch->size() < bytes) scratch->resize(bytes);
+  auto* target = static_cast<uint8_t*>(direct ? dst : scratch->data());
+  SSDFEED_RETURN_IF_ERROR(CropYuv420(planes, h, w, box, out_h, out_w, target));
+  if (!direct) ConvertCrop(target, out_h, out_w, 3, out, dst);
   return Status::OK();
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "ssdfeed/augment.h"
@@ -47,6 +48,14 @@ struct PixelsView {
 // comes back as a Status.
 Status RenderSample(const PixelsView& src, const CropBox& box, int out_h, int out_w,
                     const OutputSpec& out, void* dst, std::vector<uint8_t>* scratch);
+
+// RenderSample of a yuv420 record from its stored planes (h x w x 3),
+// where Yuv420CropApplies (image/yuv420_crop.h): the crop is cut from the
+// planes and only the output is converted to RGB, then to out's dtype and
+// layout as RenderSample converts.
+Status RenderYuv420Sample(std::string_view planes, int h, int w, const CropBox& box, int out_h,
+                          int out_w, const OutputSpec& out, void* dst,
+                          std::vector<uint8_t>* scratch);
 
 // true: RenderSample converts with the baseline build of its conversion
 // even where the CPU has AVX2 (tests check that both give the same bytes).

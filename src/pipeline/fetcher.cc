@@ -93,6 +93,10 @@ Status SampleFetcher::EncodeStored(FetchScratch* s, CachedSample* out) {
 Status SampleFetcher::ServeLossy(FetchScratch* s, CachedSample* out) {
   if (!IsLossy(spec_.codec) || out->bytes() == 0) return Status::OK();
   SSDFEED_RETURN_IF_ERROR(EncodeStored(s, out));
+  if (yuv420_planes_ && out->channels == 3) {  // rendered from the planes, as a hit is
+    out->pixels = nullptr;
+    return Status::OK();
+  }
   s->coded.Reset(out->height, out->width, out->channels);
   SSDFEED_RETURN_IF_ERROR(DecodePixels(spec_.codec, out->stored, out->height, out->width,
                                        out->channels, s->coded.pixels.data(), &s->codec));
@@ -110,9 +114,13 @@ void SampleFetcher::MaybeRefresh() {
 }
 
 Status SampleFetcher::TimedGet(uint64_t id, FetchScratch* s, CachedSample* out) {
-  if (!time_stages_) return cache_->Get(id, &s->cache_buf, out);
+  auto get = [&] {
+    return yuv420_planes_ ? cache_->GetStored(id, &s->cache_buf, out)
+                          : cache_->Get(id, &s->cache_buf, out);
+  };
+  if (!time_stages_) return get();
   double t0 = Seconds();
-  Status st = cache_->Get(id, &s->cache_buf, out);
+  Status st = get();
   stats_->Observe(Hist::kReadCache, Seconds() - t0);
   MarkStage(Tmr::kCacheRead);
   return st;
@@ -146,7 +154,7 @@ SampleFetcher::Group SampleFetcher::StartCachedMany(const uint64_t* ids, size_t 
                                                     int which) {
   std::vector<CacheRead>& reads = s->reads[which];
   reads.resize(n);
-  for (size_t i = 0; i < n; ++i) reads[i] = CacheRead{ids[i], {}, Status::OK()};
+  for (size_t i = 0; i < n; ++i) reads[i] = CacheRead{ids[i], {}, Status::OK(), yuv420_planes_};
   Group g;
   g.which = which;
   g.n = n;

@@ -60,6 +60,13 @@ class SampleFetcher {
   // the origin file (and record) and what is wrong.
   Status Fetch(uint64_t id, FetchScratch* scratch, CachedSample* out);
 
+  // On (for a renderer that crops yuv420's planes: SampleRenderer): a
+  // yuv420 sample comes back as its planes, pixels null and `stored` its
+  // bytes, whether read from the cache or prepared from the origin, so both
+  // are rendered the same way. Off (the default): pixels always. Set
+  // before the first fetch.
+  void ServeYuv420Planes(bool on) { yuv420_planes_ = on && spec_.codec == RecordCodec::kYuv420; }
+
   // The cache's records for ids[0..n), read together (with direct reads,
   // all in flight at once) into scratch->reads[group]; Finish waits, checks
   // and counts the hits. A read that is not OK is then finished by Resolve.
@@ -128,6 +135,7 @@ class SampleFetcher {
   std::unique_ptr<StatsPublisher> own_stats_;
   StatsPublisher* stats_;
   bool time_stages_;
+  bool yuv420_planes_ = false;  // ServeYuv420Planes
   std::atomic<int64_t> last_refresh_us_{0};
   // Source::traffic() already counted into stats_.
   std::atomic<uint64_t> origin_bytes_seen_, origin_requests_seen_;

@@ -56,6 +56,8 @@ class LoaderImpl final : public Loader {
               renderer_.fixed() ? renderer_.sample_bytes() : 0, pool_,
               renderer_.MaskPlanes(source_->fields())) {
     workers_ = opts_.workers > 0 ? opts_.workers : DefaultWorkers(env_);
+    // Rendered into the batch, a yuv420 sample is cropped from its planes.
+    fetcher_.ServeYuv420Planes(renderer_.fixed());
     // One stage clock per worker, kept across epochs; none with metrics off.
     if (opts_.metrics)
       for (int w = 0; w < workers_; ++w) clocks_.push_back(std::make_unique<StageClock>(env_));

@@ -21,6 +21,7 @@
 #include "cache/record_format.h"
 #include "image/augment.h"
 #include "image/pixel_codec.h"
+#include "image/yuv420_crop.h"
 #include "pipeline/fetcher.h"
 #include "ssdfeed/cache.h"
 #include "ssdfeed/enum_names.h"
@@ -286,14 +287,6 @@ class WarmPathWork {
     const PreparedProbe& p = probes_[k % probes_.size()];
     const std::string& record = pool_[k];
     w->sink += XXH3_64bits(record.data(), record.size());
-    const uint8_t* px = reinterpret_cast<const uint8_t*>(record.data());
-    if (codec_ != RecordCodec::kRaw) {
-      if (w->decoded.size() != decoded_ring_) w->decoded.resize(decoded_ring_);
-      std::vector<uint8_t>& decoded = w->decoded[k % decoded_ring_];
-      decoded.resize(p.pixels.size());
-      SSDFEED_RETURN_IF_ERROR(DecodePixels(codec_, record, p.h, p.w, p.c, decoded.data(), &w->cs));
-      px = decoded.data();
-    }
     CropBox box{0, 0, p.h, p.w, false};
     int oh = p.h, ow = p.w;
     if (o_.augment.enabled) {
@@ -302,6 +295,18 @@ class WarmPathWork {
     }
     std::vector<uint8_t>& out = w->batch[k % w->batch.size()];
     out.resize(static_cast<size_t>(oh) * ow * p.c * DTypeSize(o_.output.dtype));
+    // As the loader renders a crop of yuv420: from the planes (SampleRenderer).
+    if (codec_ == RecordCodec::kYuv420 && o_.augment.enabled &&
+        Yuv420CropApplies(p.h, p.w, p.c, box, oh, ow))
+      return RenderYuv420Sample(record, p.h, p.w, box, oh, ow, o_.output, out.data(), &w->render);
+    const uint8_t* px = reinterpret_cast<const uint8_t*>(record.data());
+    if (codec_ != RecordCodec::kRaw) {
+      if (w->decoded.size() != decoded_ring_) w->decoded.resize(decoded_ring_);
+      std::vector<uint8_t>& decoded = w->decoded[k % decoded_ring_];
+      decoded.resize(p.pixels.size());
+      SSDFEED_RETURN_IF_ERROR(DecodePixels(codec_, record, p.h, p.w, p.c, decoded.data(), &w->cs));
+      px = decoded.data();
+    }
     return RenderSample(PixelsView{px, p.h, p.w, p.c}, box, oh, ow, o_.output, out.data(),
                         &w->render);
   }

@@ -7,6 +7,8 @@
 #include "image/augment.h"
 #include "image/field_augment.h"
 #include "image/flip.h"
+#include "image/pixel_codec.h"
+#include "image/yuv420_crop.h"
 #include "ssdfeed/cached_fields.h"
 
 namespace ssdfeed {
@@ -42,6 +44,28 @@ std::vector<MaskPlane> SampleRenderer::MaskPlanes(const std::vector<FieldSpec>& 
   return planes;
 }
 
+namespace {
+
+// The codec's state for this thread's decodes of samples served coded.
+PixelCodecScratch* ThreadCodec() {
+  thread_local PixelCodecScratch scratch;
+  return &scratch;
+}
+
+// The pixels of cs: its own, or for a sample served coded (a yuv420 one as
+// its planes: SampleFetcher::ServeYuv420Planes) its decode, in this
+// thread's buffer until the next call.
+Result<const uint8_t*> PixelsOf(const CachedSample& cs) {
+  if (cs.pixels != nullptr || cs.bytes() == 0) return cs.pixels;
+  thread_local std::vector<uint8_t> pixels;
+  pixels.resize(cs.bytes());
+  SSDFEED_RETURN_IF_ERROR(DecodePixels(cs.codec, cs.stored, cs.height, cs.width, cs.channels,
+                                       pixels.data(), ThreadCodec()));
+  return pixels.data();
+}
+
+}  // namespace
+
 Status SampleRenderer::Render(const CachedSample& cs, uint64_t epoch, uint64_t id, BatchBuffer* buf,
                               size_t pos, Image* staging, std::vector<uint8_t>* scratch,
                               StagedFields* fields, std::vector<MaskPlane>* planes) const {
@@ -65,11 +89,13 @@ Status SampleRenderer::Render(const CachedSample& cs, uint64_t epoch, uint64_t i
       box = SampleCrop(augment_, cs.height, cs.width, AugmentKey(seed_, epoch, id));
     if (fields != nullptr)
       SSDFEED_RETURN_IF_ERROR(RenderSampleFields(cs, box, cs.height, cs.width, fields));
+    const uint8_t* px = nullptr;
+    SSDFEED_ASSIGN_OR_RETURN(px, PixelsOf(cs));
     staging->Reset(cs.height, cs.width, cs.channels);
     if (box.flip)
-      FlipHorizontalInto(cs.pixels, staging->pixels.data(), cs.height, cs.width, cs.channels);
+      FlipHorizontalInto(px, staging->pixels.data(), cs.height, cs.width, cs.channels);
     else
-      std::memcpy(staging->pixels.data(), cs.pixels, staging->bytes());
+      std::memcpy(staging->pixels.data(), px, staging->bytes());
     return Status::OK();
   }
   if (augment_.enabled && augment_.kind == AugmentKind::kFlip &&
@@ -85,8 +111,16 @@ Status SampleRenderer::Render(const CachedSample& cs, uint64_t epoch, uint64_t i
   }
   if (fields != nullptr)
     SSDFEED_RETURN_IF_ERROR(RenderSampleFields(cs, box, out_h_, out_w_, fields, planes, pos));
-  return RenderSample({cs.pixels, cs.height, cs.width, cs.channels}, box, out_h_, out_w_, output_,
-                      buf->images.data() + pos * sample_bytes(), scratch);
+  void* dst = buf->images.data() + pos * sample_bytes();
+  // A crop of yuv420's planes converts only the output to RGB.
+  if (cs.pixels == nullptr && cs.codec == RecordCodec::kYuv420 &&
+      Yuv420CropApplies(cs.height, cs.width, cs.channels, box, out_h_, out_w_))
+    return RenderYuv420Sample(cs.stored, cs.height, cs.width, box, out_h_, out_w_, output_, dst,
+                              scratch);
+  const uint8_t* px = nullptr;
+  SSDFEED_ASSIGN_OR_RETURN(px, PixelsOf(cs));
+  return RenderSample({px, cs.height, cs.width, cs.channels}, box, out_h_, out_w_, output_, dst,
+                      scratch);
 }
 
 namespace {
