@@ -14,26 +14,14 @@
 
 #include "image/yuv420.h"
 #include "ssdfeed/dataset.h"
+#include "test_util.h"
 
 namespace ssdfeed {
 namespace {
 
 // A make-dataset photo (colour fields, shapes, texture, noise), prepared to
 // 256 px the way a cache entry is.
-Image Photo(uint64_t index, bool gray = false) {
-  Image full, out;
-  int label = 0;
-  EXPECT_TRUE(GenerateImage(7, index, 10, 280, 360, &full, &label).ok());
-  std::string jpg;
-  EXPECT_TRUE(EncodeJpeg(full, 90, &jpg).ok());
-  PrepareSpec spec;
-  spec.resize_short = 256;
-  spec.crop_h = spec.crop_w = 256;
-  spec.gray = gray;
-  Decoder dec;
-  EXPECT_TRUE(dec.DecodeAndPrepare(jpg, spec, &out).ok());
-  return out;
-}
+Image Photo(uint64_t index, bool gray = false) { return test::PreparedPhoto(index, 256, gray); }
 
 double Psnr(const uint8_t* a, const uint8_t* b, size_t n) {
   double se = 0;

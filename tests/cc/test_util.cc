@@ -76,4 +76,19 @@ std::string CannotUnsharePid() {
          (out.empty() ? std::string("failed") : out.substr(0, out.find('\n')));
 }
 
+Image PreparedPhoto(uint64_t index, int crop, bool gray) {
+  Image full, out;
+  int label = 0;
+  EXPECT_TRUE(GenerateImage(7, index, 10, 280, 360, &full, &label).ok());
+  std::string jpg;
+  EXPECT_TRUE(EncodeJpeg(full, 90, &jpg).ok());
+  PrepareSpec spec;
+  spec.resize_short = 256;
+  spec.crop_h = spec.crop_w = crop;
+  spec.gray = gray;
+  Decoder dec;
+  EXPECT_TRUE(dec.DecodeAndPrepare(jpg, spec, &out).ok());
+  return out;
+}
+
 }  // namespace ssdfeed::test

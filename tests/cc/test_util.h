@@ -5,6 +5,7 @@
 #include <string>
 
 #include "ssdfeed/dataset.h"
+#include "ssdfeed/image.h"
 
 namespace ssdfeed::test {
 
@@ -39,6 +40,12 @@ bool DirectIoWorks(const std::string& dir);
 int RunCommand(const std::string& cmd, std::string* out = nullptr);
 
 std::string CliPath();
+
+// make-dataset's image `index` (seed 7, 10 classes, 280-360 px) as a q90
+// JPEG, prepared as a record: the shorter side resized to 256, then the
+// centre crop x crop where crop > 0, gray when asked. A photo-like record
+// for the codec tests.
+Image PreparedPhoto(uint64_t index, int crop = 0, bool gray = false);
 
 // Privileges a test may lack (not root; root in a container without a
 // capability, or in a user namespace without the other ids): each probes

@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,24 +18,14 @@
 #include "image/yuv420.h"
 #include "ssdfeed/dataset.h"
 #include "ssdfeed/image.h"
+#include "test_util.h"
 
 namespace ssdfeed {
 namespace {
 
 // A make-dataset photo, prepared as the loader's records are (shorter side
 // 256, no crop: 256 x 329).
-Image Photo(uint64_t index) {
-  Image full, out;
-  int label = 0;
-  EXPECT_TRUE(GenerateImage(7, index, 10, 280, 360, &full, &label).ok());
-  std::string jpg;
-  EXPECT_TRUE(EncodeJpeg(full, 90, &jpg).ok());
-  PrepareSpec spec;
-  spec.resize_short = 256;
-  Decoder dec;
-  EXPECT_TRUE(dec.DecodeAndPrepare(jpg, spec, &out).ok());
-  return out;
-}
+Image Photo(uint64_t index) { return test::PreparedPhoto(index); }
 
 std::string Planes(const Image& img, PixelCodecScratch* s) {
   std::string stored;
@@ -68,9 +58,9 @@ TEST(Yuv420Crop, KeepsTheFidelityOfDecodingFirst) {
     Image img = Photo(i);
     std::string stored = Planes(img, &s);
     std::vector<uint8_t> decoded(img.bytes());
-    ASSERT_TRUE(DecodePixels(RecordCodec::kYuv420, stored, img.height, img.width, 3,
-                             decoded.data(), &s)
-                    .ok());
+    ASSERT_TRUE(
+        DecodePixels(RecordCodec::kYuv420, stored, img.height, img.width, 3, decoded.data(), &s)
+            .ok());
     for (uint64_t k = 0; k < 40; ++k) {
       CropBox box = SampleCrop(a, img.height, img.width, AugmentKey(5, 0, i * 100 + k));
       if (!Yuv420CropApplies(img.height, img.width, 3, box, 224, 224)) continue;
@@ -81,8 +71,8 @@ TEST(Yuv420Crop, KeepsTheFidelityOfDecodingFirst) {
       ASSERT_TRUE(RenderSample({decoded.data(), img.height, img.width, 3}, box, 224, 224, o,
                                before.data(), &scratch)
                       .ok());
-      ASSERT_TRUE(RenderYuv420Sample(stored, img.height, img.width, box, 224, 224, o,
-                                     planes.data(), &scratch)
+      ASSERT_TRUE(RenderYuv420Sample(stored, img.height, img.width, box, 224, 224, o, planes.data(),
+                                     &scratch)
                       .ok());
       all_raw.insert(all_raw.end(), raw.begin(), raw.end());
       all_before.insert(all_before.end(), before.begin(), before.end());
@@ -109,8 +99,8 @@ TEST(Yuv420Crop, TheWholeRecordIsItsDecodeAndAFlipIsAMirror) {
           .ok());
   CropBox whole{0, 0, img.height, img.width, false};
   ASSERT_TRUE(Yuv420CropApplies(img.height, img.width, 3, whole, img.height, img.width));
-  ASSERT_TRUE(CropYuv420(stored, img.height, img.width, whole, img.height, img.width, got.data())
-                  .ok());
+  ASSERT_TRUE(
+      CropYuv420(stored, img.height, img.width, whole, img.height, img.width, got.data()).ok());
   int worst = 0;
   for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - decoded[i]));
   EXPECT_LE(worst, 3);
