@@ -244,7 +244,8 @@ class CacheEntry {
   virtual Status Get(uint64_t id, std::string* buf, CachedSample* out) = 0;
   // Get, but a record whose codec is not raw is checked and left coded:
   // out->pixels is null and out->stored its bytes (for a renderer that
-  // reads them as they are, as the loader crops yuv420's planes).
+  // reads them as they are, as the loader crops yuv420's planes). *buf
+  // holds the record in its first bytes and, as with Get, only grows.
   virtual Status GetStored(uint64_t id, std::string* buf, CachedSample* out) = 0;
   // Reads n samples at once, each checked as Get checks it; with direct
   // reads (CacheOptions::warm_read) they are all in flight together.

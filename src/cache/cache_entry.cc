@@ -135,7 +135,7 @@ class CacheEntryImpl final : public CacheEntry {
   Status GetStored(uint64_t id, std::string* buf, CachedSample* out) override {
     Periodic(/*redecide=*/true);
     if (writer_ && writer_->staged() > 0) writer_->FlushIfStaged(id);  // as Get
-    return Counted(index_.GetStored(id, buf, out));
+    return Counted(index_.Get(id, buf, out, /*decode=*/false));
   }
   Status Counted(Status s) {
     if (s.IsCorruption()) counters_.corrupt_records++;

@@ -277,13 +277,13 @@ Status SegmentIndex::ReadRecord(uint64_t id, std::string* buf, Loc* loc,
   return (*dat)->Read(loc->offset, loc->len, buf->data(), got);
 }
 
-Status SegmentIndex::Get(uint64_t id, std::string* buf, CachedSample* out) {
+Status SegmentIndex::Get(uint64_t id, std::string* buf, CachedSample* out, bool decode) {
   Loc loc;
   std::shared_ptr<const RandomAccessFile> dat;
   size_t got = 0;
   SSDFEED_RETURN_IF_ERROR(ReadRecord(id, buf, &loc, &dat, &got));
   PixelsTo to;
-  to.str = buf;
+  to.str = decode ? buf : nullptr;
   return Check(id, loc, dat.get(), buf->data(), got, out, to);
 }
 

@@ -37,7 +37,10 @@ class SegmentIndex {
   // so a warm reader allocates nothing). NotFound when absent; Corruption
   // (the record is then dropped from the index) when a check or the
   // decoding fails.
-  Status Get(uint64_t id, std::string* buf, CachedSample* out) EXCLUDES(mu_);
+  // decode false: the record checked and left coded (out->pixels null for
+  // a codec other than raw), *buf grown as by a decoding Get (the loader's
+  // reads of yuv420 planes).
+  Status Get(uint64_t id, std::string* buf, CachedSample* out, bool decode = true) EXCLUDES(mu_);
   // Get without decoding: *buf is exactly the record, out->stored its
   // stored pixels (out->pixels is null for a codec other than raw). For
   // export, which carries records as they are.

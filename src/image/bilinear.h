@@ -51,7 +51,7 @@ bool ResizeBilinearU8AtScale(const uint8_t* src, int sh, int sw, size_t src_stri
 // (dx + 0.5) / inv_scale_x - 0.5 + offset_x), sample centres at whole
 // numbers. Offsets 0 are ResizeBilinearU8AtScale's map; a fractional one
 // starts the window between samples (a yuv420 record's chroma plane, whose
-// samples sit between pairs of luma pixels: image/yuv420_render.h).
+// samples sit between pairs of luma pixels: image/yuv420_crop.h).
 struct BilinearWindow {
   double inv_scale_y = 1, inv_scale_x = 1;
   double offset_y = 0, offset_x = 0;

@@ -11,9 +11,10 @@ namespace ssdfeed {
 namespace {
 
 // ResizeAntialiased's choice, for one box to one output size: true where it
-// resizes bilinearly (or copies).
+// resizes bilinearly. A box of the output's size is copied: the decode
+// serves it exactly.
 bool PlainBilinear(int bh, int bw, int oh, int ow) {
-  if (bh == oh && bw == ow) return true;
+  if (bh == oh && bw == ow) return false;
   double fx = static_cast<double>(bw) / ow, fy = static_cast<double>(bh) / oh;
   if (fx <= 1 && fy <= 1) return true;
   if (bw % ow == 0 && bh % oh == 0) return false;  // a box average there

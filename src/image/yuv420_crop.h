@@ -21,9 +21,10 @@ namespace ssdfeed {
 // out_w: three channels, a box inside the image resized without an
 // antialiasing blur (an enlargement, or a shrink under 1.5x on both axes
 // that is not by whole factors: what ResizeAntialiased resizes bilinearly,
-// which is every RandomResizedCrop of a record at most 1.5x the output),
-// and no scale-jitter window. Elsewhere the record is decoded and rendered
-// as any other (RenderSample).
+// which is every RandomResizedCrop of a record under 1.5x the output),
+// and no scale-jitter window. Elsewhere, and for a box of the output's
+// size (a copy: no augmentation, or a flip alone), the record is decoded
+// and rendered as any other (RenderSample), which serves it exactly.
 bool Yuv420CropApplies(int h, int w, int c, const CropBox& box, int out_h, int out_w);
 
 // Writes out_h x out_w x 3 RGB of box of the record's planes (an h x w

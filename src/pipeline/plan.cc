@@ -296,8 +296,7 @@ class WarmPathWork {
     std::vector<uint8_t>& out = w->batch[k % w->batch.size()];
     out.resize(static_cast<size_t>(oh) * ow * p.c * DTypeSize(o_.output.dtype));
     // As the loader renders a crop of yuv420: from the planes (SampleRenderer).
-    if (codec_ == RecordCodec::kYuv420 && o_.augment.enabled &&
-        Yuv420CropApplies(p.h, p.w, p.c, box, oh, ow))
+    if (codec_ == RecordCodec::kYuv420 && Yuv420CropApplies(p.h, p.w, p.c, box, oh, ow))
       return RenderYuv420Sample(record, p.h, p.w, box, oh, ow, o_.output, out.data(), &w->render);
     const uint8_t* px = reinterpret_cast<const uint8_t*>(record.data());
     if (codec_ != RecordCodec::kRaw) {

@@ -10,6 +10,7 @@
 #include "image/pixel_codec.h"
 #include "image/yuv420_crop.h"
 #include "ssdfeed/cached_fields.h"
+#include "util/stage_clock.h"
 
 namespace ssdfeed {
 
@@ -59,8 +60,10 @@ Result<const uint8_t*> PixelsOf(const CachedSample& cs) {
   if (cs.pixels != nullptr || cs.bytes() == 0) return cs.pixels;
   thread_local std::vector<uint8_t> pixels;
   pixels.resize(cs.bytes());
+  MarkStage(Tmr::kAugment);  // the render so far; the decode is record_decode's, as in a read
   SSDFEED_RETURN_IF_ERROR(DecodePixels(cs.codec, cs.stored, cs.height, cs.width, cs.channels,
                                        pixels.data(), ThreadCodec()));
+  MarkStage(Tmr::kRecordDecode);
   return pixels.data();
 }
 

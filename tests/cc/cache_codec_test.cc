@@ -307,6 +307,10 @@ TEST(CacheCodecLoader, SameBatchesForAnyWorkersColdOrWarm) {
     EXPECT_EQ(warm.cache_hits, 40u);
     EXPECT_EQ(warm.origin_bytes, 0u);
     EXPECT_EQ(e4, e1) << EnumName(codec) << ": warm with 4 workers differs from cold with 1";
+    // Direct reads go through grouped reads (CacheRead), not Get.
+    LoaderOptions direct = d.Opts(codec, 2, cache);
+    direct.cache.warm_read = WarmRead::kDirect;
+    EXPECT_EQ(Epoch(direct, 4, nullptr), e1) << EnumName(codec) << ": direct reads";
     EXPECT_EQ(Epoch(d.Opts(codec, 3, ""), 4, nullptr), e1)
         << EnumName(codec) << ": without a cache";
     if (codec == RecordCodec::kZstd) {

@@ -88,7 +88,8 @@ TEST(Yuv420Crop, KeepsTheFidelityOfDecodingFirst) {
 
 // The whole record at its own size is its decode but for rounding (the
 // triangle filter's weights are bilinear ones at quarter positions: the
-// two round differently), and a mirrored crop is the crop mirrored.
+// two round differently), so a box of the output's size is left to the
+// decode; and a mirrored crop is the crop mirrored.
 TEST(Yuv420Crop, TheWholeRecordIsItsDecodeAndAFlipIsAMirror) {
   PixelCodecScratch s;
   Image img = Photo(1);
@@ -98,7 +99,8 @@ TEST(Yuv420Crop, TheWholeRecordIsItsDecodeAndAFlipIsAMirror) {
       DecodePixels(RecordCodec::kYuv420, stored, img.height, img.width, 3, decoded.data(), &s)
           .ok());
   CropBox whole{0, 0, img.height, img.width, false};
-  ASSERT_TRUE(Yuv420CropApplies(img.height, img.width, 3, whole, img.height, img.width));
+  EXPECT_FALSE(Yuv420CropApplies(img.height, img.width, 3, whole, img.height, img.width));
+  EXPECT_FALSE(Yuv420CropApplies(img.height, img.width, 3, {1, 3, 200, 200, true}, 200, 200));
   ASSERT_TRUE(
       CropYuv420(stored, img.height, img.width, whole, img.height, img.width, got.data()).ok());
   int worst = 0;
@@ -119,6 +121,43 @@ TEST(Yuv420Crop, TheWholeRecordIsItsDecodeAndAFlipIsAMirror) {
           for (int c = 0; c < 3; ++c)
             ASSERT_EQ(mirrored[(y * ow + x) * 3 + c], plain[(y * ow + ow - 1 - x) * 3 + c])
                 << box.left << " to " << ow << ": " << y << "," << x;
+    }
+  }
+}
+
+// Where each output pixel samples chroma: Y and Cr flat, Cb a ramp of 3
+// per chroma column (Cb = 64 + 3 j), so Cb, read back from B (B - Y =
+// 1.772 (Cb - 128), rounded), is 64 + 3 times the chroma coordinate the
+// pixel maps to: left / 2 + (d + 0.5) * bw / (2 out_w) - 0.5, clamped to the
+// plane. Half a chroma sample off is 1.5 in Cb; the tolerance is 1. The
+// same with the flip, read from the mirrored column.
+TEST(Yuv420Crop, ChromaIsSampledWhereItsSamplesSit) {
+  const int h = 40, w = 79;  // chroma 20 x 40, the last column half a block
+  Yuv420Layout l = Yuv420Of(h, w);
+  std::string planes(l.total(), '\0');
+  std::fill(planes.begin(), planes.begin() + l.y_bytes, static_cast<char>(128));
+  for (size_t r = 0; r < l.chroma_h; ++r)
+    for (size_t j = 0; j < l.chroma_w; ++j) {
+      planes[l.y_bytes + r * l.chroma_w + j] = static_cast<char>(64 + 3 * j);
+      planes[l.y_bytes + l.chroma_bytes() + r * l.chroma_w + j] = static_cast<char>(128);
+    }
+  for (CropBox box : {CropBox{3, 5, 30, 51, false}, CropBox{0, 0, 35, 79, false},
+                      CropBox{7, 28, 33, 51, true}, CropBox{2, 1, 17, 40, true}}) {
+    const int oh = 24, ow = 60;
+    ASSERT_TRUE(Yuv420CropApplies(h, w, 3, box, oh, ow));
+    std::vector<uint8_t> rgb(oh * ow * 3);
+    ASSERT_TRUE(CropYuv420(planes, h, w, box, oh, ow, rgb.data()).ok());
+    for (int d = 0; d < ow; ++d) {
+      double at = box.left / 2.0 + (d + 0.5) * box.width / (2.0 * ow) - 0.5;
+      at = std::clamp(at, 0.0, static_cast<double>(l.chroma_w - 1));
+      int x = box.flip ? ow - 1 - d : d;
+      for (int y = 0; y < oh; ++y) {
+        const uint8_t* p = &rgb[(y * ow + x) * 3];
+        double cb = 128 + (p[2] - 128) / 1.772;
+        ASSERT_NEAR(cb, 64 + 3 * at, 1.0) << "box left " << box.left << " width " << box.width
+                                          << (box.flip ? " flipped" : "") << ", column " << d;
+        ASSERT_NEAR(p[0], 128, 1) << "Cr and Y are flat";
+      }
     }
   }
 }
