@@ -147,22 +147,27 @@ TEST(StageTime, TimesReadWhileServingNeverGoBack) {
   auto l = Loader::Open(d.Opts());
   ASSERT_TRUE(l.ok()) << l.status().ToString();
   std::atomic<bool> done{false};
-  int polls = 0, backwards = 0;
+  std::atomic<int> polls{0};
+  int backwards = 0;
   std::thread poller([&] {
     std::array<double, kNumTimers> last{};
-    while (!done.load()) {
+    do {
       LoaderStats s = (*l)->stats();
       for (size_t i = 0; i < kNumTimers; ++i) {
         if (s.times[i] < last[i]) ++backwards;
         last[i] = s.times[i];
       }
       ++polls;
-    }
+    } while (!done.load());
   });
+  // On a loaded machine the two epochs (about 0.1 s) could end before the
+  // poller thread first ran, and it then polled nothing: wait for its first
+  // read, so it reads while they run.
+  while (polls.load() == 0) std::this_thread::yield();
   for (int e = 0; e < 2; ++e) EXPECT_EQ(Epoch(l->get()), 12u);
   done = true;
   poller.join();
-  EXPECT_GT(polls, 0);
+  EXPECT_GT(polls.load(), 1);
   EXPECT_EQ(backwards, 0);
 }
 
