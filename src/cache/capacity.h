@@ -1,7 +1,8 @@
 // The capacity of a cache root, shared by every process that fills any entry
 // under it. Usage = bytes charged to every entry under entries/ + bytes still
 // in trash/ + capacity reserved but not yet written by live writers (the
-// ledger) + the jobs' metrics files under stats/. An entry is charged its segment files plus
+// ledger) + the jobs' metrics files under stats/ with the ledger file, at
+// least 32 KiB (they change outside any reservation). An entry is charged its segment files plus
 // max(its small files, MetaAllowance): the manifest, claims, locks and status files may change
 // within that allowance (reserved when the entry is created) without ever
 // pushing the root over. A writer reserves before it appends, so the root
