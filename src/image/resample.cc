@@ -33,22 +33,37 @@ void Bilinear(const cv::Mat& src, cv::Mat& dst, bool mirror) {
                 [&](cv::Mat& d) { cv::resize(src, d, d.size(), 0, 0, cv::INTER_LINEAR); });
 }
 
+// The antialiasing blur's sigma along an axis of n pixels shrunk to m:
+// (factor - 1) / 2, as scikit-image's anti_aliasing.
+double BlurSigma(int n, int m) { return std::max(0.0, (static_cast<double>(n) / m - 1) / 2); }
+
 }  // namespace
 
-void ResizeAntialiased(const cv::Mat& src, cv::Mat& dst, bool mirror) {
-  if (src.rows == dst.rows && src.cols == dst.cols)
-    return MaybeMirrored(dst, mirror, [&](cv::Mat& d) { src.copyTo(d); });
-  double fx = static_cast<double>(src.cols) / dst.cols;
-  double fy = static_cast<double>(src.rows) / dst.rows;
-  if (fx <= 1 && fy <= 1) return Bilinear(src, dst, mirror);
-  bool integer = src.cols % dst.cols == 0 && src.rows % dst.rows == 0;
-  if (integer) {  // OpenCV's fast path: a true box average
-    return MaybeMirrored(dst, mirror,
-                         [&](cv::Mat& d) { cv::resize(src, d, d.size(), 0, 0, cv::INTER_AREA); });
-  }
-  double sx = std::max(0.0, (fx - 1) / 2), sy = std::max(0.0, (fy - 1) / 2);
+ResizeRoute RouteOf(int src_h, int src_w, int dst_h, int dst_w) {
+  if (src_h == dst_h && src_w == dst_w) return ResizeRoute::kCopy;
+  double fx = static_cast<double>(src_w) / dst_w, fy = static_cast<double>(src_h) / dst_h;
+  if (fx <= 1 && fy <= 1) return ResizeRoute::kBilinear;
+  // OpenCV's fast path: a true box average.
+  if (src_w % dst_w == 0 && src_h % dst_h == 0) return ResizeRoute::kBoxAverage;
   // Under the threshold on both axes the blur would change nothing.
-  if (sx < kIdentityBlurSigma && sy < kIdentityBlurSigma) return Bilinear(src, dst, mirror);
+  if (BlurSigma(src_w, dst_w) < kIdentityBlurSigma && BlurSigma(src_h, dst_h) < kIdentityBlurSigma)
+    return ResizeRoute::kBilinear;
+  return ResizeRoute::kBlurBilinear;
+}
+
+void ResizeAntialiased(const cv::Mat& src, cv::Mat& dst, bool mirror) {
+  switch (RouteOf(src.rows, src.cols, dst.rows, dst.cols)) {
+    case ResizeRoute::kCopy:
+      return MaybeMirrored(dst, mirror, [&](cv::Mat& d) { src.copyTo(d); });
+    case ResizeRoute::kBilinear:
+      return Bilinear(src, dst, mirror);
+    case ResizeRoute::kBoxAverage:
+      return MaybeMirrored(dst, mirror,
+                           [&](cv::Mat& d) { cv::resize(src, d, d.size(), 0, 0, cv::INTER_AREA); });
+    case ResizeRoute::kBlurBilinear:
+      break;
+  }
+  double sx = BlurSigma(src.cols, dst.cols), sy = BlurSigma(src.rows, dst.rows);
   thread_local cv::Mat blurred;
   auto ksize = [](double s) {
     return s < kIdentityBlurSigma ? 1 : 2 * static_cast<int>(std::ceil(3 * s)) + 1;

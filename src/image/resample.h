@@ -15,6 +15,16 @@ namespace ssdfeed {
 // OpenCV throws: its callers wrap it in CvCall (image/cv_call.h).
 void ResizeAntialiased(const cv::Mat& src, cv::Mat& dst, bool mirror = false);
 
+// Which of those ResizeAntialiased takes for a src_h x src_w source resized
+// to dst_h x dst_w (the yuv420 crop follows it: image/yuv420_crop.h).
+enum class ResizeRoute {
+  kCopy,          // the same size
+  kBilinear,      // an enlargement, or a shrink the blur would leave as it is
+  kBoxAverage,    // a shrink by whole factors on both axes
+  kBlurBilinear,  // a Gaussian low-pass, then bilinear
+};
+ResizeRoute RouteOf(int src_h, int src_w, int dst_h, int dst_w);
+
 // Below this sigma a 3-tap Gaussian's side taps (at most exp(-8) = 0.0003)
 // round to zero in OpenCV's 8-bit fixed-point kernel, so the blur is the
 // identity and is skipped along that axis: same bytes, less work. Most of a

@@ -8,28 +8,13 @@
 
 namespace ssdfeed {
 
-namespace {
-
-// ResizeAntialiased's choice, for one box to one output size: true where it
-// resizes bilinearly. A box of the output's size is copied: the decode
-// serves it exactly.
-bool PlainBilinear(int bh, int bw, int oh, int ow) {
-  if (bh == oh && bw == ow) return false;
-  double fx = static_cast<double>(bw) / ow, fy = static_cast<double>(bh) / oh;
-  if (fx <= 1 && fy <= 1) return true;
-  if (bw % ow == 0 && bh % oh == 0) return false;  // a box average there
-  double sx = std::max(0.0, (fx - 1) / 2), sy = std::max(0.0, (fy - 1) / 2);
-  return sx < kIdentityBlurSigma && sy < kIdentityBlurSigma;
-}
-
-}  // namespace
-
 bool Yuv420CropApplies(int h, int w, int c, const CropBox& box, int out_h, int out_w) {
   if (c != 3 || box.windowed() || out_h < 1 || out_w < 1) return false;
   if (box.top < 0 || box.left < 0 || box.height < 1 || box.width < 1 || box.top + box.height > h ||
       box.left + box.width > w)
     return false;
-  return PlainBilinear(box.height, box.width, out_h, out_w);
+  // A box of the output's size is copied: the decode serves it exactly.
+  return RouteOf(box.height, box.width, out_h, out_w) == ResizeRoute::kBilinear;
 }
 
 Status CropYuv420(std::string_view planes, int h, int w, const CropBox& box, int out_h, int out_w,
