@@ -287,50 +287,55 @@ Status RenderWindow(const PixelsView& src, const CropBox& box, uint8_t* dst) {
   return Status::OK();
 }
 
-}  // namespace
-
-Status RenderSample(const PixelsView& src, const CropBox& box, int out_h, int out_w,
-                    const OutputSpec& out, void* dst, std::vector<uint8_t>* scratch) {
-  int c = src.channels;
-  // A uint8 HWC crop is resized (and mirrored) straight into dst; the
-  // others into scratch, converted from there.
+// draw(target) writes out_h x out_w x c uint8 HWC pixels: straight into
+// dst where out is uint8 NHWC, else into scratch, converted from there.
+template <typename Draw>
+Status RenderConverted(int out_h, int out_w, int c, const OutputSpec& out, void* dst,
+                       std::vector<uint8_t>* scratch, Draw draw) {
   bool direct = out.dtype == DType::kUint8 && out.layout == Layout::kNHWC;
   size_t bytes = static_cast<size_t>(out_h) * out_w * c;
   if (!direct && scratch->size() < bytes) scratch->resize(bytes);
-  void* target_data = direct ? dst : scratch->data();
-  if (box.windowed()) {
-    if (box.height != out_h || box.width != out_w)
-      return Status::InvalidArgument("a scale-jitter window must be the output size");
-    Status s = RenderWindow(src, box, static_cast<uint8_t*>(target_data));
-    if (!s.ok()) return s;
-    if (!direct) ConvertCrop(static_cast<const uint8_t*>(target_data), out_h, out_w, c, out, dst);
-    return Status::OK();
-  }
+  auto* target = static_cast<uint8_t*>(direct ? dst : scratch->data());
+  SSDFEED_RETURN_IF_ERROR(draw(target));
+  if (!direct) ConvertCrop(target, out_h, out_w, c, out, dst);
+  return Status::OK();
+}
+
+// The box of src resized to out_h x out_w (mirrored when box.flip).
+Status RenderCrop(const PixelsView& src, const CropBox& box, int out_h, int out_w,
+                  uint8_t* target) {
   Status s = CvCall("render", [&] {
-    int type = CV_8UC(c);
+    int type = CV_8UC(src.channels);
     cv::Mat img(src.height, src.width, type, const_cast<uint8_t*>(src.pixels));
     cv::Mat roi = img(cv::Rect(box.left, box.top, box.width, box.height));
-    cv::Mat target(out_h, out_w, type, target_data);
-    ResizeAntialiased(roi, target, box.flip);
+    cv::Mat t(out_h, out_w, type, target);
+    ResizeAntialiased(roi, t, box.flip);
   });
   if (!s.ok())
     return s.WithContext("crop " + std::to_string(box.height) + "x" + std::to_string(box.width) +
                          " of a " + std::to_string(src.height) + "x" + std::to_string(src.width) +
                          " image to " + std::to_string(out_h) + "x" + std::to_string(out_w));
-  if (!direct) ConvertCrop(static_cast<const uint8_t*>(target_data), out_h, out_w, c, out, dst);
   return Status::OK();
+}
+
+}  // namespace
+
+Status RenderSample(const PixelsView& src, const CropBox& box, int out_h, int out_w,
+                    const OutputSpec& out, void* dst, std::vector<uint8_t>* scratch) {
+  if (box.windowed() && (box.height != out_h || box.width != out_w))
+    return Status::InvalidArgument("a scale-jitter window must be the output size");
+  return RenderConverted(out_h, out_w, src.channels, out, dst, scratch, [&](uint8_t* target) {
+    return box.windowed() ? RenderWindow(src, box, target)
+                          : RenderCrop(src, box, out_h, out_w, target);
+  });
 }
 
 Status RenderYuv420Sample(std::string_view planes, int h, int w, const CropBox& box, int out_h,
                           int out_w, const OutputSpec& out, void* dst,
                           std::vector<uint8_t>* scratch) {
-  bool direct = out.dtype == DType::kUint8 && out.layout == Layout::kNHWC;
-  size_t bytes = static_cast<size_t>(out_h) * out_w * 3;
-  if (!direct && scratch->size() < bytes) scratch->resize(bytes);
-  auto* target = static_cast<uint8_t*>(direct ? dst : scratch->data());
-  SSDFEED_RETURN_IF_ERROR(CropYuv420(planes, h, w, box, out_h, out_w, target));
-  if (!direct) ConvertCrop(target, out_h, out_w, 3, out, dst);
-  return Status::OK();
+  return RenderConverted(out_h, out_w, 3, out, dst, scratch, [&](uint8_t* target) {
+    return CropYuv420(planes, h, w, box, out_h, out_w, target);
+  });
 }
 
 }  // namespace ssdfeed
