@@ -212,17 +212,6 @@ uint32_t SegmentIndex::RecordLength(uint64_t id) {
   return id < index_.size() && index_[id].seg != kAbsent ? index_[id].len : 0;
 }
 
-namespace {
-
-// The decoders of this thread's reads (zstd context, TurboJPEG handle):
-// made once per thread, reused by every read after.
-PixelCodecScratch* ThreadCodecScratch() {
-  thread_local PixelCodecScratch scratch;
-  return &scratch;
-}
-
-}  // namespace
-
 Status SegmentIndex::Check(uint64_t id, const Loc& loc, const RandomAccessFile* dat,
                            const char* rec, size_t got, CachedSample* out, PixelsTo to) {
   cf::RecordHeader h;
@@ -246,7 +235,7 @@ Status SegmentIndex::Check(uint64_t id, const Loc& loc, const RandomAccessFile* 
     // only vouches for the stored bytes.
     if (dst != nullptr) {
       MarkStage(Tmr::kCacheRead);  // read and checked; the codec's decode follows
-      Status d = cf::DecodeSample(out, dst, ThreadCodecScratch());
+      Status d = cf::DecodeSample(out, dst, ThisThreadCodecScratch());
       MarkStage(Tmr::kRecordDecode);
       if (!d.ok()) bad = d.message();
     }

@@ -240,6 +240,11 @@ Status Yuv420Decode(std::string_view stored, int h, int w, int c, uint8_t* out,
 
 }  // namespace
 
+PixelCodecScratch* ThisThreadCodecScratch() {
+  thread_local PixelCodecScratch scratch;
+  return &scratch;
+}
+
 Status EncodePixels(RecordCodec codec, int quality, const uint8_t* pixels, int h, int w, int c,
                     std::string* out, PixelCodecScratch* scratch) {
   if (h < 0 || w < 0 || c < 0) return BadShape(h, w, c);

@@ -31,6 +31,10 @@ class PixelCodecScratch {
   State* state_;
 };
 
+// The calling thread's scratch, made on its first use: a worker's cache
+// reads and renders decode through the one.
+PixelCodecScratch* ThisThreadCodecScratch();
+
 // True for the codecs whose served pixels are the decode of their stored
 // bytes, not the prepared pixels (jpeg, yuv420): a sample prepared from the
 // origin is served through the same round trip, so every epoch serves the

@@ -93,7 +93,7 @@ Status SampleFetcher::EncodeStored(FetchScratch* s, CachedSample* out) {
 Status SampleFetcher::ServeLossy(FetchScratch* s, CachedSample* out) {
   if (!IsLossy(spec_.codec) || out->bytes() == 0) return Status::OK();
   SSDFEED_RETURN_IF_ERROR(EncodeStored(s, out));
-  if (yuv420_planes_ && out->channels == 3) {  // rendered from the planes, as a hit is
+  if (yuv420_planes_) {  // rendered from the planes, as a hit is
     out->pixels = nullptr;
     return Status::OK();
   }

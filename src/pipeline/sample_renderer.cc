@@ -47,12 +47,6 @@ std::vector<MaskPlane> SampleRenderer::MaskPlanes(const std::vector<FieldSpec>& 
 
 namespace {
 
-// The codec's state for this thread's decodes of samples served coded.
-PixelCodecScratch* ThreadCodec() {
-  thread_local PixelCodecScratch scratch;
-  return &scratch;
-}
-
 // The pixels of cs: its own, or for a sample served coded (a yuv420 one as
 // its planes: SampleFetcher::ServeYuv420Planes) its decode, in this
 // thread's buffer until the next call.
@@ -62,7 +56,7 @@ Result<const uint8_t*> PixelsOf(const CachedSample& cs) {
   pixels.resize(cs.bytes());
   MarkStage(Tmr::kAugment);  // the render so far; the decode is record_decode's, as in a read
   SSDFEED_RETURN_IF_ERROR(DecodePixels(cs.codec, cs.stored, cs.height, cs.width, cs.channels,
-                                       pixels.data(), ThreadCodec()));
+                                       pixels.data(), ThisThreadCodecScratch()));
   MarkStage(Tmr::kRecordDecode);
   return pixels.data();
 }
